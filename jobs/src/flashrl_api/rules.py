@@ -1,0 +1,87 @@
+"""Cross-field rules, each written once and enforced twice.
+
+Every rule carries a Python predicate (used by ``flashrl validate``, the operator and the launcher)
+and the equivalent CEL expression (emitted into the CRD as ``x-kubernetes-validations``, so the
+API server rejects the same specs at ``kubectl apply`` time). A unit test evaluates both sides on
+the same inputs, so the two cannot disagree silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from flashrl_api.spec import FlashRLJobSpec
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One cross-field invariant of the spec."""
+
+    name: str
+    #: Field the message is about, relative to ``spec`` (dotted, camelCase).
+    path: str
+    #: CEL evaluated with ``self`` bound to ``spec`` (after defaulting).
+    cel: str
+    message: str
+    check: Callable[[FlashRLJobSpec], bool]
+
+
+def _world(spec: FlashRLJobSpec) -> int:
+    return spec.resources.nodes * spec.resources.gpus_per_node
+
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        name="generation-batch-covers-prompt-batch",
+        path="training.generationBatchSize",
+        cel="self.training.generationBatchSize >= self.training.promptBatchSize",
+        message="must be at least training.promptBatchSize (dynamic sampling fills a step from it)",
+        check=lambda s: s.training.generation_batch_size >= s.training.prompt_batch_size,
+    ),
+    Rule(
+        name="mini-batch-divides-prompt-batch",
+        path="training.miniBatchSize",
+        cel="self.training.promptBatchSize % self.training.miniBatchSize == 0",
+        message="must divide training.promptBatchSize",
+        check=lambda s: s.training.prompt_batch_size % s.training.mini_batch_size == 0,
+    ),
+    Rule(
+        name="tensor-parallel-divides-node",
+        path="rollout.tensorParallelSize",
+        cel="self.resources.gpusPerNode % self.rollout.tensorParallelSize == 0",
+        message="must divide resources.gpusPerNode (an SGLang server may not span nodes)",
+        check=lambda s: s.resources.gpus_per_node % s.rollout.tensor_parallel_size == 0,
+    ),
+    Rule(
+        name="sequence-parallel-divides-gpus",
+        path="training.ulyssesSequenceParallelSize",
+        cel="(self.resources.nodes * self.resources.gpusPerNode) % "
+        "self.training.ulyssesSequenceParallelSize == 0",
+        message="must divide the GPU count (resources.nodes x resources.gpusPerNode)",
+        check=lambda s: _world(s) % s.training.ulysses_sequence_parallel_size == 0,
+    ),
+    Rule(
+        name="rollouts-divide-over-gpus",
+        path="rollout.n",
+        cel="(self.training.promptBatchSize * self.rollout.n) % "
+        "(self.resources.nodes * self.resources.gpusPerNode) == 0",
+        message="training.promptBatchSize x rollout.n must be divisible by the GPU count "
+        "(resources.nodes x resources.gpusPerNode)",
+        check=lambda s: (s.training.prompt_batch_size * s.rollout.n) % _world(s) == 0,
+    ),
+    Rule(
+        name="overlong-buffer-fits-response",
+        path="training.overlongBuffer.length",
+        cel="!self.training.overlongBuffer.enabled || "
+        "self.training.overlongBuffer.length <= self.training.maxResponseLength",
+        message="must not exceed training.maxResponseLength",
+        check=lambda s: (not s.training.overlong_buffer.enabled)
+        or s.training.overlong_buffer.length <= s.training.max_response_length,
+    ),
+)
+
+
+def violations(spec: FlashRLJobSpec) -> list[tuple[str, str]]:
+    """Return ``(path, message)`` for every rule the spec breaks, paths relative to ``spec``."""
+    return [(rule.path, rule.message) for rule in RULES if not rule.check(spec)]

@@ -1,0 +1,391 @@
+"""The FlashRLJob spec: the single source of truth for the API.
+
+Every default here reproduces the origin recipe (Qwen3-8B-Base, DAPO on DAPO-Math-17k with AIME-2024
+validation, blockwise FP8 rollout on SGLang, token-level TIS with cap 2, prompt batch 32 x n=16,
+generation batch 96, mini batch 32, one node of 8 NVIDIA H20). The CRD YAML is generated from these
+classes (``flashrl crd``), and the in-pod launcher reads the same classes, so the schema the API
+server enforces, the objects the operator renders and the command verl runs cannot drift apart.
+
+Field docstrings become the CRD descriptions shown by ``kubectl explain``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator
+
+from flashrl_api._base import ApiModel
+from flashrl_api.pins import default_trainer_image
+
+Quantization = Literal["blockwise-fp8", "channel-fp8", "bf16"]
+TisLevel = Literal["token", "sequence", "off"]
+
+#: A Kubernetes resource quantity such as ``64``, ``500m``, ``512Gi``.
+QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti|P|Pi|E|Ei)?$"
+Quantity = Annotated[str, Field(pattern=QUANTITY_PATTERN, max_length=32)]
+
+#: A DNS-1123 label: names of Secrets, PVCs, priority classes, LocalQueues.
+DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DnsName = Annotated[str, Field(pattern=DNS_LABEL_PATTERN, min_length=1, max_length=253)]
+
+#: A verl Hydra override: ``key=value``, optionally prefixed by ``+`` (add), ``++`` (force) or ``~`` (delete).
+OVERRIDE_PATTERN = r"^(\+\+|\+|~)?[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_@\-]+)*(=.*)?$"
+_OVERRIDE_RE = re.compile(OVERRIDE_PATTERN, re.DOTALL)
+
+
+class ModelSpec(ApiModel):
+    """The policy model to train."""
+
+    path: str = Field(default="Qwen/Qwen3-8B-Base", min_length=1, max_length=1024)
+    """Hugging Face model id or a path inside the pod (e.g. on the model cache volume)."""
+
+
+class DataSpec(ApiModel):
+    """Training and validation data (parquet files readable from every Ray pod)."""
+
+    train: str = Field(default="/data/dapo-math-17k.parquet", min_length=1, max_length=1024)
+    """Training set: DAPO-Math-17k by default."""
+
+    validation: str = Field(default="/data/aime-2024.parquet", min_length=1, max_length=1024)
+    """Validation set: AIME 2024 by default; every sample is evaluated."""
+
+    prompt_key: str = Field(default="prompt", min_length=1, max_length=128)
+    """Column holding the chat-formatted prompt."""
+
+    truncation: Literal["left", "right", "error"] = "left"
+    """What to do with prompts longer than training.maxPromptLength."""
+
+
+class RolloutSpec(ApiModel):
+    """The generation engine and how its weights are quantized."""
+
+    engine: Literal["sglang"] = "sglang"
+    """Inference engine serving rollouts. Only SGLang is supported."""
+
+    quantization: Quantization = "blockwise-fp8"
+    """Rollout weight precision. blockwise-fp8: 128x128-block FP8 re-quantized by the trainer at every
+    weight sync (verl's path). channel-fp8: per-channel FP8 quantized inside SGLang (its flash_rl
+    loader). bf16: no quantization, the baseline."""
+
+    n: int = Field(default=16, ge=1, le=1024)
+    """Responses sampled per prompt (the GRPO/DAPO group size)."""
+
+    tensor_parallel_size: int = Field(default=1, ge=1, le=64)
+    """Tensor parallelism of each SGLang server. Must divide resources.gpusPerNode."""
+
+    gpu_memory_utilization: float = Field(default=0.70, gt=0.0, le=0.95)
+    """Fraction of GPU memory SGLang reserves for weights and KV cache (mem_fraction_static)."""
+
+    temperature: float = Field(default=1.0, ge=0.0, le=10.0)
+    """Sampling temperature. Keep 1.0: the trainer's log-probs only model temperature, so other values
+    bias the importance ratios TIS corrects with."""
+
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    """Nucleus sampling. Keep 1.0 for unbiased TIS ratios."""
+
+    top_k: int = Field(default=-1, ge=-1)
+    """Top-k sampling; -1 disables it. Keep -1 for unbiased TIS ratios."""
+
+
+class TisSpec(ApiModel):
+    """Truncated importance sampling: weight each token's loss by min(pi_train / pi_rollout, cap)."""
+
+    level: TisLevel = "token"
+    """token: one weight per token. sequence: one weight per sequence (product of token ratios).
+    off: no weights (rollout log-prob diagnostics are still computed)."""
+
+    cap: float = Field(default=2.0, gt=0.0, le=1000.0)
+    """Truncation threshold C: weights above it are clipped to it."""
+
+    batch_normalize: bool = False
+    """Divide the weights by their batch mean."""
+
+
+class CorrectionSpec(ApiModel):
+    """How the mismatch between the FP8 rollout policy and the bf16 trainer policy is corrected."""
+
+    tis: TisSpec = Field(default_factory=TisSpec)
+    """Truncated importance sampling settings."""
+
+
+class OverlongBufferSpec(ApiModel):
+    """DAPO's soft overlong punishment: a linear penalty over the last `length` response tokens."""
+
+    enabled: bool = True
+    """Apply the penalty."""
+
+    length: int = Field(default=4096, ge=1)
+    """Buffer length in tokens (must not exceed training.maxResponseLength)."""
+
+    penalty_factor: float = Field(default=1.0, ge=0.0)
+    """Penalty at the maximum response length."""
+
+
+class DynamicSamplingSpec(ApiModel):
+    """DAPO's dynamic sampling: drop groups whose samples all score the same, generate until full."""
+
+    enabled: bool = True
+    """Filter zero-variance groups."""
+
+    metric: str = Field(default="acc", min_length=1, max_length=64)
+    """Per-sample metric compared across a group (``acc`` or ``reward``)."""
+
+    max_generation_batches: int = Field(default=10, ge=0)
+    """Give up after this many generation batches per step; 0 means no limit."""
+
+
+class TrainingSpec(ApiModel):
+    """The RL algorithm, its batch geometry and optimiser."""
+
+    recipe: Literal["dapo"] = "dapo"
+    """Training recipe. DAPO: clip-higher, dynamic sampling, token-mean loss, overlong shaping, GRPO
+    advantages and no KL terms."""
+
+    prompt_batch_size: int = Field(default=32, ge=1)
+    """Prompts per training step (data.train_batch_size)."""
+
+    generation_batch_size: int = Field(default=96, ge=1)
+    """Prompts per generation batch (data.gen_batch_size); at least promptBatchSize."""
+
+    mini_batch_size: int = Field(default=32, ge=1)
+    """Prompts per optimiser update (ppo_mini_batch_size); must divide promptBatchSize."""
+
+    max_prompt_length: int = Field(default=2048, ge=1, le=1_048_576)
+    """Maximum prompt tokens."""
+
+    max_response_length: int = Field(default=20480, ge=1, le=1_048_576)
+    """Maximum response tokens."""
+
+    total_steps: int = Field(default=150, ge=1)
+    """Training steps to run."""
+
+    learning_rate: float = Field(default=1e-6, gt=0.0, le=1.0)
+    """Actor learning rate."""
+
+    warmup_steps: int = Field(default=10, ge=0)
+    """Linear learning-rate warmup steps."""
+
+    weight_decay: float = Field(default=0.1, ge=0.0)
+    """AdamW weight decay."""
+
+    grad_clip: float = Field(default=1.0, gt=0.0)
+    """Gradient norm clip."""
+
+    clip_ratio_low: float = Field(default=0.2, ge=0.0, le=1.0)
+    """PPO clip lower bound epsilon_low."""
+
+    clip_ratio_high: float = Field(default=0.28, ge=0.0, le=10.0)
+    """PPO clip upper bound epsilon_high (DAPO clip-higher)."""
+
+    clip_ratio_c: float = Field(default=10.0, gt=1.0)
+    """Dual-clip constant for negative advantages."""
+
+    ulysses_sequence_parallel_size: int = Field(default=2, ge=1, le=64)
+    """Ulysses sequence parallelism for actor and reference. Must divide resources.gpusPerNode."""
+
+    overlong_buffer: OverlongBufferSpec = Field(default_factory=OverlongBufferSpec)
+    """Soft overlong punishment."""
+
+    dynamic_sampling: DynamicSamplingSpec = Field(default_factory=DynamicSamplingSpec)
+    """Dynamic sampling (group filtering)."""
+
+    validate_before_train: bool = True
+    """Run validation before the first step."""
+
+    test_frequency: int = Field(default=5, ge=-1)
+    """Validate every N steps; -1 never."""
+
+    save_frequency: int = Field(default=-1, ge=-1)
+    """Checkpoint every N steps; -1 only at the end."""
+
+    resume_mode: Literal["auto", "disable"] = "auto"
+    """Resume from the newest checkpoint on the checkpoint volume when one exists."""
+
+    project_name: str = Field(default="DAPO-1", min_length=1, max_length=128)
+    """Experiment tracker project."""
+
+    experiment_name: str | None = Field(default=None, max_length=128)
+    """Experiment tracker run name; defaults to the FlashRLJob's name."""
+
+    loggers: list[Literal["console", "wandb", "tensorboard", "mlflow"]] = Field(
+        default_factory=lambda: ["console"], min_length=1, max_length=4
+    )
+    """Where verl reports metrics. wandb needs WANDB_API_KEY (see secretRefs)."""
+
+
+class HeadSpec(ApiModel):
+    """The CPU-only Ray head pod (runs the GCS, the dashboard and the verl driver)."""
+
+    cpu: Quantity = "8"
+    """CPU request and limit."""
+
+    memory: Quantity = "32Gi"
+    """Memory request and limit."""
+
+
+class RdmaSpec(ApiModel):
+    """An RDMA device resource for NCCL between nodes (InfiniBand or RoCE)."""
+
+    resource_name: str = Field(min_length=1, max_length=253, pattern=r"^[a-z0-9.\-]+/[A-Za-z0-9_.\-]+$")
+    """Extended resource name, e.g. rdma/hca_shared_devices_a, nvidia.com/hostdev or
+    vpc.amazonaws.com/efa."""
+
+    count: int = Field(default=1, ge=1, le=64)
+    """Devices per worker pod."""
+
+
+class ResourcesSpec(ApiModel):
+    """The GPU node pool the Ray workers run on."""
+
+    nodes: int = Field(default=1, ge=1, le=512)
+    """Number of GPU worker pods (one per node)."""
+
+    gpus_per_node: int = Field(default=8, ge=1, le=16)
+    """GPUs per worker pod (nvidia.com/gpu limit)."""
+
+    gpu_product: str = Field(default="NVIDIA-H20", min_length=1, max_length=63)
+    """Node-pool match on the nvidia.com/gpu.product label set by GPU Feature Discovery."""
+
+    cpu: Quantity = "64"
+    """CPU request and limit per worker pod."""
+
+    memory: Quantity = "512Gi"
+    """Memory request and limit per worker pod."""
+
+    shared_memory: Quantity = "64Gi"
+    """Size of the memory-backed /dev/shm (NCCL, Ray object store); counts against node RAM."""
+
+    rdma: RdmaSpec | None = None
+    """Optional RDMA devices; adds the IPC_LOCK capability."""
+
+    head: HeadSpec = Field(default_factory=HeadSpec)
+    """The Ray head pod."""
+
+
+class ImagesSpec(ApiModel):
+    """Container images. The default is the pinned trainer image (verl + SGLang + the launcher)."""
+
+    trainer: str = Field(default_factory=default_trainer_image, min_length=1, max_length=512)
+    """Image for the Ray head and GPU workers."""
+
+    pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
+    """Image pull policy."""
+
+    pull_secrets: list[DnsName] = Field(default_factory=list, max_length=16)
+    """Image pull Secret names."""
+
+
+class VolumeSpec(ApiModel):
+    """A PersistentVolumeClaim mounted into every Ray pod (an emptyDir when no claim is given)."""
+
+    claim_name: DnsName | None = None
+    """PersistentVolumeClaim to mount; omit for a pod-local emptyDir."""
+
+    mount_path: str = Field(pattern=r"^/[^\s:]*$", max_length=512)
+    """Where it appears inside the pods."""
+
+    read_only: bool = False
+    """Mount read-only."""
+
+
+class StorageSpec(ApiModel):
+    """Volumes for the model cache, the data sets and checkpoints."""
+
+    model_cache: VolumeSpec = Field(default_factory=lambda: VolumeSpec(mount_path="/models"))
+    """Hugging Face cache (HF_HOME); share it across jobs to download each model once."""
+
+    data: VolumeSpec = Field(default_factory=lambda: VolumeSpec(mount_path="/data", read_only=True))
+    """Training and validation data."""
+
+    checkpoints: VolumeSpec = Field(default_factory=lambda: VolumeSpec(mount_path="/checkpoints"))
+    """Checkpoints (trainer.default_local_dir); needed for resumeMode auto to resume after a restart."""
+
+
+class LifecycleSpec(ApiModel):
+    """Suspension, deadlines, retention and retries."""
+
+    suspend: bool = False
+    """Suspend the job: the Ray cluster is deleted; resuming creates a new one."""
+
+    ttl_seconds_after_finished: int = Field(default=3600, ge=0)
+    """Keep the finished Ray cluster this long (for logs), then delete it."""
+
+    active_deadline_seconds: int | None = Field(default=None, ge=1)
+    """Fail the job after this many seconds in total."""
+
+    startup_timeout_seconds: int = Field(default=1800, ge=1)
+    """Fail if the Ray cluster is not running the job within this time (image pulls, scheduling)."""
+
+    gpu_wait_timeout_seconds: int = Field(default=600, ge=1)
+    """Inside the job: how long to wait for every GPU to join Ray before verl starts."""
+
+    max_restarts: int = Field(default=0, ge=0, le=100)
+    """Retries after a failure; each creates a new Ray cluster and resumes from the latest checkpoint."""
+
+
+class SchedulingSpec(ApiModel):
+    """Queueing and priority."""
+
+    queue_name: DnsName | None = None
+    """Kueue LocalQueue; the job waits, suspended, until Kueue admits it."""
+
+    priority_class_name: DnsName | None = None
+    """PriorityClass for the Ray pods."""
+
+
+def _check_override(value: str) -> str:
+    if not _OVERRIDE_RE.match(value):
+        raise ValueError(f"{value!r} is not a Hydra override of the form key=value")
+    if not value.startswith("~") and "=" not in value:
+        raise ValueError(f"{value!r} has no '=value'")
+    return value
+
+
+Override = Annotated[str, Field(min_length=3, max_length=4096, pattern=OVERRIDE_PATTERN)]
+
+
+class FlashRLJobSpec(ApiModel):
+    """Desired state of a FlashRLJob: an FP8-rollout RL post-training run on a KubeRay cluster."""
+
+    model: ModelSpec = Field(default_factory=ModelSpec)
+    """Policy model."""
+
+    data: DataSpec = Field(default_factory=DataSpec)
+    """Data sets."""
+
+    rollout: RolloutSpec = Field(default_factory=RolloutSpec)
+    """Rollout engine and precision."""
+
+    correction: CorrectionSpec = Field(default_factory=CorrectionSpec)
+    """Off-policy correction for the rollout/trainer mismatch."""
+
+    training: TrainingSpec = Field(default_factory=TrainingSpec)
+    """Algorithm, batches and optimiser."""
+
+    resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
+    """GPU node pool and pod sizes."""
+
+    images: ImagesSpec = Field(default_factory=ImagesSpec)
+    """Container images."""
+
+    storage: StorageSpec = Field(default_factory=StorageSpec)
+    """Volumes."""
+
+    lifecycle: LifecycleSpec = Field(default_factory=LifecycleSpec)
+    """Suspension, deadlines and retries."""
+
+    scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec)
+    """Queueing and priority."""
+
+    secret_refs: list[DnsName] = Field(default_factory=list, max_length=16)
+    """Secrets exposed as environment variables in every Ray pod (e.g. HF_TOKEN, WANDB_API_KEY)."""
+
+    overrides: list[Override] = Field(default_factory=list, max_length=256)
+    """Extra verl Hydra overrides (key=value), applied last; checked against the pinned verl config."""
+
+    @field_validator("overrides")
+    @classmethod
+    def _overrides_are_hydra(cls, values: list[str]) -> list[str]:
+        return [_check_override(v) for v in values]

@@ -1,0 +1,88 @@
+"""The FlashRLJob status: phase, progress, conditions and what the user needs to act on a failure."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from flashrl_api._base import ApiModel
+
+Phase = Literal["Pending", "Starting", "Running", "Succeeded", "Failed", "Suspended"]
+PHASES: tuple[Phase, ...] = ("Pending", "Starting", "Running", "Succeeded", "Failed", "Suspended")
+TERMINAL_PHASES: frozenset[Phase] = frozenset({"Succeeded", "Failed"})
+
+ConditionType = Literal["Accepted", "ClusterReady", "Running", "Succeeded", "Failed", "Suspended"]
+
+
+class Condition(ApiModel):
+    """A Kubernetes-style condition (metav1.Condition without observedGeneration per condition)."""
+
+    type: str = Field(min_length=1, max_length=316)
+    """Accepted, ClusterReady, Running, Succeeded, Failed or Suspended."""
+
+    status: Literal["True", "False", "Unknown"]
+    """Whether the condition holds."""
+
+    reason: str = Field(min_length=1, max_length=1024)
+    """CamelCase machine-readable reason."""
+
+    message: str = Field(default="", max_length=32768)
+    """Human-readable explanation."""
+
+    last_transition_time: str
+    """When status last changed (RFC 3339)."""
+
+
+class Progress(ApiModel):
+    """Training progress reported from inside the job."""
+
+    step: int = Field(default=0, ge=0)
+    """Last completed training step."""
+
+    total_steps: int = Field(default=0, ge=0)
+    """Steps the job will run."""
+
+    update_time: str | None = None
+    """When the step was last reported (RFC 3339)."""
+
+
+class FlashRLJobStatus(ApiModel):
+    """Observed state of a FlashRLJob, written by the operator."""
+
+    phase: Phase | None = None
+    """Pending, Starting, Running, Succeeded, Failed or Suspended."""
+
+    step: int | None = Field(default=None, ge=0)
+    """Last completed training step (mirrors progress.step for the printer column)."""
+
+    progress: Progress | None = None
+    """Training progress."""
+
+    conditions: list[Condition] = Field(default_factory=list)
+    """Accepted, ClusterReady, Running, Succeeded, Failed, Suspended."""
+
+    observed_generation: int | None = None
+    """The metadata.generation this status describes."""
+
+    ray_job_name: str | None = None
+    """The KubeRay RayJob that runs this job."""
+
+    ray_cluster_name: str | None = None
+    """The RayCluster KubeRay created for it."""
+
+    dashboard_url: str | None = None
+    """Ray dashboard address (reachable in-cluster or via kubectl port-forward)."""
+
+    start_time: str | None = None
+    """When verl started running (RFC 3339)."""
+
+    completion_time: str | None = None
+    """When the job finished (RFC 3339)."""
+
+    reason: str | None = None
+    """Failure reason, copied from KubeRay (AppFailed, DeadlineExceeded, PreRunningDeadlineExceeded,
+    SubmissionFailed, ...) or our own (InvalidSpec, ImmutableFieldChanged, ...)."""
+
+    message: str | None = None
+    """Human-readable detail for the phase or failure."""

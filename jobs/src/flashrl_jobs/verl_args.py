@@ -1,0 +1,230 @@
+"""FlashRLJob spec -> the exact verl command line (pure; no I/O).
+
+The target is the pinned verl (``images/pins.yaml``, 0.9.x) and its own entry point,
+``python3 -m verl.trainer.main_ppo`` with the ``ppo_trainer`` config: its v1 trainer implements
+DAPO's dynamic sampling (``algorithm.filter_groups``) and the ``dapo`` reward manager implements the
+overlong penalty, so no separate recipe checkout is needed.
+
+Every key written here exists in that config (a test composes the list against the installed verl
+package and fails on any unknown key). Keys verl removed (``rollout_token_veto_threshold``,
+``use_policy_gradient``, ``reward_model.overlong_buffer.*``, ``tis_imp_ratio_cap`` ...) never appear.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Final
+
+from flashrl_api import FlashRLJob, FlashRLJobSpec
+
+ENTRY_MODULE: Final = "verl.trainer.main_ppo"
+CONFIG_NAME: Final = "ppo_trainer"
+
+#: Keys that follow from other spec fields; a user override would silently desynchronise the pods
+#: from verl's view of them, so ``spec.overrides`` may not set them.
+PROTECTED_KEYS: Final[Mapping[str, str]] = {
+    "trainer.nnodes": "spec.resources.nodes",
+    "trainer.n_gpus_per_node": "spec.resources.gpusPerNode",
+    "actor_rollout_ref.rollout.name": "spec.rollout.engine",
+    "actor_rollout_ref.rollout.quantization": "spec.rollout.quantization",
+    "actor_rollout_ref.rollout.load_format": "spec.rollout.quantization",
+    "actor_rollout_ref.rollout.calculate_log_probs": "spec.correction.tis (TIS needs rollout log-probs)",
+    "trainer.default_local_dir": "spec.storage.checkpoints.mountPath",
+}
+
+Value = str | int | float | bool | None | list[str]
+
+_PLAIN = re.compile(r"^[A-Za-z0-9_./:\-@+]+$")
+
+
+def format_value(value: Value) -> str:
+    """Render a Python value in Hydra's override grammar."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, list):
+        return "[" + ",".join(format_value(v) for v in value) + "]"
+    if _PLAIN.match(value) and value.lower() not in {"null", "true", "false"}:
+        return value
+    escaped = value.replace("\\", "\\\\").replace("'", "\\'")
+    return f"'{escaped}'"
+
+
+def override_key(override: str) -> str:
+    """The dotted key of a Hydra override, without its ``+``/``++``/``~`` prefix."""
+    key = override.split("=", 1)[0]
+    return key.lstrip("+~")
+
+
+def _tis(spec: FlashRLJobSpec) -> dict[str, Value]:
+    tis = spec.correction.tis
+    prefix = "algorithm.rollout_correction."
+    return {
+        # Set explicitly: verl's YAML default (null) and dataclass default ("sequence") disagree.
+        prefix + "rollout_is": None if tis.level == "off" else tis.level,
+        prefix + "rollout_is_threshold": float(tis.cap),
+        prefix + "rollout_is_batch_normalize": tis.batch_normalize,
+        prefix + "rollout_rs": None,
+        prefix + "bypass_mode": False,
+    }
+
+
+def _rollout(spec: FlashRLJobSpec) -> dict[str, Value]:
+    r = spec.rollout
+    prefix = "actor_rollout_ref.rollout."
+    values: dict[str, Value] = {
+        prefix + "name": r.engine,
+        prefix + "mode": "async",
+        prefix + "tensor_model_parallel_size": r.tensor_parallel_size,
+        prefix + "gpu_memory_utilization": float(r.gpu_memory_utilization),
+        prefix + "n": r.n,
+        prefix + "temperature": float(r.temperature),
+        prefix + "top_p": float(r.top_p),
+        prefix + "top_k": r.top_k,
+        # TIS divides by the rollout's own log-probs: without them no correction is computed.
+        prefix + "calculate_log_probs": True,
+        prefix + "val_kwargs.temperature": float(r.temperature),
+        prefix + "val_kwargs.top_p": float(r.top_p),
+        prefix + "val_kwargs.top_k": r.top_k,
+        prefix + "val_kwargs.do_sample": True,
+        prefix + "val_kwargs.n": 1,
+    }
+    if r.quantization == "blockwise-fp8":
+        # verl's own path: SGLang is told the model is 128x128-block FP8 and the trainer quantizes
+        # the bf16 weights at every sync. load_format stays "dummy": weights arrive from the trainer.
+        values[prefix + "quantization"] = "fp8"
+    elif r.quantization == "channel-fp8":
+        # SGLang's flash_rl loader: loads bf16, quantizes per output channel inside SGLang and
+        # re-quantizes every update_weights_from_tensor into the same FP8 storage.
+        values[prefix + "load_format"] = "flash_rl"
+        values["+" + prefix + "engine_kwargs.sglang.quantization"] = "fp8"
+    return values
+
+
+def _training(job: FlashRLJob) -> dict[str, Value]:
+    spec = job.spec
+    t = spec.training
+    tokens_per_gpu = t.max_prompt_length + t.max_response_length
+    actor = "actor_rollout_ref.actor."
+    ref = "actor_rollout_ref.ref."
+    model = "actor_rollout_ref.model."
+    values: dict[str, Value] = {
+        "algorithm.adv_estimator": "grpo",
+        "algorithm.use_kl_in_reward": False,
+        "algorithm.kl_ctrl.kl_coef": 0.0,
+        "algorithm.filter_groups.enable": t.dynamic_sampling.enabled,
+        "algorithm.filter_groups.metric": t.dynamic_sampling.metric,
+        "algorithm.filter_groups.max_num_gen_batches": t.dynamic_sampling.max_generation_batches,
+        "data.train_files": spec.data.train,
+        "data.val_files": spec.data.validation,
+        "data.prompt_key": spec.data.prompt_key,
+        "data.truncation": spec.data.truncation,
+        "data.max_prompt_length": t.max_prompt_length,
+        "data.max_response_length": t.max_response_length,
+        "data.train_batch_size": t.prompt_batch_size,
+        "data.gen_batch_size": t.generation_batch_size,
+        "data.val_max_samples": -1,
+        model + "path": spec.model.path,
+        model + "use_remove_padding": True,
+        model + "enable_gradient_checkpointing": True,
+        model + "use_fused_kernels": True,
+        actor + "ppo_mini_batch_size": t.mini_batch_size,
+        actor + "use_dynamic_bsz": True,
+        actor + "ppo_max_token_len_per_gpu": tokens_per_gpu,
+        ref + "log_prob_use_dynamic_bsz": True,
+        ref + "log_prob_max_token_len_per_gpu": tokens_per_gpu,
+        "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz": True,
+        "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu": tokens_per_gpu,
+        actor + "use_kl_loss": False,
+        actor + "kl_loss_coef": 0.0,
+        actor + "clip_ratio_low": float(t.clip_ratio_low),
+        actor + "clip_ratio_high": float(t.clip_ratio_high),
+        actor + "clip_ratio_c": float(t.clip_ratio_c),
+        actor + "optim.lr": float(t.learning_rate),
+        actor + "optim.lr_warmup_steps": t.warmup_steps,
+        actor + "optim.weight_decay": float(t.weight_decay),
+        actor + "grad_clip": float(t.grad_clip),
+        actor + "entropy_coeff": 0,
+        actor + "loss_agg_mode": "token-mean",
+        actor + "fsdp_config.param_offload": True,
+        actor + "fsdp_config.optimizer_offload": True,
+        actor + "fsdp_config.fsdp_size": -1,
+        ref + "fsdp_config.param_offload": True,
+        actor + "ulysses_sequence_parallel_size": t.ulysses_sequence_parallel_size,
+        ref + "ulysses_sequence_parallel_size": t.ulysses_sequence_parallel_size,
+        "reward.reward_manager.name": "dapo",
+        "+reward.reward_kwargs.overlong_buffer_cfg.enable": t.overlong_buffer.enabled,
+        "+reward.reward_kwargs.overlong_buffer_cfg.len": t.overlong_buffer.length,
+        "+reward.reward_kwargs.overlong_buffer_cfg.penalty_factor": float(t.overlong_buffer.penalty_factor),
+        "+reward.reward_kwargs.overlong_buffer_cfg.log": False,
+        "+reward.reward_kwargs.max_resp_len": t.max_response_length,
+    }
+    experiment = t.experiment_name or job.name
+    values.update(
+        {
+            "trainer.logger": list(t.loggers),
+            "trainer.project_name": t.project_name,
+            "trainer.experiment_name": experiment,
+            "trainer.nnodes": spec.resources.nodes,
+            "trainer.n_gpus_per_node": spec.resources.gpus_per_node,
+            "trainer.val_before_train": t.validate_before_train,
+            "trainer.test_freq": t.test_frequency,
+            "trainer.save_freq": t.save_frequency,
+            "trainer.total_epochs": 1,
+            "trainer.total_training_steps": t.total_steps,
+            "trainer.resume_mode": t.resume_mode,
+            "trainer.default_local_dir": (
+                f"{spec.storage.checkpoints.mount_path.rstrip('/')}/{t.project_name}/{experiment}"
+            ),
+        }
+    )
+    return values
+
+
+def generated_overrides(job: FlashRLJob) -> list[str]:
+    """The overrides derived from the typed spec, before the user's ``spec.overrides``."""
+    values: dict[str, Value] = {}
+    values.update(_training(job))
+    values.update(_rollout(job.spec))
+    values.update(_tis(job.spec))
+    return [f"{key}={format_value(value)}" for key, value in values.items()]
+
+
+def merge_overrides(generated: Iterable[str], user: Iterable[str]) -> list[str]:
+    """Apply user overrides last; one replaces a generated entry with the same key in place."""
+    merged = list(generated)
+    index = {override_key(o): i for i, o in enumerate(merged)}
+    for override in user:
+        key = override_key(override)
+        if key in index:
+            merged[index[key]] = override
+        else:
+            index[key] = len(merged)
+            merged.append(override)
+    return merged
+
+
+def protected_key_problems(user: Iterable[str]) -> list[tuple[int, str]]:
+    """``(index, message)`` for each user override that sets a key the spec owns."""
+    problems = []
+    for i, override in enumerate(user):
+        owner = PROTECTED_KEYS.get(override_key(override))
+        if owner is not None:
+            problems.append((i, f"{override_key(override)} is set by {owner}; change that field instead"))
+    return problems
+
+
+def verl_overrides(job: FlashRLJob) -> list[str]:
+    """Every Hydra override verl will run with, one ``key=value`` string each, in order."""
+    return merge_overrides(generated_overrides(job), job.spec.overrides)
+
+
+def verl_argv(job: FlashRLJob, python: str = "python3") -> list[str]:
+    """The full verl command as an argument list (no shell involved)."""
+    return [python, "-m", ENTRY_MODULE, *verl_overrides(job)]
