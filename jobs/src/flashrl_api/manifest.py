@@ -162,19 +162,16 @@ def parse_job(raw: Any) -> FlashRLJob:
     parsed_status: FlashRLJobStatus | None = None
     if isinstance(status, Mapping):
         try:
-            parsed_status = FlashRLJobStatus.model_validate(
-                {k: v for k, v in status.items() if k in FlashRLJobStatus.model_fields or k in _STATUS_ALIASES}
-            )
+            known = {k: v for k, v in status.items() if k in _STATUS_ALIASES}
+            parsed_status = FlashRLJobStatus.model_validate(known)
         except ValidationError:
             parsed_status = None  # Status is ours to rewrite; a damaged one is not the user's error.
     return FlashRLJob(
-        apiVersion=API_VERSION, kind=KIND, metadata=dict(metadata), spec=spec, status=parsed_status
+        api_version=API_VERSION, kind=KIND, metadata=dict(metadata), spec=spec, status=parsed_status
     )
 
 
-_STATUS_ALIASES = frozenset(
-    f.alias for f in FlashRLJobStatus.model_fields.values() if f.alias is not None
-)
+_STATUS_ALIASES = frozenset(f.alias for f in FlashRLJobStatus.model_fields.values() if f.alias is not None)
 
 
 def load_documents(text: str, source: str = "<input>") -> list[Any]:

@@ -76,8 +76,10 @@ RULES: tuple[Rule, ...] = (
         cel="!self.training.overlongBuffer.enabled || "
         "self.training.overlongBuffer.length <= self.training.maxResponseLength",
         message="must not exceed training.maxResponseLength",
-        check=lambda s: (not s.training.overlong_buffer.enabled)
-        or s.training.overlong_buffer.length <= s.training.max_response_length,
+        check=lambda s: (
+            (not s.training.overlong_buffer.enabled)
+            or s.training.overlong_buffer.length <= s.training.max_response_length
+        ),
     ),
 )
 

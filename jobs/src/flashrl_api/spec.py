@@ -21,6 +21,7 @@ from flashrl_api.pins import default_trainer_image
 
 Quantization = Literal["blockwise-fp8", "channel-fp8", "bf16"]
 TisLevel = Literal["token", "sequence", "off"]
+Logger = Literal["console", "wandb", "tensorboard", "mlflow"]
 
 #: A Kubernetes resource quantity such as ``64``, ``500m``, ``512Gi``.
 QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti|P|Pi|E|Ei)?$"
@@ -209,8 +210,8 @@ class TrainingSpec(ApiModel):
     experiment_name: str | None = Field(default=None, max_length=128)
     """Experiment tracker run name; defaults to the FlashRLJob's name."""
 
-    loggers: list[Literal["console", "wandb", "tensorboard", "mlflow"]] = Field(
-        default_factory=lambda: ["console"], min_length=1, max_length=4
+    loggers: list[Logger] = Field(
+        default_factory=lambda: list[Logger](["console"]), min_length=1, max_length=4
     )
     """Where verl reports metrics. wandb needs WANDB_API_KEY (see secretRefs)."""
 

@@ -53,9 +53,6 @@ class FlashRLJobStatus(ApiModel):
     phase: Phase | None = None
     """Pending, Starting, Running, Succeeded, Failed or Suspended."""
 
-    step: int | None = Field(default=None, ge=0)
-    """Last completed training step (mirrors progress.step for the printer column)."""
-
     progress: Progress | None = None
     """Training progress."""
 
