@@ -383,6 +383,10 @@ class FlashRLJobSpec(ApiModel):
     secret_refs: list[DnsName] = Field(default_factory=list, max_length=16)
     """Secrets exposed as environment variables in every Ray pod (e.g. HF_TOKEN, WANDB_API_KEY)."""
 
+    dry_run: bool = False
+    """Do everything up to starting verl (compose its config, bring up the Ray cluster, wait for every
+    GPU to join), then finish without training: a smoke test of the node pool, images and config."""
+
     overrides: list[Override] = Field(default_factory=list, max_length=256)
     """Extra verl Hydra overrides (key=value), applied last; checked against the pinned verl config."""
 
