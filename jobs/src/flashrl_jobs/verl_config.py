@@ -1,0 +1,256 @@
+"""Compose verl's Hydra config offline, so a bad override fails in seconds, not after GPUs start.
+
+verl is used for its config files only: the package is located with ``importlib.util.find_spec``
+(which does not execute it; ``import verl`` needs torch) and its ``trainer/config`` directory is
+composed with Hydra exactly as ``python3 -m verl.trainer.main_ppo`` would compose it, then resolved
+with OmegaConf. Struct mode rejects every key the pinned verl does not know, so removed keys such
+as ``rollout_token_veto_threshold`` or ``reward_model.overlong_buffer.*`` are caught here.
+
+Callers: the launcher (before it waits on Ray), and, lazily, ``flashrl validate`` and the operator
+through :func:`check_user_overrides`. Hydra keeps global state, so compositions are serialised by a
+lock and the results of recent ones are cached (a composition takes about a second).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Final
+
+from flashrl_api import FlashRLJob, Problem
+from flashrl_jobs.verl_args import (
+    CONFIG_NAME,
+    generated_overrides,
+    merge_overrides,
+    override_key,
+    protected_key_problems,
+)
+
+#: Keys older verl releases (and the recipes written for them) used; the pinned verl rejects them or,
+#: when forced in with ``+``, silently ignores them. Value: what replaced each one.
+REMOVED_KEYS: Final[dict[str, str]] = {
+    "algorithm.rollout_correction.rollout_token_veto_threshold": "removed in verl 0.7.1; use "
+    "algorithm.rollout_correction.rollout_rs (rejection sampling) instead",
+    "algorithm.rollout_correction.use_policy_gradient": "removed in verl 0.7.0; use "
+    "algorithm.rollout_correction.loss_type",
+    "algorithm.rollout_correction.rollout_rs_threshold_lower": "removed in verl 0.7.1; give "
+    "rollout_rs_threshold as 'lo_hi'",
+    "actor_rollout_ref.actor.tis_imp_ratio_cap": "removed; set spec.correction.tis.cap",
+    "actor_rollout_ref.rollout.update_weights_bucket_megabytes": "moved to "
+    "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes",
+    "algorithm.rollout_is_threshold": "moved under algorithm.rollout_correction (set spec.correction.tis)",
+    "algorithm.rollout_is": "moved under algorithm.rollout_correction (set spec.correction.tis)",
+}
+#: Whole subtrees that were removed (every key below them is rejected).
+REMOVED_PREFIXES: Final[dict[str, str]] = {
+    "reward_model.overlong_buffer.": "removed by verl's reward refactor (0.7.1); set "
+    "spec.training.overlongBuffer (reward.reward_kwargs.overlong_buffer_cfg.*)",
+}
+
+_QUOTED = re.compile(r"'([^'\s]+)'")
+_LOCK = threading.Lock()
+
+
+class VerlConfigUnavailableError(RuntimeError):
+    """verl's config files or Hydra are not installed here, so nothing can be composed."""
+
+
+@dataclass(frozen=True)
+class ComposeError:
+    """verl refused one override list; ``message`` is Hydra's or OmegaConf's own explanation."""
+
+    message: str
+    #: The dotted key the message names, when it names one.
+    key: str | None = None
+
+
+def verl_version() -> str:
+    """Version of the installed verl distribution (``unknown`` when its metadata is missing)."""
+    try:
+        return metadata.version("verl")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def config_dir() -> Path:
+    """``<verl package>/trainer/config``, found without importing verl (its ``__init__`` needs torch)."""
+    try:
+        found = importlib.util.find_spec("verl")
+    except (ImportError, ValueError):
+        found = None
+    locations = list(found.submodule_search_locations or []) if found is not None else []
+    if not locations:
+        raise VerlConfigUnavailableError(
+            "verl is not installed; install it for its config only: pip install --no-deps verl"
+        )
+    path = Path(locations[0]) / "trainer" / "config"
+    if not (path / f"{CONFIG_NAME}.yaml").is_file():
+        raise VerlConfigUnavailableError(f"{path} holds no {CONFIG_NAME}.yaml; is verl installed completely?")
+    return path
+
+
+def _hydra() -> tuple[Any, Any, Any]:
+    try:
+        from hydra import compose, initialize_config_dir
+        from omegaconf import OmegaConf
+    except ImportError as exc:
+        raise VerlConfigUnavailableError(
+            f"{exc.name} is not installed; install the verl-config extra (hydra-core, omegaconf)"
+        ) from None
+    return compose, initialize_config_dir, OmegaConf
+
+
+def _named_key(message: str, overrides: Sequence[str]) -> str | None:
+    keys = {override_key(o) for o in overrides}
+    for quoted in _QUOTED.findall(message):
+        key = str(quoted).lstrip("+~")
+        if key in keys:
+            return key
+    return None
+
+
+def _compose(overrides: Sequence[str]) -> Any:
+    """Compose and resolve; raises Hydra or OmegaConf errors. Call with ``_LOCK`` held."""
+    compose, initialize_config_dir, omegaconf = _hydra()
+    from hydra.core.global_hydra import GlobalHydra
+
+    if GlobalHydra.instance().is_initialized():
+        GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(config_dir()), version_base=None):
+        cfg = compose(config_name=CONFIG_NAME, overrides=list(overrides))
+    omegaconf.resolve(cfg)
+    return cfg
+
+
+def compose_config(overrides: Sequence[str]) -> Any:
+    """verl's resolved trainer config (an OmegaConf ``DictConfig``) for these overrides.
+
+    Raises :class:`VerlConfigUnavailableError` when verl or Hydra is missing and :class:`ValueError`
+    carrying verl's message when an override is rejected.
+    """
+    with _LOCK:
+        try:
+            return _compose(overrides)
+        except VerlConfigUnavailableError:
+            raise
+        except Exception as exc:
+            raise ValueError(_message(exc)) from None
+
+
+def _message(exc: BaseException) -> str:
+    text = str(exc).strip()
+    # Hydra appends its search path and a docs link; the first lines are the explanation.
+    for marker in ("\nConfig search path:", "\nSee https://hydra.cc"):
+        text = text.split(marker, 1)[0]
+    full_key = getattr(exc, "full_key", None)
+    if full_key and str(full_key) not in text:
+        text = f"{full_key}: {text}"
+    return " ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+@lru_cache(maxsize=32)
+def compose_error(overrides: tuple[str, ...]) -> ComposeError | None:
+    """None when verl accepts the override list, else why not (cached: a compose takes ~1 s)."""
+    with _LOCK:
+        try:
+            _compose(overrides)
+        except VerlConfigUnavailableError:
+            raise
+        except Exception as exc:
+            message = _message(exc)
+            key = getattr(exc, "full_key", None) or _named_key(message, overrides)
+            return ComposeError(message=message, key=str(key) if key else None)
+    return None
+
+
+def _parse_problem(override: str) -> str | None:
+    """Hydra's own grammar check of one override (no composition needed)."""
+    try:
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+    except ImportError:
+        return None
+    try:
+        OverridesParser.create().parse_override(override)
+    except Exception as exc:
+        return f"not a valid Hydra override: {_message(exc)}"
+    return None
+
+
+def removed_key_hint(override: str) -> str | None:
+    """Why a key from an older verl no longer works here, or None when the key is not a removed one."""
+    key = override_key(override)
+    if key in REMOVED_KEYS:
+        return REMOVED_KEYS[key]
+    for prefix, hint in REMOVED_PREFIXES.items():
+        if key.startswith(prefix):
+            return hint
+    return None
+
+
+def _culprit(generated: list[str], user: list[tuple[int, str]], error: ComposeError) -> int | None:
+    """Position in ``user`` of the override that breaks composition.
+
+    First by the key verl's message names; otherwise by bisecting on prefixes of the user list
+    (composition of a prefix only fails once the culprit is in it).
+    """
+    if error.key is not None:
+        for pos, (_, override) in enumerate(user):
+            if override_key(override) == error.key:
+                return pos
+    if compose_error(tuple(generated)) is not None:
+        return None
+    low, high = 0, len(user)  # invariant: prefix of length `low` composes, of length `high` fails
+    while high - low > 1:
+        mid = (low + high) // 2
+        if compose_error(tuple(merge_overrides(generated, [o for _, o in user[:mid]]))) is None:
+            low = mid
+        else:
+            high = mid
+    return high - 1
+
+
+def check_user_overrides(job: FlashRLJob) -> list[Problem]:
+    """Every problem with ``spec.overrides`` against the installed verl, each at ``spec.overrides[i]``.
+
+    Reports protected keys (set by other spec fields), removed keys (with what replaced them), Hydra
+    syntax errors, and every key the pinned verl config rejects: the merged override list is composed,
+    a rejected override is located, dropped and the rest composed again until verl accepts them.
+    A rejection of a generated override (launcher and verl versions disagree) is reported at ``spec``.
+    Raises :class:`VerlConfigUnavailableError` when verl's config cannot be loaded here.
+    """
+    config_dir()  # fail early and clearly when verl is absent
+    problems: dict[int, Problem] = {}
+    for index, message in protected_key_problems(job.spec.overrides):
+        problems[index] = Problem(f"spec.overrides[{index}]", message)
+    for index, override in enumerate(job.spec.overrides):
+        if index in problems:
+            continue
+        reason = removed_key_hint(override) or _parse_problem(override)
+        if reason is not None:
+            problems[index] = Problem(f"spec.overrides[{index}]", f"{override_key(override)}: {reason}")
+    generated = generated_overrides(job)
+    remaining = [(i, o) for i, o in enumerate(job.spec.overrides) if i not in problems]
+    while True:
+        error = compose_error(tuple(merge_overrides(generated, [o for _, o in remaining])))
+        if error is None:
+            break
+        pos = _culprit(generated, remaining, error) if remaining else None
+        if pos is None:
+            problems[-1] = Problem(
+                "spec",
+                f"verl {verl_version()} rejects the launcher's generated config (launcher and verl "
+                f"versions disagree): {error.message}",
+            )
+            break
+        index, override = remaining.pop(pos)
+        problems[index] = Problem(
+            f"spec.overrides[{index}]",
+            f"{override_key(override)}: rejected by verl {verl_version()}: {error.message}",
+        )
+    return [problems[i] for i in sorted(problems)]
