@@ -1,0 +1,161 @@
+"""Pod templates of the Ray head and GPU worker groups (pure).
+
+Rules these templates follow, each because of how KubeRay builds pods (see docs/rendering.md):
+
+* The Ray container is container 0 (KubeRay's ``RayContainerIndex``).
+* No readiness or liveness probes: KubeRay injects Ray-aware probes into empty slots only, and a
+  probe we add would gate job submission on our own definition of ready.
+* The head is CPU-only. ``NVIDIA_VISIBLE_DEVICES=void`` stops the NVIDIA runtime from exposing a
+  node's GPUs to a pod that requested none (it could otherwise land on a GPU node and see them all).
+* Workers mount their own memory-backed ``/dev/shm`` of ``resources.sharedMemory``; otherwise
+  KubeRay sizes it from the memory limit (512Gi by default), all of it chargeable to node RAM.
+* Workers have no Kubernetes API access (``automountServiceAccountToken: false``); only the head,
+  where the launcher runs as the Ray driver, gets the launcher ServiceAccount.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from flashrl_api import FlashRLJob, FlashRLJobSpec
+from flashrl_api.spec import VolumeSpec
+from flashrl_jobs.contract import SPEC_DIR
+from flashrl_jobs.engine_env import pod_env
+from flashrl_operator.render.labels import labels
+from flashrl_operator.render.names import child_names
+
+HEAD_CONTAINER: Final = "ray-head"
+WORKER_CONTAINER: Final = "ray-worker"
+GPU_RESOURCE: Final = "nvidia.com/gpu"
+#: Node label set by GPU Feature Discovery.
+GPU_PRODUCT_LABEL: Final = "nvidia.com/gpu.product"
+SPEC_VOLUME: Final = "flashrl-spec"
+SHM_VOLUME: Final = "dshm"
+SHM_PATH: Final = "/dev/shm"
+#: Ray's default ports, named as KubeRay expects (it builds the head Service from these names).
+HEAD_PORTS: Final = (("gcs-server", 6379), ("dashboard", 8265), ("client", 10001))
+
+#: Any taint on GPU nodes keyed nvidia.com/gpu (GKE uses =present, others =true).
+GPU_TOLERATION: Final = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
+
+
+def _storage(spec: FlashRLJobSpec) -> list[tuple[str, VolumeSpec]]:
+    s = spec.storage
+    return [("model-cache", s.model_cache), ("data", s.data), ("checkpoints", s.checkpoints)]
+
+
+def storage_volumes(spec: FlashRLJobSpec) -> list[dict[str, Any]]:
+    """A PVC volume per storage entry with a claim, an emptyDir for the others."""
+    volumes: list[dict[str, Any]] = []
+    for name, vol in _storage(spec):
+        if vol.claim_name is not None:
+            volumes.append({"name": name, "persistentVolumeClaim": {"claimName": vol.claim_name}})
+        else:
+            volumes.append({"name": name, "emptyDir": {}})
+    return volumes
+
+
+def storage_mounts(spec: FlashRLJobSpec) -> list[dict[str, Any]]:
+    """Mounts matching :func:`storage_volumes`."""
+    mounts: list[dict[str, Any]] = []
+    for name, vol in _storage(spec):
+        mount: dict[str, Any] = {"name": name, "mountPath": vol.mount_path}
+        if vol.read_only:
+            mount["readOnly"] = True
+        mounts.append(mount)
+    return mounts
+
+
+def _env(spec: FlashRLJobSpec, extra: dict[str, str] | None = None) -> list[dict[str, str]]:
+    merged = {**pod_env(spec), **(extra or {})}
+    return [{"name": k, "value": v} for k, v in merged.items()]
+
+
+def _env_from(spec: FlashRLJobSpec) -> list[dict[str, Any]]:
+    return [{"secretRef": {"name": name}} for name in spec.secret_refs]
+
+
+def _common_pod_spec(spec: FlashRLJobSpec) -> dict[str, Any]:
+    """Fields shared by head and worker pods."""
+    pod: dict[str, Any] = {}
+    if spec.images.pull_secrets:
+        pod["imagePullSecrets"] = [{"name": n} for n in spec.images.pull_secrets]
+    if spec.scheduling.priority_class_name is not None:
+        pod["priorityClassName"] = spec.scheduling.priority_class_name
+    return pod
+
+
+def _container(spec: FlashRLJobSpec, name: str) -> dict[str, Any]:
+    container: dict[str, Any] = {
+        "name": name,
+        "image": spec.images.trainer,
+        "imagePullPolicy": spec.images.pull_policy,
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    return container
+
+
+def head_template(job: FlashRLJob) -> dict[str, Any]:
+    """Pod template of the CPU-only head: GCS, dashboard and the launcher (the Ray driver)."""
+    spec = job.spec
+    resources = {"cpu": spec.resources.head.cpu, "memory": spec.resources.head.memory}
+    container = _container(spec, HEAD_CONTAINER)
+    container.update(
+        {
+            "ports": [{"name": n, "containerPort": p, "protocol": "TCP"} for n, p in HEAD_PORTS],
+            "resources": {"requests": dict(resources), "limits": dict(resources)},
+            "env": _env(spec, {"NVIDIA_VISIBLE_DEVICES": "void"}),
+            "volumeMounts": [
+                {"name": SPEC_VOLUME, "mountPath": SPEC_DIR, "readOnly": True},
+                *storage_mounts(spec),
+            ],
+        }
+    )
+    env_from = _env_from(spec)
+    if env_from:
+        container["envFrom"] = env_from
+    pod: dict[str, Any] = {
+        "serviceAccountName": child_names(job).service_account,
+        "containers": [container],
+        "volumes": [
+            {"name": SPEC_VOLUME, "configMap": {"name": child_names(job).config_map}},
+            *storage_volumes(spec),
+        ],
+        **_common_pod_spec(spec),
+    }
+    return {"metadata": {"labels": labels(job, "ray-job")}, "spec": pod}
+
+
+def worker_template(job: FlashRLJob) -> dict[str, Any]:
+    """Pod template of one GPU worker: a whole node's GPUs, shared by SGLang and the FSDP trainer."""
+    spec = job.spec
+    res = spec.resources
+    quantities: dict[str, Any] = {"cpu": res.cpu, "memory": res.memory, GPU_RESOURCE: str(res.gpus_per_node)}
+    if res.rdma is not None:
+        quantities[res.rdma.resource_name] = str(res.rdma.count)
+    container = _container(spec, WORKER_CONTAINER)
+    container.update(
+        {
+            "resources": {"requests": dict(quantities), "limits": dict(quantities)},
+            "env": _env(spec),
+            "volumeMounts": [{"name": SHM_VOLUME, "mountPath": SHM_PATH}, *storage_mounts(spec)],
+        }
+    )
+    env_from = _env_from(spec)
+    if env_from:
+        container["envFrom"] = env_from
+    if res.rdma is not None:
+        # Registering RDMA memory regions pins pages; without IPC_LOCK NCCL falls back to TCP.
+        container["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
+    pod: dict[str, Any] = {
+        "automountServiceAccountToken": False,
+        "nodeSelector": {GPU_PRODUCT_LABEL: res.gpu_product},
+        "tolerations": [dict(GPU_TOLERATION)],
+        "containers": [container],
+        "volumes": [
+            {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": res.shared_memory}},
+            *storage_volumes(spec),
+        ],
+        **_common_pod_spec(spec),
+    }
+    return {"metadata": {"labels": labels(job, "ray-job")}, "spec": pod}

@@ -1,0 +1,80 @@
+"""The KubeRay ``RayJob`` (``ray.io/v1``) that runs a FlashRLJob (pure).
+
+One RayJob owns one RayCluster: a CPU-only head (GCS, dashboard, and the launcher as the Ray driver)
+and a single GPU worker group. verl's hybrid engine places SGLang rollout and the FSDP trainer on the
+same GPUs and swaps between them at every weight sync, so there is no separate rollout group.
+The shape also satisfies Kueue: the cluster is shut down when the job finishes, ``rayClusterSpec`` is
+inline, autoscaling is off and no worker group is called ``head``.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any, Final
+
+from flashrl_api import FlashRLJob
+from flashrl_api.pins import ray_version
+from flashrl_jobs.contract import DEFAULT_SPEC_PATH
+from flashrl_operator.render.labels import KUEUE_QUEUE_LABEL, object_meta
+from flashrl_operator.render.names import child_names
+from flashrl_operator.render.pod import head_template, worker_template
+
+RAY_API_VERSION: Final = "ray.io/v1"
+WORKER_GROUP: Final = "gpu"
+#: The launcher (``flashrl_jobs``) reads the mounted job; Ray's job supervisor sets RAY_ADDRESS for it.
+ENTRYPOINT: Final = shlex.join(["flashrl-launch", "train", "--spec", DEFAULT_SPEC_PATH])
+
+
+def ray_cluster_spec(job: FlashRLJob) -> dict[str, Any]:
+    """The inline RayCluster: a CPU head and ``resources.nodes`` GPU workers, fixed size."""
+    nodes = job.spec.resources.nodes
+    return {
+        "rayVersion": ray_version(),
+        # Fixed size: Kueue forbids the in-tree autoscaler (without workload slicing), and an RL run
+        # needs every GPU from the first step anyway.
+        "enableInTreeAutoscaling": False,
+        "headGroupSpec": {
+            # The head must not advertise GPUs; the dashboard must listen on the pod IP for the
+            # submitter and the operator.
+            "rayStartParams": {"num-gpus": "0", "dashboard-host": "0.0.0.0"},  # noqa: S104
+            "template": head_template(job),
+        },
+        "workerGroupSpecs": [
+            {
+                "groupName": WORKER_GROUP,
+                "replicas": nodes,
+                "minReplicas": nodes,
+                "maxReplicas": nodes,
+                "numOfHosts": 1,
+                # KubeRay derives num-gpus, num-cpus and memory from the container limits.
+                "rayStartParams": {},
+                "template": worker_template(job),
+            }
+        ],
+    }
+
+
+def ray_job(job: FlashRLJob) -> dict[str, Any]:
+    """The RayJob: submits :data:`ENTRYPOINT` once the cluster is ready, then tears the cluster down."""
+    lifecycle = job.spec.lifecycle
+    queue = job.spec.scheduling.queue_name
+    extra_labels = {KUEUE_QUEUE_LABEL: queue} if queue is not None else None
+    spec: dict[str, Any] = {
+        "entrypoint": ENTRYPOINT,
+        "submissionMode": "K8sJobMode",
+        "shutdownAfterJobFinishes": True,
+        "ttlSecondsAfterFinished": lifecycle.ttl_seconds_after_finished,
+        "preRunningDeadlineSeconds": lifecycle.startup_timeout_seconds,
+        "backoffLimit": lifecycle.max_restarts,
+        # With a queue, Kueue owns suspend: created suspended, admitted by clearing it.
+        "suspend": True if queue is not None else lifecycle.suspend,
+        "rayClusterSpec": ray_cluster_spec(job),
+    }
+    if lifecycle.active_deadline_seconds is not None:
+        spec["activeDeadlineSeconds"] = lifecycle.active_deadline_seconds
+    return {
+        "apiVersion": RAY_API_VERSION,
+        "kind": "RayJob",
+        "metadata": object_meta(job, child_names(job).ray_job, "ray-job", extra_labels),
+        "spec": spec,
+    }

@@ -1,0 +1,419 @@
+"""Structural assertions on the objects rendered for a FlashRLJob."""
+
+from __future__ import annotations
+
+import copy
+import json
+import shlex
+from typing import Any
+
+import pytest
+import yaml
+
+from flashrl_api import FlashRLJob, parse_job
+from flashrl_api.pins import ray_version
+from flashrl_jobs.contract import DEFAULT_SPEC_PATH, OVERRIDES_FILE, SPEC_DIR, SPEC_FILE
+from flashrl_jobs.engine_env import pod_env
+from flashrl_jobs.verl_args import verl_overrides
+from flashrl_operator.render import (
+    JOB_LABEL,
+    MANAGED_BY,
+    child_names,
+    owner_reference,
+    render,
+)
+
+UID = "6f1c2a9e-0000-4000-8000-000000000001"
+
+
+def make_job(
+    spec: dict[str, Any] | None = None, name: str = "qwen3-8b-dapo-fp8", uid: str | None = UID
+) -> FlashRLJob:
+    metadata: dict[str, Any] = {"name": name, "namespace": "rl"}
+    if uid is not None:
+        metadata["uid"] = uid
+    return parse_job(
+        {"apiVersion": "flashrl.dev/v1alpha1", "kind": "FlashRLJob", "metadata": metadata, "spec": spec or {}}
+    )
+
+
+def by_kind(objs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {o["kind"]: o for o in objs}
+
+
+def ray_job_of(job: FlashRLJob) -> dict[str, Any]:
+    return by_kind(render(job))["RayJob"]
+
+
+def head_pod(job: FlashRLJob) -> dict[str, Any]:
+    spec: dict[str, Any] = ray_job_of(job)["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
+    return spec
+
+
+def worker_group(job: FlashRLJob) -> dict[str, Any]:
+    groups = ray_job_of(job)["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+    assert len(groups) == 1
+    group: dict[str, Any] = groups[0]
+    return group
+
+
+def env_of(container: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in container.get("env", [])}
+
+
+# --- the list as a whole --------------------------------------------------------------------------
+
+
+def test_children_in_apply_order() -> None:
+    kinds = [(o["apiVersion"], o["kind"]) for o in render(make_job())]
+    assert kinds == [
+        ("v1", "ServiceAccount"),
+        ("rbac.authorization.k8s.io/v1", "Role"),
+        ("rbac.authorization.k8s.io/v1", "RoleBinding"),
+        ("v1", "ConfigMap"),
+        ("ray.io/v1", "RayJob"),
+    ]
+
+
+def test_render_is_deterministic_and_returns_fresh_objects() -> None:
+    job = make_job({"resources": {"rdma": {"resourceName": "rdma/hca_shared_devices_a"}}})
+    first = render(job)
+    pristine = copy.deepcopy(first)
+    # Mutating one result (as an apply loop might) must not leak into the next render.
+    first[4]["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["tolerations"][0]["x"] = 1
+    first[4]["metadata"]["labels"]["x"] = "y"
+    assert render(job) == pristine
+
+
+def test_every_child_is_named_labelled_namespaced_and_owned() -> None:
+    job = make_job()
+    names = child_names(job)
+    expected_names = {
+        "ServiceAccount": names.service_account,
+        "Role": names.role,
+        "RoleBinding": names.role_binding,
+        "ConfigMap": names.config_map,
+        "RayJob": names.ray_job,
+    }
+    components = {
+        "ServiceAccount": "launcher-rbac",
+        "Role": "launcher-rbac",
+        "RoleBinding": "launcher-rbac",
+        "ConfigMap": "spec",
+        "RayJob": "ray-job",
+    }
+    for obj in render(job):
+        meta = obj["metadata"]
+        assert meta["name"] == expected_names[obj["kind"]]
+        assert meta["namespace"] == "rl"
+        labels = meta["labels"]
+        assert labels["app.kubernetes.io/name"] == "flashrl"
+        assert labels["app.kubernetes.io/instance"] == "qwen3-8b-dapo-fp8"
+        assert labels["app.kubernetes.io/component"] == components[obj["kind"]]
+        assert labels["app.kubernetes.io/managed-by"] == MANAGED_BY == "flashrl-operator"
+        assert labels["app.kubernetes.io/part-of"] == "flashrl"
+        assert labels[JOB_LABEL] == "qwen3-8b-dapo-fp8"
+        assert meta["ownerReferences"] == [
+            {
+                "apiVersion": "flashrl.dev/v1alpha1",
+                "kind": "FlashRLJob",
+                "name": "qwen3-8b-dapo-fp8",
+                "uid": UID,
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
+
+
+def test_no_owner_reference_without_uid() -> None:
+    job = make_job(uid=None)
+    assert owner_reference(job) is None
+    assert all("ownerReferences" not in o["metadata"] for o in render(job))
+
+
+def test_namespace_defaults_like_kubectl() -> None:
+    job = parse_job({"apiVersion": "flashrl.dev/v1alpha1", "kind": "FlashRLJob", "metadata": {"name": "a"}})
+    assert {o["metadata"]["namespace"] for o in render(job)} == {"default"}
+
+
+def test_default_names() -> None:
+    names = child_names(make_job())
+    assert names.ray_job == "qwen3-8b-dapo-fp8"
+    assert names.config_map == "qwen3-8b-dapo-fp8-spec"
+    assert names.service_account == names.role == names.role_binding == "qwen3-8b-dapo-fp8-launcher"
+
+
+def test_long_job_name_gets_short_ray_job_and_valid_labels() -> None:
+    name = "a" * 63
+    job = make_job(name=name)
+    rj = ray_job_of(job)
+    assert len(rj["metadata"]["name"]) <= 47
+    for obj in render(job):
+        for value in obj["metadata"]["labels"].values():
+            assert len(value) <= 63
+    assert rj["metadata"]["labels"][JOB_LABEL] == name
+
+
+# --- RBAC -----------------------------------------------------------------------------------------
+
+
+def test_role_allows_only_this_jobs_status() -> None:
+    objs = by_kind(render(make_job()))
+    assert objs["Role"]["rules"] == [
+        {
+            "apiGroups": ["flashrl.dev"],
+            "resources": ["flashrljobs/status"],
+            "resourceNames": ["qwen3-8b-dapo-fp8"],
+            "verbs": ["get", "patch"],
+        }
+    ]
+    binding = objs["RoleBinding"]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": objs["Role"]["metadata"]["name"],
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": objs["ServiceAccount"]["metadata"]["name"], "namespace": "rl"}
+    ]
+
+
+# --- ConfigMap ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("quantization", ["blockwise-fp8", "channel-fp8", "bf16"])
+def test_config_map_carries_the_exact_overrides(quantization: str) -> None:
+    job = make_job({"rollout": {"quantization": quantization}, "overrides": ["trainer.save_freq=20"]})
+    data = by_kind(render(job))["ConfigMap"]["data"]
+    assert set(data) == {SPEC_FILE, OVERRIDES_FILE}
+    overrides = json.loads(data[OVERRIDES_FILE])
+    assert overrides == verl_overrides(job)
+    assert all(isinstance(o, str) and "=" in o for o in overrides)
+    assert "trainer.save_freq=20" in overrides
+
+
+def test_config_map_spec_parses_back_to_the_same_job() -> None:
+    job = make_job(
+        {
+            "rollout": {"quantization": "channel-fp8", "n": 8},
+            "resources": {"nodes": 2, "rdma": {"resourceName": "rdma/hca_shared_devices_a", "count": 2}},
+            "storage": {"checkpoints": {"claimName": "ckpt", "mountPath": "/checkpoints"}},
+            "secretRefs": ["hf-token"],
+        }
+    )
+    text = by_kind(render(job))["ConfigMap"]["data"][SPEC_FILE]
+    parsed = parse_job(yaml.safe_load(text))
+    assert parsed.spec == job.spec
+    assert parsed.metadata == {"name": "qwen3-8b-dapo-fp8", "namespace": "rl", "uid": UID}
+    # The full defaulted spec is written, not the user's sparse one.
+    assert yaml.safe_load(text)["spec"]["training"]["promptBatchSize"] == 32
+
+
+def test_config_map_spec_has_no_uid_when_unknown() -> None:
+    text = by_kind(render(make_job(uid=None)))["ConfigMap"]["data"][SPEC_FILE]
+    assert "uid" not in yaml.safe_load(text)["metadata"]
+
+
+# --- RayJob ---------------------------------------------------------------------------------------
+
+
+def test_ray_job_lifecycle_defaults() -> None:
+    spec = ray_job_of(make_job())["spec"]
+    assert spec["entrypoint"] == shlex.join(["flashrl-launch", "train", "--spec", DEFAULT_SPEC_PATH])
+    assert shlex.split(spec["entrypoint"]) == [
+        "flashrl-launch",
+        "train",
+        "--spec",
+        "/etc/flashrl/flashrljob.yaml",
+    ]
+    assert spec["submissionMode"] == "K8sJobMode"
+    assert spec["shutdownAfterJobFinishes"] is True
+    assert spec["ttlSecondsAfterFinished"] == 3600
+    assert spec["preRunningDeadlineSeconds"] == 1800
+    assert spec["backoffLimit"] == 0
+    assert spec["suspend"] is False
+    assert "activeDeadlineSeconds" not in spec
+    assert "clusterSelector" not in spec
+    cluster = spec["rayClusterSpec"]
+    assert cluster["rayVersion"] == ray_version()
+    assert cluster["enableInTreeAutoscaling"] is False
+
+
+def test_ray_job_lifecycle_from_spec() -> None:
+    spec = ray_job_of(
+        make_job(
+            {
+                "lifecycle": {
+                    "suspend": True,
+                    "ttlSecondsAfterFinished": 0,
+                    "activeDeadlineSeconds": 86400,
+                    "startupTimeoutSeconds": 600,
+                    "maxRestarts": 3,
+                }
+            }
+        )
+    )["spec"]
+    assert spec["suspend"] is True
+    assert spec["ttlSecondsAfterFinished"] == 0
+    assert spec["activeDeadlineSeconds"] == 86400
+    assert spec["preRunningDeadlineSeconds"] == 600
+    assert spec["backoffLimit"] == 3
+
+
+def test_kueue_queue_labels_and_suspends() -> None:
+    job = make_job({"scheduling": {"queueName": "team-a", "priorityClassName": "rl-high"}})
+    rj = ray_job_of(job)
+    assert rj["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    # Kueue admits by clearing suspend; the renderer must hand it a suspended job.
+    assert rj["spec"]["suspend"] is True
+    assert rj["spec"]["shutdownAfterJobFinishes"] is True
+    assert "rayClusterSpec" in rj["spec"]
+    assert all(g["groupName"] != "head" for g in rj["spec"]["rayClusterSpec"]["workerGroupSpecs"])
+    assert head_pod(job)["priorityClassName"] == "rl-high"
+    assert worker_group(job)["template"]["spec"]["priorityClassName"] == "rl-high"
+
+
+def test_no_queue_no_kueue_label() -> None:
+    job = make_job()
+    assert "kueue.x-k8s.io/queue-name" not in ray_job_of(job)["metadata"]["labels"]
+    assert "priorityClassName" not in head_pod(job)
+    assert "priorityClassName" not in worker_group(job)["template"]["spec"]
+
+
+# --- head -----------------------------------------------------------------------------------------
+
+
+def test_head_is_cpu_only_and_runs_as_the_launcher() -> None:
+    job = make_job({"secretRefs": ["hf-token", "wandb"], "images": {"pullSecrets": ["regcred"]}})
+    head_group = ray_job_of(job)["spec"]["rayClusterSpec"]["headGroupSpec"]
+    assert head_group["rayStartParams"] == {"num-gpus": "0", "dashboard-host": "0.0.0.0"}
+    pod = head_group["template"]["spec"]
+    assert pod["serviceAccountName"] == child_names(job).service_account
+    assert pod.get("automountServiceAccountToken", True) is True
+    assert pod["imagePullSecrets"] == [{"name": "regcred"}]
+    assert "nodeSelector" not in pod
+    assert "tolerations" not in pod
+    c = pod["containers"][0]
+    assert c["name"] == "ray-head"
+    assert c["image"] == job.spec.images.trainer
+    assert c["imagePullPolicy"] == "IfNotPresent"
+    assert c["terminationMessagePolicy"] == "FallbackToLogsOnError"
+    assert c["resources"] == {
+        "requests": {"cpu": "8", "memory": "32Gi"},
+        "limits": {"cpu": "8", "memory": "32Gi"},
+    }
+    assert not any("gpu" in key for key in c["resources"]["limits"])
+    env = env_of(c)
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "void"
+    for key, value in pod_env(job.spec).items():
+        assert env[key] == value
+    assert c["envFrom"] == [{"secretRef": {"name": "hf-token"}}, {"secretRef": {"name": "wandb"}}]
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    assert ports == {"gcs-server": 6379, "dashboard": 8265, "client": 10001}
+    # KubeRay injects Ray-aware probes only into empty slots; ours would gate submission.
+    assert "readinessProbe" not in c
+    assert "livenessProbe" not in c
+
+
+def test_head_mounts_the_spec_config_map_read_only() -> None:
+    job = make_job()
+    pod = head_pod(job)
+    mounts = {m["mountPath"]: m for m in pod["containers"][0]["volumeMounts"]}
+    spec_mount = mounts[SPEC_DIR]
+    assert spec_mount["readOnly"] is True
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes[spec_mount["name"]]["configMap"]["name"] == child_names(job).config_map
+    assert f"{SPEC_DIR}/{SPEC_FILE}" == DEFAULT_SPEC_PATH
+
+
+# --- GPU workers ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("nodes", "gpus"), [(1, 8), (2, 8), (4, 4)])
+def test_gpu_limits_sum_to_nodes_times_gpus(nodes: int, gpus: int) -> None:
+    job = make_job({"resources": {"nodes": nodes, "gpusPerNode": gpus}, "rollout": {"n": 16}})
+    cluster = ray_job_of(job)["spec"]["rayClusterSpec"]
+    total = 0
+    for group in cluster["workerGroupSpecs"]:
+        per_pod = sum(
+            int(c["resources"]["limits"].get("nvidia.com/gpu", 0))
+            for c in group["template"]["spec"]["containers"]
+        )
+        total += per_pod * group["replicas"] * group["numOfHosts"]
+    head_containers = cluster["headGroupSpec"]["template"]["spec"]["containers"]
+    total += sum(int(c["resources"]["limits"].get("nvidia.com/gpu", 0)) for c in head_containers)
+    assert total == nodes * gpus
+    group = worker_group(job)
+    assert group["groupName"] == "gpu"
+    assert group["replicas"] == group["minReplicas"] == group["maxReplicas"] == nodes
+    assert group["numOfHosts"] == 1
+    assert group["rayStartParams"] == {}
+
+
+def test_worker_pod_targets_the_gpu_pool() -> None:
+    job = make_job({"resources": {"gpuProduct": "NVIDIA-H20-3e"}})
+    pod = worker_group(job)["template"]["spec"]
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H20-3e"}
+    assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    assert pod["automountServiceAccountToken"] is False
+    assert "serviceAccountName" not in pod
+    c = pod["containers"][0]
+    assert c["name"] == "ray-worker"
+    assert c["image"] == job.spec.images.trainer
+    assert c["resources"]["limits"] == {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "8"}
+    assert c["resources"]["requests"] == c["resources"]["limits"]
+    assert "securityContext" not in c
+    assert "readinessProbe" not in c
+    assert "livenessProbe" not in c
+    assert "NVIDIA_VISIBLE_DEVICES" not in env_of(c)
+    assert env_of(c) == pod_env(job.spec)
+
+
+def test_worker_shared_memory_is_explicit() -> None:
+    pod = worker_group(make_job({"resources": {"sharedMemory": "128Gi"}}))["template"]["spec"]
+    shm = [m for m in pod["containers"][0]["volumeMounts"] if m["mountPath"] == "/dev/shm"]
+    assert len(shm) == 1
+    volume = next(v for v in pod["volumes"] if v["name"] == shm[0]["name"])
+    assert volume["emptyDir"] == {"medium": "Memory", "sizeLimit": "128Gi"}
+
+
+def test_rdma_adds_device_and_ipc_lock() -> None:
+    job = make_job(
+        {"resources": {"nodes": 2, "rdma": {"resourceName": "rdma/hca_shared_devices_a", "count": 1}}}
+    )
+    c = worker_group(job)["template"]["spec"]["containers"][0]
+    assert c["resources"]["limits"]["rdma/hca_shared_devices_a"] == "1"
+    assert c["resources"]["requests"]["rdma/hca_shared_devices_a"] == "1"
+    assert c["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
+
+
+def test_storage_pvcs_and_empty_dirs() -> None:
+    job = make_job(
+        {
+            "storage": {
+                "modelCache": {"claimName": "hf-cache", "mountPath": "/models"},
+                "data": {"claimName": "rl-data", "mountPath": "/data", "readOnly": True},
+                # No claim: a pod-local emptyDir.
+                "checkpoints": {"mountPath": "/ckpt"},
+            }
+        }
+    )
+    for pod in (head_pod(job), worker_group(job)["template"]["spec"]):
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        mounts = {m["mountPath"]: m for m in pod["containers"][0]["volumeMounts"]}
+        assert volumes[mounts["/models"]["name"]]["persistentVolumeClaim"] == {"claimName": "hf-cache"}
+        assert volumes[mounts["/data"]["name"]]["persistentVolumeClaim"] == {"claimName": "rl-data"}
+        assert mounts["/data"]["readOnly"] is True
+        assert mounts["/models"].get("readOnly", False) is False
+        assert volumes[mounts["/ckpt"]["name"]]["emptyDir"] == {}
+        # Every mount refers to a volume of the pod, and volume names are unique.
+        assert {m["name"] for m in pod["containers"][0]["volumeMounts"]} <= set(volumes)
+        assert len(volumes) == len(pod["volumes"])
+
+
+def test_image_settings_reach_both_groups() -> None:
+    job = make_job({"images": {"trainer": "registry.local/flashrl-trainer:dev", "pullPolicy": "Always"}})
+    for pod in (head_pod(job), worker_group(job)["template"]["spec"]):
+        assert pod["containers"][0]["image"] == "registry.local/flashrl-trainer:dev"
+        assert pod["containers"][0]["imagePullPolicy"] == "Always"
+        assert "imagePullSecrets" not in pod
