@@ -227,7 +227,8 @@ class HeadSpec(ApiModel):
 
 
 class RdmaSpec(ApiModel):
-    """An RDMA device resource for NCCL between nodes (InfiniBand or RoCE)."""
+    """Optional RDMA devices for NCCL between nodes (InfiniBand or RoCE); requesting them adds the IPC_LOCK
+    capability to the worker pods."""
 
     resource_name: str = Field(min_length=1, max_length=253, pattern=r"^[a-z0-9.\-]+/[A-Za-z0-9_.\-]+$")
     """Extended resource name, e.g. rdma/hca_shared_devices_a, nvidia.com/hostdev or

@@ -1,0 +1,247 @@
+"""The ``flashrl`` command: validate and render FlashRLJobs, print the CRD, run the demo.
+
+Each subcommand is one ``_add_<name>`` function (its arguments and help) plus one ``_cmd_<name>``
+function (its body), listed in :data:`SUBCOMMANDS`; adding a subcommand touches nothing else.
+Imports beyond pydantic and PyYAML happen inside the subcommand that needs them, so render,
+validate and crd work in the trainer image, which has no kopf or aiohttp.
+
+Bad input of any kind ends with one ``field.path: message`` line per problem on stderr and exit
+status 2; it never shows a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Final, TextIO
+
+from flashrl_api import FlashRLJob, Problem, SpecError, load_documents, load_job_file, parse_job
+
+if TYPE_CHECKING:
+    _Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
+
+#: Exit status for input the user must fix (argparse uses the same for bad arguments).
+EXIT_INVALID: Final = 2
+STDIN: Final = "-"
+DEFAULT_EXAMPLE: Final = "examples/flashrljob.yaml"
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+# --- shared helpers ------------------------------------------------------------------------------
+
+
+def read_job(source: str, stdin: TextIO | None = None) -> FlashRLJob:
+    """Load one FlashRLJob from a file, or from standard input when ``source`` is ``-``."""
+    if source != STDIN:
+        return load_job_file(source)
+    stream = stdin if stdin is not None else sys.stdin
+    try:
+        text = stream.read()
+    except UnicodeDecodeError:
+        raise SpecError([Problem("", "standard input is not UTF-8 text")]) from None
+    docs = load_documents(text, "standard input")
+    if len(docs) != 1:
+        raise SpecError(
+            [Problem("", f"standard input must hold one FlashRLJob, found {len(docs)} documents")]
+        )
+    return parse_job(docs[0])
+
+
+def override_problems(job: FlashRLJob) -> tuple[list[Problem], str | None]:
+    """Problems with the user's verl overrides, and a note when they could only be syntax-checked.
+
+    The overrides are composed against the pinned verl config when hydra and verl's config files
+    are importable (the dev venv and the trainer image); otherwise only the keys the spec owns are
+    refused, and the note says the rest went unchecked.
+    """
+    from flashrl_jobs.verl_args import protected_key_problems
+
+    protected = [
+        Problem(f"spec.overrides[{i}]", msg) for i, msg in protected_key_problems(job.spec.overrides)
+    ]
+    if not job.spec.overrides:
+        return protected, None
+    try:
+        from flashrl_jobs.verl_config import VerlConfigUnavailableError, check_user_overrides
+    except ImportError as exc:
+        return protected, _syntax_only_note(exc.name or str(exc))
+    try:
+        return check_user_overrides(job), None
+    except (VerlConfigUnavailableError, ImportError) as exc:
+        return protected, _syntax_only_note(str(exc))
+
+
+def _syntax_only_note(why: str) -> str:
+    return (
+        f"note: spec.overrides were checked for syntax only, not composed against the verl config ({why}; "
+        "install flashrl[verl-config] and verl to check them fully)"
+    )
+
+
+def summary(job: FlashRLJob) -> str:
+    """What a valid job will run, in one parenthesised phrase."""
+    spec = job.spec
+    tis = spec.correction.tis
+    correction = "TIS off" if tis.level == "off" else f"{tis.level} TIS C={tis.cap}"
+    res = spec.resources
+    parts = [spec.rollout.quantization, correction, f"{res.nodes}x{res.gpus_per_node} {res.gpu_product}"]
+    if spec.dry_run:
+        parts.append("dry run")
+    return f"({', '.join(parts)})"
+
+
+def _source_name(source: str) -> str:
+    return "standard input" if source == STDIN else source
+
+
+def _report(problems: Sequence[Problem], err: TextIO) -> int:
+    for problem in problems:
+        print(problem, file=err)
+    return EXIT_INVALID
+
+
+# --- subcommands ---------------------------------------------------------------------------------
+
+
+def _add_validate(sub: _Subparsers) -> Handler:
+    p = sub.add_parser(
+        "validate",
+        help="check a FlashRLJob manifest",
+        description="Check a FlashRLJob manifest the way the operator and the API server will: field "
+        "types and ranges, unknown fields, cross-field rules, and the verl overrides (composed against "
+        "the pinned verl config when hydra and verl are installed). Prints one line and exits 0 when "
+        "valid; otherwise prints one 'field.path: message' line per problem on stderr and exits 2.",
+    )
+    p.add_argument("file", help="manifest holding one FlashRLJob, or '-' for standard input")
+    return _cmd_validate
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    job = read_job(args.file)
+    problems, note = override_problems(job)
+    if note:
+        print(note, file=sys.stderr)
+    if problems:
+        return _report(problems, sys.stderr)
+    print(f'{_source_name(args.file)}: valid FlashRLJob "{job.name}" {summary(job)}')
+    return 0
+
+
+def _add_render(sub: _Subparsers) -> Handler:
+    p = sub.add_parser(
+        "render",
+        help="print the Kubernetes objects a FlashRLJob becomes",
+        description="Validate a FlashRLJob and print, as a YAML stream, the objects the operator "
+        "creates for it (the KubeRay RayJob, its ConfigMap, ServiceAccount and RBAC), exactly as the "
+        "operator would apply them. Nothing is sent to a cluster.",
+    )
+    p.add_argument("file", help="manifest holding one FlashRLJob, or '-' for standard input")
+    return _cmd_render
+
+
+def _cmd_render(args: argparse.Namespace) -> int:
+    from flashrl_operator._yaml import dump_all
+    from flashrl_operator.render import render
+
+    job = read_job(args.file)
+    sys.stdout.write(dump_all(render(job)))
+    return 0
+
+
+def _add_crd(sub: _Subparsers) -> Handler:
+    sub.add_parser(
+        "crd",
+        help="print the FlashRLJob CustomResourceDefinition",
+        description="Print the FlashRLJob CustomResourceDefinition generated from the API models "
+        "(schema, defaults, CEL rules, printer columns). `make crd` writes it into the Helm chart.",
+    )
+    return _cmd_crd
+
+
+def _cmd_crd(args: argparse.Namespace) -> int:
+    from flashrl_operator.crd import crd_yaml
+
+    sys.stdout.write(crd_yaml())
+    return 0
+
+
+def _add_demo(sub: _Subparsers) -> Handler:
+    p = sub.add_parser(
+        "demo",
+        help="validate and render the example job",
+        description="Validate the example FlashRLJob and render the objects the operator would create "
+        "for it, printing a short summary. Needs no cluster.",
+    )
+    p.add_argument(
+        "--file",
+        default=DEFAULT_EXAMPLE,
+        help=f"FlashRLJob manifest to use (default: {DEFAULT_EXAMPLE}, relative to the current directory)",
+    )
+    return _cmd_demo
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from flashrl_operator.render import render
+
+    job = read_job(args.file)
+    problems, note = override_problems(job)
+    if note:
+        print(note, file=sys.stderr)
+    if problems:
+        return _report(problems, sys.stderr)
+    print(f'{args.file}: valid FlashRLJob "{job.name}" {summary(job)}')
+    objects = render(job)
+    print(f"renders {len(objects)} objects (`flashrl render {args.file}` prints them):")
+    for obj in objects:
+        meta = obj.get("metadata", {})
+        print(f"  {obj.get('apiVersion')} {obj.get('kind')} {meta.get('namespace', '-')}/{meta.get('name')}")
+    return 0
+
+
+#: Every subcommand, in ``--help`` order.
+SUBCOMMANDS: Final[tuple[Callable[[_Subparsers], Handler], ...]] = (
+    _add_validate,
+    _add_render,
+    _add_crd,
+    _add_demo,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every subcommand registered."""
+    parser = argparse.ArgumentParser(
+        prog="flashrl",
+        description="FlashRL on Kubernetes: FP8-rollout RL post-training jobs (FlashRLJob, "
+        "flashrl.dev/v1alpha1) run by an operator on KubeRay.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for add in SUBCOMMANDS:
+        handler = add(sub)
+        # The parser add() just registered is the last one; attach its body to it.
+        list(sub.choices.values())[-1].set_defaults(handler=handler)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``flashrl`` console script; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except SpecError as exc:
+        return _report(exc.problems, sys.stderr)
+    except BrokenPipeError:
+        # `flashrl render job.yaml | head`: the reader left; that is not an error of ours.
+        sys.stderr.close()
+        return 0
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+__all__ = ["EXIT_INVALID", "SUBCOMMANDS", "build_parser", "main", "read_job", "summary"]

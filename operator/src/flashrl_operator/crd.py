@@ -1,0 +1,400 @@
+"""The FlashRLJob CustomResourceDefinition, generated from the ``flashrl_api`` models.
+
+The pydantic models are the single source of truth; this module turns them into the structural
+OpenAPI v3 schema the API server enforces (types, ranges, enums, patterns, defaults, descriptions)
+and turns :data:`flashrl_api.RULES` into CEL ``x-kubernetes-validations``. Because the CRD is derived
+rather than written, ``kubectl apply`` rejects the same manifests ``flashrl validate`` rejects and
+fills in the same defaults the operator assumes. The output is deterministic so the committed copy
+in the Helm chart can be checked for drift (``make crd`` regenerates it).
+"""
+
+from __future__ import annotations
+
+import re
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, Final
+
+from pydantic import BaseModel, TypeAdapter
+from pydantic.fields import FieldInfo
+
+from flashrl_api import (
+    API_VERSION,
+    GROUP,
+    KIND,
+    PLURAL,
+    RULES,
+    SHORT_NAMES,
+    SINGULAR,
+    VERSION,
+    FlashRLJobSpec,
+    FlashRLJobStatus,
+)
+from flashrl_operator._yaml import dump_all
+
+CRD_NAME: Final = f"{PLURAL}.{GROUP}"
+CATEGORIES: Final = ("flashrl",)
+#: Where the Helm chart keeps the committed, generated copy (relative to the repository root).
+CHART_CRD_PATH: Final = f"charts/flashrl-operator/files/crds/{CRD_NAME}.yaml"
+
+HEADER: Final = (
+    f"# {CRD_NAME}: generated from the flashrl_api models by `flashrl crd` (`make crd`).\n"
+    "# Do not edit by hand: change the models in jobs/src/flashrl_api and regenerate.\n"
+)
+
+#: JSON-schema keywords carried over unchanged; everything else pydantic emits (title,
+#: additionalProperties, $defs, ...) is dropped or rewritten into the structural form.
+_KEPT_KEYWORDS: Final = (
+    "minimum",
+    "maximum",
+    "pattern",
+    "minLength",
+    "maxLength",
+    "minItems",
+    "maxItems",
+)
+
+PRINTER_COLUMNS: Final[tuple[dict[str, Any], ...]] = (
+    {"name": "Phase", "type": "string", "jsonPath": ".status.phase", "description": "Lifecycle phase."},
+    {
+        "name": "Step",
+        "type": "integer",
+        "jsonPath": ".status.progress.step",
+        "description": "Last completed training step.",
+    },
+    {
+        "name": "Steps",
+        "type": "integer",
+        "jsonPath": ".status.progress.totalSteps",
+        "description": "Steps the job will run.",
+    },
+    {
+        "name": "Quantization",
+        "type": "string",
+        "jsonPath": ".spec.rollout.quantization",
+        "description": "Rollout weight precision.",
+    },
+    {
+        "name": "Nodes",
+        "type": "integer",
+        "jsonPath": ".spec.resources.nodes",
+        "description": "GPU worker pods (resources.gpusPerNode GPUs each).",
+        "priority": 1,
+    },
+    {
+        "name": "Reason",
+        "type": "string",
+        "jsonPath": ".status.reason",
+        "description": "Why the job failed or is waiting.",
+        "priority": 1,
+    },
+    {
+        "name": "RayJob",
+        "type": "string",
+        "jsonPath": ".status.rayJobName",
+        "description": "The KubeRay RayJob running this job.",
+        "priority": 1,
+    },
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+)
+
+
+class CrdGenerationError(ValueError):
+    """The models use a construct that has no structural-schema equivalent."""
+
+
+def describe(text: str | None) -> str:
+    """Normalise a docstring for ``kubectl explain``: one line per paragraph, single backticks."""
+    if not text:
+        return ""
+    paragraphs = re.split(r"\n\s*\n", text.strip())
+    joined = "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs)
+    return joined.replace("``", "`")
+
+
+def _nested_model(annotation: Any) -> type[BaseModel] | None:
+    """The model class inside ``M``, ``M | None`` or ``list[M]`` (None for scalars)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _nested_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _is_optional(annotation: Any) -> bool:
+    origin = typing.get_origin(annotation)
+    return origin in (typing.Union, types.UnionType) and type(None) in typing.get_args(annotation)
+
+
+def _field_default(field: FieldInfo) -> tuple[bool, Any]:
+    """``(has_default, wire_value)``; nested models give only what differs from their own defaults.
+
+    A nested object's default is usually ``{}``: the API server then defaults each of its fields,
+    so omitting a whole section yields the same object as the pydantic model does. Sections whose
+    default differs from their class defaults (e.g. the data volume's mount path) carry just the
+    difference.
+    """
+    if field.is_required():
+        return False, None
+    value = field.get_default(call_default_factory=True, validated_data={})
+    if value is None:
+        return False, None
+    if isinstance(value, BaseModel):
+        return True, value.model_dump(mode="json", by_alias=True, exclude_defaults=True, exclude_none=True)
+    return True, TypeAdapter[Any](field.annotation or Any).dump_python(value, mode="json", by_alias=True)
+
+
+def _resolve(node: Mapping[str, Any], defs: Mapping[str, Any]) -> dict[str, Any]:
+    """Inline ``$ref`` and collapse ``X | None`` to ``X``, keeping the outer keys (description...)."""
+    node = dict(node)
+    if "$ref" in node:
+        target = defs[str(node.pop("$ref")).rsplit("/", 1)[-1]]
+        node = {**target, **node}
+    if "anyOf" in node:
+        branches = [b for b in node.pop("anyOf") if b != {"type": "null"}]
+        if len(branches) != 1:
+            raise CrdGenerationError(f"unions are not structural: {branches}")
+        inner = _resolve(branches[0], defs)
+        node = {**inner, **{k: v for k, v in node.items() if k != "default" or v is not None}}
+    if node.get("default", 0) is None:
+        del node["default"]
+    return node
+
+
+def _scalar(node: Mapping[str, Any], defs: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """Convert a non-model JSON-schema node (scalar or list) into the structural form."""
+    node = _resolve(node, defs)
+    out: dict[str, Any] = {}
+    if "const" in node:
+        out["type"] = node.get("type") or _json_type(node["const"], where)
+        out["enum"] = [node["const"]]
+    elif "enum" in node:
+        out["type"] = node.get("type") or _json_type(node["enum"][0], where)
+        out["enum"] = list(node["enum"])
+    elif "type" in node:
+        out["type"] = node["type"]
+    else:
+        raise CrdGenerationError(f"{where}: no type in {node}")
+    if isinstance(out["type"], list):
+        raise CrdGenerationError(f"{where}: several types {out['type']} are not structural")
+    if node.get("description"):
+        out["description"] = describe(node["description"])
+    for key in _KEPT_KEYWORDS:
+        if key in node:
+            out[key] = node[key]
+    # OpenAPI v3.0 (which Kubernetes speaks) writes exclusive bounds as booleans next to the bound.
+    for exclusive, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+        if exclusive in node:
+            out[bound] = node[exclusive]
+            out[exclusive] = True
+    if out["type"] == "array":
+        items = node.get("items")
+        if items is None:
+            raise CrdGenerationError(f"{where}: array without items")
+        out["items"] = _scalar(items, defs, f"{where}[]")
+    return out
+
+
+def _json_type(value: Any, where: str) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    raise CrdGenerationError(f"{where}: cannot type {value!r}")
+
+
+def _order(node: dict[str, Any]) -> dict[str, Any]:
+    """A fixed, readable key order: type and description first, then the constraints."""
+    first = (
+        "type",
+        "description",
+        "default",
+        "enum",
+        "minimum",
+        "exclusiveMinimum",
+        "maximum",
+        "exclusiveMaximum",
+    )
+    ordered = {k: node[k] for k in first if k in node}
+    ordered.update({k: node[k] for k in sorted(node) if k not in ordered})
+    return ordered
+
+
+def object_schema(model: type[BaseModel], description: str | None = None) -> dict[str, Any]:
+    """The structural schema of one model: its fields in declaration order, with defaults."""
+    full = model.model_json_schema(by_alias=True, mode="validation")
+    defs = full.get("$defs", {})
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for name, field in model.model_fields.items():
+        alias = field.alias or name
+        raw = full["properties"][alias]
+        nested = _nested_model(field.annotation)
+        field_doc = describe(field.description)
+        if nested is None:
+            prop = _scalar(raw, defs, alias)
+            if field_doc:
+                prop["description"] = field_doc
+        elif typing.get_origin(_strip_optional(field.annotation)) is list:
+            prop = _list_of_models(raw, defs, nested, field_doc)
+        else:
+            prop = object_schema(nested, _section_doc(field_doc, nested))
+        has_default, default = _field_default(field)
+        if has_default:
+            prop["default"] = default
+        elif field.is_required():
+            required.append(alias)
+        properties[alias] = _order(prop)
+    out: dict[str, Any] = {
+        "type": "object",
+        "description": description if description is not None else describe(model.__doc__),
+        "properties": properties,
+    }
+    if required:
+        out["required"] = required
+    return out
+
+
+def _section_doc(field_doc: str, model: type[BaseModel]) -> str:
+    """A nested object's description: its class docstring says what the section is.
+
+    The class docstring is the fuller text, so it wins; a class used by several fields (the three
+    volumes) is prefixed by the field's own docstring, which tells the uses apart.
+    """
+    class_doc = describe(model.__doc__)
+    if not class_doc:
+        return field_doc
+    if _SHARED_MODELS.get(model, 0) > 1 and field_doc:
+        return f"{field_doc} {class_doc}"
+    return class_doc
+
+
+def _count_models(model: type[BaseModel], counts: dict[type[BaseModel], int]) -> dict[type[BaseModel], int]:
+    for field in model.model_fields.values():
+        nested = _nested_model(field.annotation)
+        if nested is not None:
+            counts[nested] = counts.get(nested, 0) + 1
+            _count_models(nested, counts)
+    return counts
+
+
+def _strip_optional(annotation: Any) -> Any:
+    if _is_optional(annotation):
+        (inner,) = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return inner
+    return annotation
+
+
+def _list_of_models(
+    raw: Mapping[str, Any], defs: Mapping[str, Any], item_model: type[BaseModel], doc: str
+) -> dict[str, Any]:
+    """An array of objects: the item schema comes from the model, the list bounds from the field."""
+    node = _resolve(raw, defs)
+    out: dict[str, Any] = {"type": "array", "description": doc, "items": object_schema(item_model)}
+    for key in ("minItems", "maxItems"):
+        if key in node:
+            out[key] = node[key]
+    return out
+
+
+#: How many fields use each nested model (a shared class needs its field's text to be told apart).
+_SHARED_MODELS: Final = _count_models(FlashRLJobSpec, _count_models(FlashRLJobStatus, {}))
+
+
+def spec_validations() -> list[dict[str, str]]:
+    """Every cross-field rule as a CEL validation on ``spec``, reported at the field it is about."""
+    return [
+        {
+            "rule": rule.cel,
+            "message": f"spec.{rule.path}: {rule.message}",
+            "fieldPath": f".{rule.path}",
+            "reason": "FieldValueInvalid",
+        }
+        for rule in RULES
+    ]
+
+
+def spec_schema() -> dict[str, Any]:
+    """``spec``: the FlashRLJobSpec schema, defaulted as a whole, with the cross-field rules."""
+    schema = object_schema(FlashRLJobSpec)
+    schema["default"] = {}
+    schema["x-kubernetes-validations"] = spec_validations()
+    return _order(schema)
+
+
+def status_schema() -> dict[str, Any]:
+    """``status``: written only by the operator; conditions are a map keyed by type."""
+    schema = object_schema(FlashRLJobStatus)
+    conditions = schema["properties"]["conditions"]
+    conditions["x-kubernetes-list-type"] = "map"
+    conditions["x-kubernetes-list-map-keys"] = ["type"]
+    return schema
+
+
+def root_schema() -> dict[str, Any]:
+    """The whole object's ``openAPIV3Schema``."""
+    return {
+        "type": "object",
+        "description": "FlashRLJob runs FP8-rollout RL post-training of an LLM (verl trainer, SGLang "
+        "rollouts, truncated importance sampling) on a KubeRay cluster of GPU nodes.",
+        "properties": {
+            "apiVersion": {
+                "type": "string",
+                "description": "Versioned schema of this representation of an object; "
+                f"{API_VERSION} for a FlashRLJob.",
+            },
+            "kind": {
+                "type": "string",
+                "description": f"REST resource this object represents; {KIND}.",
+            },
+            "metadata": {"type": "object", "description": "Standard object metadata."},
+            "spec": spec_schema(),
+            "status": status_schema(),
+        },
+    }
+
+
+def build_crd() -> dict[str, Any]:
+    """The CustomResourceDefinition object (``apiextensions.k8s.io/v1``) for FlashRLJob."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": CRD_NAME,
+            "labels": {"app.kubernetes.io/name": "flashrl-operator", "app.kubernetes.io/part-of": "flashrl"},
+        },
+        "spec": {
+            "group": GROUP,
+            "scope": "Namespaced",
+            "names": {
+                "kind": KIND,
+                "listKind": f"{KIND}List",
+                "plural": PLURAL,
+                "singular": SINGULAR,
+                "shortNames": list(SHORT_NAMES),
+                "categories": list(CATEGORIES),
+            },
+            "versions": [
+                {
+                    "name": VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": [dict(c) for c in PRINTER_COLUMNS],
+                    "schema": {"openAPIV3Schema": root_schema()},
+                }
+            ],
+        },
+    }
+
+
+def crd_yaml() -> str:
+    """The CRD as the YAML text committed to the chart: a header, then one document."""
+    return HEADER + dump_all([build_crd()])
