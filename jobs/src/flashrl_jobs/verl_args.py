@@ -29,6 +29,7 @@ PROTECTED_KEYS: Final[Mapping[str, str]] = {
     "actor_rollout_ref.rollout.name": "spec.rollout.engine",
     "actor_rollout_ref.rollout.quantization": "spec.rollout.quantization",
     "actor_rollout_ref.rollout.load_format": "spec.rollout.quantization",
+    "actor_rollout_ref.rollout.engine_kwargs.sglang.quantization": "spec.rollout.quantization",
     "actor_rollout_ref.rollout.calculate_log_probs": "spec.correction.tis (TIS needs rollout log-probs)",
     "trainer.default_local_dir": "spec.storage.checkpoints.mountPath",
 }

@@ -200,8 +200,9 @@ def _culprit(generated: list[str], user: list[tuple[int, str]], error: ComposeEr
     (composition of a prefix only fails once the culprit is in it).
     """
     if error.key is not None:
-        for pos, (_, override) in enumerate(user):
-            if override_key(override) == error.key:
+        # The last override with a key wins the merge, so that is the one verl saw.
+        for pos in reversed(range(len(user))):
+            if override_key(user[pos][1]) == error.key:
                 return pos
     if compose_error(tuple(generated)) is not None:
         return None
