@@ -24,7 +24,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from flashrl_api import FlashRLJob, parse_job
+from flashrl_api import FlashRLJob, load_job_file, parse_job
 from flashrl_operator.render import render
 
 REPO = Path(__file__).resolve().parents[2]
@@ -80,8 +80,13 @@ JOBS: dict[str, dict[str, Any]] = {
 }
 
 
+EXAMPLES = {f"example:{p.name}": p for p in sorted((REPO / "examples").glob("*.yaml"))}
+CASES = sorted(JOBS) + sorted(EXAMPLES)
+
+
 def rendered(case: str) -> dict[str, dict[str, Any]]:
-    return {o["kind"]: o for o in render(make_job(JOBS[case]))}
+    job = load_job_file(EXAMPLES[case]) if case in EXAMPLES else make_job(JOBS[case])
+    return {o["kind"]: o for o in render(job)}
 
 
 # --- the KubeRay CRD schema -----------------------------------------------------------------------
@@ -160,13 +165,13 @@ def present(obj: Any, path: tuple[str, ...]) -> bool:
 
 
 @needs_crd
-@pytest.mark.parametrize("case", sorted(JOBS))
+@pytest.mark.parametrize("case", CASES)
 def test_rayjob_validates_against_the_kuberay_crd(case: str) -> None:
     assert schema_errors(rendered(case)["RayJob"]) == []
 
 
 @needs_crd
-@pytest.mark.parametrize("case", sorted(JOBS))
+@pytest.mark.parametrize("case", CASES)
 def test_rayjob_sets_no_field_guarded_by_cel(case: str) -> None:
     # CEL rules are not evaluated here; this proves none of them can apply to what we render.
     rayjob = rendered(case)["RayJob"]
@@ -282,7 +287,7 @@ def kuberay_and_kueue_problems(rayjob: dict[str, Any]) -> list[str]:
     return problems
 
 
-@pytest.mark.parametrize("case", sorted(JOBS))
+@pytest.mark.parametrize("case", CASES)
 def test_rayjob_passes_kuberay_and_kueue_admission_rules(case: str) -> None:
     assert kuberay_and_kueue_problems(rendered(case)["RayJob"]) == []
 
@@ -319,7 +324,7 @@ def core_objects(case: str) -> list[dict[str, Any]]:
     return core + list(as_pods(objs["RayJob"]))
 
 
-@pytest.mark.parametrize("case", sorted(JOBS))
+@pytest.mark.parametrize("case", CASES)
 def test_core_objects_pass_kubernetes_validate_strict(case: str) -> None:
     for obj in core_objects(case):
         kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
