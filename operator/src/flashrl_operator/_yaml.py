@@ -19,6 +19,21 @@ class _Dumper(yaml.SafeDumper):
         super().increase_indent(flow, False)
 
 
+#: Plain scalars that Go's YAML 1.1 decoders (sigs.k8s.io/yaml, used by helm and kubectl) read as
+#: booleans while PyYAML reads them as strings; PyYAML already quotes yes/no/on/off/true/false.
+_GO_YAML_BOOLEANS = frozenset({"y", "Y", "n", "N"})
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    """Quote ``n`` and ``y``: unquoted, the CRD property ``rollout.n`` reaches the API server as ``false``."""
+    if value in _GO_YAML_BOOLEANS:
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"')
+    return dumper.represent_str(value)
+
+
+_Dumper.add_representer(str, _represent_str)
+
+
 def dump(document: Any) -> str:
     """One YAML document, without a leading ``---``."""
     return yaml.dump(
