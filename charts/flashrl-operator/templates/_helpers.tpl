@@ -1,0 +1,110 @@
+{{/*
+Names and labels.
+*/}}
+{{- define "flashrl-operator.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "flashrl-operator.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "flashrl-operator.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "flashrl-operator.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "flashrl-operator.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "flashrl-operator.labels" -}}
+helm.sh/chart: {{ include "flashrl-operator.chart" . }}
+{{ include "flashrl-operator.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: flashrl
+{{- end }}
+
+{{- define "flashrl-operator.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "flashrl-operator.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/*
+The project's pins file (images/pins.yaml, shipped in the chart through the pins.yaml symlink), parsed.
+It is the only record of image references: values override it, never copy it.
+*/}}
+{{- define "flashrl-operator.pins" -}}
+{{- $raw := .Files.Get "pins.yaml" }}
+{{- if not $raw }}
+{{- fail "pins.yaml is missing from the chart (it is a symlink to images/pins.yaml; package the chart from the repository)" }}
+{{- end }}
+{{- $raw }}
+{{- end }}
+
+{{/*
+The operator image: values.image.* when set, else the pinned repository and tag.
+*/}}
+{{- define "flashrl-operator.image" -}}
+{{- $pins := include "flashrl-operator.pins" . | fromYaml }}
+{{- $pinned := $pins.images.operator }}
+{{- $repository := .Values.image.repository | default $pinned.repository }}
+{{- $tag := .Values.image.tag | default $pinned.tag }}
+{{- if .Values.image.digest }}
+{{- printf "%s:%s@%s" $repository $tag .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" $repository $tag }}
+{{- end }}
+{{- end }}
+
+{{/*
+The operator's permissions, in one place: used by the ClusterRole (cluster-wide mode) and by each
+namespaced Role (watchNamespaces mode). No wildcards.
+*/}}
+{{- define "flashrl-operator.rules" -}}
+# FlashRLJobs: watch them, add finalizers and annotations.
+- apiGroups: ["flashrl.dev"]
+  resources: ["flashrljobs"]
+  verbs: ["get", "list", "watch", "patch"]
+# Status: phase, conditions, progress.
+- apiGroups: ["flashrl.dev"]
+  resources: ["flashrljobs/status"]
+  verbs: ["get", "patch", "update"]
+# The RayJob each FlashRLJob is rendered into.
+- apiGroups: ["ray.io"]
+  resources: ["rayjobs"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+# Read-only: the RayCluster KubeRay creates for a RayJob (readiness, worker counts).
+- apiGroups: ["ray.io"]
+  resources: ["rayclusters"]
+  verbs: ["get", "list", "watch"]
+# Per-job ConfigMap (spec + verl overrides) and the launcher's ServiceAccount.
+- apiGroups: [""]
+  resources: ["configmaps", "serviceaccounts"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+# Per-job Role/RoleBinding letting the launcher patch its own FlashRLJob status. The operator holds
+# the verbs it grants (get, patch on flashrljobs/status), as Kubernetes requires.
+- apiGroups: ["rbac.authorization.k8s.io"]
+  resources: ["roles", "rolebindings"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+# Events on FlashRLJobs.
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end }}

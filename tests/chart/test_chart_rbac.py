@@ -1,0 +1,124 @@
+"""The operator's RBAC is least privilege, identical in both modes, and users get aggregated roles."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from conftest import NAMESPACE, find, one
+
+#: (apiGroup, resource) -> verbs the operator needs; nothing more, nothing less.
+EXPECTED: dict[tuple[str, str], set[str]] = {
+    ("flashrl.dev", "flashrljobs"): {"get", "list", "watch", "patch"},
+    ("flashrl.dev", "flashrljobs/status"): {"get", "patch", "update"},
+    ("ray.io", "rayjobs"): {"get", "list", "watch", "create", "patch", "delete"},
+    ("ray.io", "rayclusters"): {"get", "list", "watch"},
+    ("", "configmaps"): {"get", "list", "watch", "create", "patch", "delete"},
+    ("", "serviceaccounts"): {"get", "list", "watch", "create", "patch", "delete"},
+    ("rbac.authorization.k8s.io", "roles"): {"get", "list", "watch", "create", "patch", "delete"},
+    ("rbac.authorization.k8s.io", "rolebindings"): {"get", "list", "watch", "create", "patch", "delete"},
+    ("", "events"): {"create", "patch"},
+    ("events.k8s.io", "events"): {"create", "patch"},
+}
+
+
+def grants(rules: list[dict[str, Any]]) -> dict[tuple[str, str], set[str]]:
+    """Flatten rules to (group, resource) -> verbs, refusing wildcards and name restrictions."""
+    out: dict[tuple[str, str], set[str]] = {}
+    for rule in rules:
+        assert set(rule) <= {"apiGroups", "resources", "verbs"}, rule
+        for field in ("apiGroups", "resources", "verbs"):
+            assert "*" not in rule[field], f"wildcard in {field}: {rule}"
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                out.setdefault((group, resource), set()).update(rule["verbs"])
+    return out
+
+
+def test_cluster_mode_grants_exactly_the_needed_verbs(default_docs: list[dict[str, Any]]) -> None:
+    roles = [
+        r for r in find(default_docs, "ClusterRole") if "aggregate-to" not in str(r["metadata"]["labels"])
+    ]
+    (role,) = roles
+    assert grants(role["rules"]) == EXPECTED
+    binding = one(default_docs, "ClusterRoleBinding")
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": role["metadata"]["name"],
+    }
+    sa = one(default_docs, "ServiceAccount")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": sa["metadata"]["name"], "namespace": NAMESPACE}
+    ]
+    assert not find(default_docs, "Role") and not find(default_docs, "RoleBinding")
+
+
+def test_namespace_mode_has_a_role_per_namespace_and_no_cluster_role(
+    render: Callable[..., list[dict[str, Any]]],
+) -> None:
+    docs = render({"watchNamespaces": "{team-a,team-b}", "rbac.aggregateToDefaultRoles": "false"})
+    assert not find(docs, "ClusterRole") and not find(docs, "ClusterRoleBinding")
+    roles = find(docs, "Role")
+    bindings = find(docs, "RoleBinding")
+    assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
+    assert sorted(b["metadata"]["namespace"] for b in bindings) == ["team-a", "team-b"]
+    sa = one(docs, "ServiceAccount")
+    for role in roles:
+        assert grants(role["rules"]) == EXPECTED
+    for binding in bindings:
+        assert binding["roleRef"]["kind"] == "Role"
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": sa["metadata"]["name"], "namespace": NAMESPACE}
+        ]
+
+
+def test_both_modes_share_one_rule_set(
+    default_docs: list[dict[str, Any]], render: Callable[..., list[dict[str, Any]]]
+) -> None:
+    cluster_role = next(
+        r for r in find(default_docs, "ClusterRole") if "aggregate-to" not in str(r["metadata"]["labels"])
+    )
+    role = find(render({"watchNamespaces": "{team-a}"}), "Role")[0]
+    assert role["rules"] == cluster_role["rules"]
+
+
+def test_aggregated_user_roles(default_docs: list[dict[str, Any]]) -> None:
+    by_label = {}
+    for role in find(default_docs, "ClusterRole"):
+        labels = role["metadata"]["labels"]
+        key = frozenset(
+            k for k, v in labels.items() if k.startswith("rbac.authorization.k8s.io/") and v == "true"
+        )
+        by_label[key] = role
+    editor = by_label[
+        frozenset(
+            {"rbac.authorization.k8s.io/aggregate-to-edit", "rbac.authorization.k8s.io/aggregate-to-admin"}
+        )
+    ]
+    viewer = by_label[frozenset({"rbac.authorization.k8s.io/aggregate-to-view"})]
+    editor_grants = grants(editor["rules"])
+    assert editor_grants[("flashrl.dev", "flashrljobs")] >= {
+        "create",
+        "update",
+        "patch",
+        "delete",
+        "get",
+        "list",
+    }
+    assert editor_grants[("flashrl.dev", "flashrljobs/status")] == {"get"}
+    viewer_grants = grants(viewer["rules"])
+    assert viewer_grants == {
+        ("flashrl.dev", "flashrljobs"): {"get", "list", "watch"},
+        ("flashrl.dev", "flashrljobs/status"): {"get"},
+    }
+
+
+def test_rbac_and_service_account_can_be_disabled(render: Callable[..., list[dict[str, Any]]]) -> None:
+    docs = render(
+        {"rbac.create": "false", "serviceAccount.create": "false", "serviceAccount.name": "existing"}
+    )
+    assert not find(docs, "ServiceAccount")
+    assert not find(docs, "ClusterRoleBinding") and not find(docs, "RoleBinding")
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "existing"
