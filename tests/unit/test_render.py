@@ -417,3 +417,19 @@ def test_image_settings_reach_both_groups() -> None:
         assert pod["containers"][0]["image"] == "registry.local/flashrl-trainer:dev"
         assert pod["containers"][0]["imagePullPolicy"] == "Always"
         assert "imagePullSecrets" not in pod
+
+
+def _leaves(node: Any) -> list[Any]:
+    if isinstance(node, dict):
+        return [leaf for v in node.values() for leaf in _leaves(v)]
+    if isinstance(node, list):
+        return [leaf for v in node for leaf in _leaves(v)]
+    return [node]
+
+
+def test_objects_are_plain_json_without_nulls() -> None:
+    job = make_job({"scheduling": {"queueName": "q"}, "resources": {"rdma": {"resourceName": "rdma/x"}}})
+    objs = render(job)
+    assert json.loads(json.dumps(objs)) == objs
+    # A null would read as "delete this field" in a merge patch, and as a diff on every reconcile.
+    assert all(leaf is not None for leaf in _leaves(objs))
