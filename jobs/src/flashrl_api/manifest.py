@@ -99,9 +99,14 @@ def _humanize(error: Mapping[str, Any]) -> str:
     if kind == "literal_error":
         expected = error.get("ctx", {}).get("expected", "")
         return f"must be one of {expected}, got {error.get('input')!r}"
+    if kind in ("model_type", "model_attributes_type", "dict_type"):
+        return f"must be a mapping, got {type(error.get('input')).__name__}"
     msg = str(error.get("msg", "invalid value"))
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]
+    if kind.endswith(("_type", "_parsing")) and not isinstance(error.get("input"), Mapping | list):
+        # Say what was given: `nodes: "2"` (a string) is refused like the API server refuses it.
+        msg += f", got {error.get('input')!r}"
     return msg
 
 
@@ -110,7 +115,7 @@ def spec_problems(raw_spec: Any, prefix: str = "spec") -> tuple[FlashRLJobSpec |
     if not isinstance(raw_spec, Mapping):
         return None, [Problem(prefix, f"must be a mapping, got {type(raw_spec).__name__}")]
     try:
-        spec = FlashRLJobSpec.model_validate(dict(raw_spec))
+        spec = FlashRLJobSpec.model_validate(dict(raw_spec), strict=True)
     except ValidationError as exc:
         problems = [
             Problem(_loc_to_path(prefix, tuple(e["loc"])), _humanize(e))

@@ -1,0 +1,381 @@
+"""The generated CRD: a structural, documented schema that accepts and rejects what the models do."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from crd_schema_tools import apply_defaults, error_path, root_schema, spec_schema, validator, walk
+
+from flashrl_api import (
+    GROUP,
+    KIND,
+    PLURAL,
+    RULES,
+    SHORT_NAMES,
+    FlashRLJobSpec,
+    SpecError,
+    parse_job,
+    parse_spec,
+)
+from flashrl_api.pins import default_trainer_image
+from flashrl_operator.crd import build_crd, crd_yaml
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+
+FORBIDDEN_KEYWORDS = ("$ref", "$defs", "definitions", "anyOf", "oneOf", "allOf", "not", "title", "const")
+
+
+def _job(spec: dict[str, Any] | None = None) -> dict[str, Any]:
+    job: dict[str, Any] = {
+        "apiVersion": "flashrl.dev/v1alpha1",
+        "kind": "FlashRLJob",
+        "metadata": {"name": "j"},
+    }
+    if spec is not None:
+        job["spec"] = spec
+    return job
+
+
+def _version() -> dict[str, Any]:
+    version: dict[str, Any] = build_crd()["spec"]["versions"][0]
+    return version
+
+
+# --- the CRD object itself -----------------------------------------------------------------------
+
+
+def test_names_and_version() -> None:
+    crd = build_crd()
+    assert crd["apiVersion"] == "apiextensions.k8s.io/v1"
+    assert crd["metadata"]["name"] == f"{PLURAL}.{GROUP}" == "flashrljobs.flashrl.dev"
+    names = crd["spec"]["names"]
+    assert names == {
+        "kind": KIND,
+        "listKind": "FlashRLJobList",
+        "plural": "flashrljobs",
+        "singular": "flashrljob",
+        "shortNames": list(SHORT_NAMES),
+        "categories": ["flashrl"],
+    }
+    assert names["shortNames"] == ["frj"]
+    assert crd["spec"]["scope"] == "Namespaced"
+    (version,) = crd["spec"]["versions"]
+    assert (version["name"], version["served"], version["storage"]) == ("v1alpha1", True, True)
+    assert version["subresources"] == {"status": {}}
+
+
+@pytest.mark.parametrize("k8s", ["1.28", "1.37"])
+def test_kubernetes_validate_strict_accepts_the_crd(tmp_path: Path, k8s: str) -> None:
+    exe = shutil.which("kubernetes-validate", path=str(Path(sys.executable).parent))
+    if exe is None:
+        pytest.skip("kubernetes-validate is not installed in this environment")
+    path = tmp_path / "crd.yaml"
+    path.write_text(crd_yaml(), encoding="utf-8")
+    out = subprocess.run(
+        [exe, "--strict", "-k", k8s, str(path)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "passed" in out.stdout
+
+
+def test_kubernetes_validate_notices_a_broken_crd(tmp_path: Path) -> None:
+    """The check above is not vacuous: a misspelt CRD field fails it."""
+    exe = shutil.which("kubernetes-validate", path=str(Path(sys.executable).parent))
+    if exe is None:
+        pytest.skip("kubernetes-validate is not installed in this environment")
+    crd = build_crd()
+    crd["spec"]["versions"][0]["servd"] = True
+    path = tmp_path / "crd.yaml"
+    path.write_text(yaml.safe_dump(crd), encoding="utf-8")
+    out = subprocess.run(
+        [exe, "--strict", str(path)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert out.returncode != 0
+
+
+# --- structural schema ---------------------------------------------------------------------------
+
+
+def test_schema_is_structural() -> None:
+    for path, node in walk(root_schema()):
+        assert (
+            "type" in node
+            or node.get("x-kubernetes-preserve-unknown-fields")
+            or node.get("x-kubernetes-int-or-string")
+        ), f"{path or '<root>'} has no type"
+        for keyword in FORBIDDEN_KEYWORDS:
+            assert keyword not in node, f"{path} uses {keyword}"
+        assert not ("properties" in node and "additionalProperties" in node), path
+        assert node.get("nullable") is not True, f"{path} is nullable; the API never sends null"
+        if "properties" in node:
+            assert node["type"] == "object", path
+            assert set(node.get("required", [])) <= set(node["properties"]), path
+        if node.get("type") == "array":
+            assert "items" in node, path
+        if "enum" in node:
+            py = {"string": str, "integer": int, "number": (int, float), "boolean": bool}[node["type"]]
+            assert all(isinstance(v, py) for v in node["enum"]), path
+        if "exclusiveMinimum" in node:
+            assert node["exclusiveMinimum"] is True and "minimum" in node, path
+
+
+def test_every_field_has_a_description() -> None:
+    for path, node in walk(root_schema()):
+        if path and not path.endswith("[]"):
+            assert node.get("description", "").strip(), f"{path} has no description"
+            assert "``" not in node["description"], path
+
+
+def test_descriptions_read_well_in_kubectl_explain() -> None:
+    rollout = spec_schema()["properties"]["rollout"]
+    assert rollout["description"] == "The generation engine and how its weights are quantized."
+    quantization = rollout["properties"]["quantization"]["description"]
+    assert "\n" not in quantization and "blockwise-fp8: 128x128-block FP8" in quantization
+    # A class used by several fields keeps each field's own text in front.
+    storage = spec_schema()["properties"]["storage"]["properties"]
+    assert storage["modelCache"]["description"].startswith("Hugging Face cache (HF_HOME)")
+    assert storage["checkpoints"]["description"].startswith("Checkpoints (trainer.default_local_dir)")
+
+
+def test_constraints_come_from_the_models() -> None:
+    props = spec_schema()["properties"]
+    assert props["rollout"]["properties"]["n"] == {
+        "type": "integer",
+        "description": "Responses sampled per prompt (the GRPO/DAPO group size).",
+        "default": 16,
+        "minimum": 1,
+        "maximum": 1024,
+    }
+    util = props["rollout"]["properties"]["gpuMemoryUtilization"]
+    assert (util["minimum"], util["exclusiveMinimum"], util["maximum"]) == (0.0, True, 0.95)
+    assert props["rollout"]["properties"]["quantization"]["enum"] == ["blockwise-fp8", "channel-fp8", "bf16"]
+    assert props["correction"]["properties"]["tis"]["properties"]["level"]["enum"] == [
+        "token",
+        "sequence",
+        "off",
+    ]
+    assert props["training"]["properties"]["recipe"]["enum"] == ["dapo"]
+    assert props["training"]["properties"]["loggers"]["maxItems"] == 4
+    assert props["overrides"]["items"]["maxLength"] == 4096
+    assert props["resources"]["properties"]["memory"]["pattern"].startswith("^[0-9]+")
+    assert props["storage"]["properties"]["data"]["required"] == ["mountPath"]
+
+
+def test_optional_fields_are_plain_types_without_defaults() -> None:
+    lifecycle = spec_schema()["properties"]["lifecycle"]["properties"]
+    assert lifecycle["activeDeadlineSeconds"] == {
+        "type": "integer",
+        "description": "Fail the job after this many seconds in total.",
+        "minimum": 1,
+    }
+    rdma = spec_schema()["properties"]["resources"]["properties"]["rdma"]
+    assert rdma["type"] == "object" and "default" not in rdma
+
+
+def test_status_schema_and_conditions_map() -> None:
+    status = root_schema()["properties"]["status"]
+    conditions = status["properties"]["conditions"]
+    assert conditions["x-kubernetes-list-type"] == "map"
+    assert conditions["x-kubernetes-list-map-keys"] == ["type"]
+    assert "type" in conditions["items"]["required"]
+    assert status["properties"]["phase"]["enum"] == [
+        "Pending",
+        "Starting",
+        "Running",
+        "Succeeded",
+        "Failed",
+        "Suspended",
+    ]
+    assert "x-kubernetes-validations" not in status
+    assert root_schema()["properties"]["metadata"] == {
+        "type": "object",
+        "description": "Standard object metadata.",
+    }
+
+
+# --- defaults ------------------------------------------------------------------------------------
+
+
+def test_every_default_is_valid_against_its_own_schema() -> None:
+    """The API server refuses a CRD whose defaults do not validate; check each one here."""
+    for path, node in walk(root_schema()):
+        if "default" in node:
+            errors = list(validator(node).iter_errors(apply_defaults(node, node["default"])))
+            assert not errors, f"default of {path}: {[e.message for e in errors]}"
+
+
+def test_empty_spec_defaults_to_the_origin_recipe() -> None:
+    """`default: {}` on every section makes the API server fill in exactly what the models do."""
+    defaulted = apply_defaults(root_schema(), _job())["spec"]
+    assert defaulted == FlashRLJobSpec().to_wire()
+    assert defaulted["images"]["trainer"] == default_trainer_image()
+    assert defaulted["storage"]["data"] == {"mountPath": "/data", "readOnly": True}
+    assert defaulted["training"]["promptBatchSize"] == 32 and defaulted["rollout"]["n"] == 16
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"rollout": {"quantization": "bf16"}},
+        {"correction": {"tis": {"level": "off"}}, "training": {"overlongBuffer": {"enabled": False}}},
+        {"storage": {"checkpoints": {"claimName": "ckpt", "mountPath": "/ckpt"}}},
+        {"resources": {"nodes": 2, "rdma": {"resourceName": "rdma/hca_shared_devices_a"}}},
+        {"lifecycle": {"activeDeadlineSeconds": 86400}, "overrides": ["trainer.val_before_train=false"]},
+    ],
+)
+def test_partial_specs_default_like_the_models(spec: dict[str, Any]) -> None:
+    defaulted = apply_defaults(spec_schema(), spec)
+    assert not list(validator(spec_schema()).iter_errors(defaulted))
+    assert defaulted == parse_spec(spec).to_wire()
+
+
+# --- accepting and rejecting manifests -----------------------------------------------------------
+
+
+@pytest.mark.skipif(not EXAMPLES, reason="examples/*.yaml does not exist yet")
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_examples_are_accepted_by_the_crd_and_the_models(path: Path) -> None:
+    docs = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d is not None]
+    jobs = [d for d in docs if isinstance(d, dict) and d.get("kind") == KIND]
+    assert jobs, f"{path.name} holds no {KIND}"
+    for raw in jobs:
+        errors = [f"{error_path(e)}: {e.message}" for e in validator().iter_errors(raw)]
+        assert not errors, errors
+        defaulted = apply_defaults(root_schema(), raw)
+        assert defaulted["spec"] == parse_job(raw).spec.to_wire()
+
+
+def test_a_full_manifest_is_accepted() -> None:
+    raw = _job(FlashRLJobSpec().to_wire())
+    raw["metadata"] = {"name": "full", "namespace": "ml", "labels": {"team": "rl"}}
+    raw["status"] = {
+        "phase": "Running",
+        "progress": {"step": 3, "totalSteps": 150},
+        "conditions": [
+            {
+                "type": "Accepted",
+                "status": "True",
+                "reason": "Valid",
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            }
+        ],
+        "rayJobName": "full",
+    }
+    assert not list(validator().iter_errors(raw))
+
+
+BAD_SPECS: list[tuple[str, dict[str, Any], str]] = [
+    ("typo", {"training": {"promptBatchsize": 32}}, "spec.training.promptBatchsize"),
+    ("unknown-section", {"rolout": {"n": 8}}, "spec.rolout"),
+    ("n-zero", {"rollout": {"n": 0}}, "spec.rollout.n"),
+    ("n-huge", {"rollout": {"n": 4096}}, "spec.rollout.n"),
+    ("util-over", {"rollout": {"gpuMemoryUtilization": 0.99}}, "spec.rollout.gpuMemoryUtilization"),
+    ("util-zero-exclusive", {"rollout": {"gpuMemoryUtilization": 0}}, "spec.rollout.gpuMemoryUtilization"),
+    ("top-p-zero", {"rollout": {"topP": 0.0}}, "spec.rollout.topP"),
+    ("quant-enum", {"rollout": {"quantization": "fp4"}}, "spec.rollout.quantization"),
+    ("tis-enum", {"correction": {"tis": {"level": "tokens"}}}, "spec.correction.tis.level"),
+    ("cap-zero", {"correction": {"tis": {"cap": 0}}}, "spec.correction.tis.cap"),
+    ("nodes-string", {"resources": {"nodes": "two"}}, "spec.resources.nodes"),
+    ("gpus-17", {"resources": {"gpusPerNode": 17}}, "spec.resources.gpusPerNode"),
+    ("memory-pattern", {"resources": {"memory": "lots"}}, "spec.resources.memory"),
+    ("rdma-missing-name", {"resources": {"rdma": {"count": 2}}}, "spec.resources.rdma.resourceName"),
+    ("pull-policy", {"images": {"pullPolicy": "Sometimes"}}, "spec.images.pullPolicy"),
+    ("secret-name", {"secretRefs": ["Bad_Name"]}, "spec.secretRefs[0]"),
+    ("too-many-loggers", {"training": {"loggers": ["console"] * 5}}, "spec.training.loggers"),
+    ("no-loggers", {"training": {"loggers": []}}, "spec.training.loggers"),
+    ("logger-enum", {"training": {"loggers": ["stdout"]}}, "spec.training.loggers[0]"),
+    ("mount-relative", {"storage": {"data": {"mountPath": "data"}}}, "spec.storage.data.mountPath"),
+    ("override-shape", {"overrides": ["not an override"]}, "spec.overrides[0]"),
+    ("bool-type", {"dryRun": "yes"}, "spec.dryRun"),
+    ("negative-restarts", {"lifecycle": {"maxRestarts": -1}}, "spec.lifecycle.maxRestarts"),
+]
+
+
+@pytest.mark.parametrize(
+    ("spec", "path"), [(s, p) for _, s, p in BAD_SPECS], ids=[n for n, _, _ in BAD_SPECS]
+)
+def test_bad_manifests_are_rejected_at_the_same_path_by_both(spec: dict[str, Any], path: str) -> None:
+    raw = _job(spec)
+    crd_paths = {error_path(e) for e in validator().iter_errors(apply_defaults(root_schema(), raw))}
+    assert path in crd_paths, crd_paths
+    with pytest.raises(SpecError) as caught:
+        parse_job(raw)
+    assert path in {p.path for p in caught.value.problems}
+
+
+def test_unknown_top_level_field_is_rejected() -> None:
+    raw = _job()
+    raw["sepc"] = {}
+    assert "sepc" in {error_path(e) for e in validator().iter_errors(raw)}
+
+
+# --- rules and printer columns -------------------------------------------------------------------
+
+
+def test_every_rule_is_a_spec_validation_reported_at_its_field() -> None:
+    schema = spec_schema()
+    validations = schema["x-kubernetes-validations"]
+    assert len(validations) == len(RULES)
+    for rule, validation in zip(RULES, validations, strict=True):
+        assert validation == {
+            "rule": rule.cel,
+            "message": f"spec.{rule.path}: {rule.message}",
+            "fieldPath": f".{rule.path}",
+            "reason": "FieldValueInvalid",
+        }
+        node = schema
+        for part in validation["fieldPath"].lstrip(".").split("."):
+            assert part in node.get("properties", {}), f"{validation['fieldPath']} is not a spec field"
+            node = node["properties"][part]
+        # Every field a rule reads has a default, so the rule never meets a missing field.
+        for ref in _cel_field_refs(rule.cel):
+            node = schema
+            for part in ref.split("."):
+                node = node["properties"][part]
+                assert "default" in node, f"{rule.name} reads {ref}, which may be absent"
+
+
+def _cel_field_refs(cel: str) -> set[str]:
+    import re
+
+    return {m.group(1) for m in re.finditer(r"self\.([A-Za-z.]+[A-Za-z])", cel)}
+
+
+def test_no_transition_rules() -> None:
+    for path, node in walk(root_schema()):
+        for validation in node.get("x-kubernetes-validations", []):
+            assert "oldSelf" not in validation["rule"], f"{path}: immutability is the operator's job"
+
+
+def test_printer_columns() -> None:
+    columns = _version()["additionalPrinterColumns"]
+    by_name = {c["name"]: c for c in columns}
+    assert list(by_name) == ["Phase", "Step", "Steps", "Quantization", "Nodes", "Reason", "RayJob", "Age"]
+    visible = [c["name"] for c in columns if c.get("priority", 0) == 0]
+    assert {"Phase", "Step", "Age"} <= set(visible)
+    assert by_name["Age"] == {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+    for column in columns:
+        if column["jsonPath"].startswith(".metadata."):
+            continue
+        node = root_schema()
+        for part in column["jsonPath"].lstrip(".").split("."):
+            assert part in node.get("properties", {}), (
+                f"{column['name']}: {column['jsonPath']} is not a field"
+            )
+            node = node["properties"][part]
+        assert node["type"] == column["type"], column["name"]
+
+
+def test_schema_changes_follow_the_models(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CRD is derived, not copied: a model docstring change shows up in it."""
+    field = FlashRLJobSpec.model_fields["dry_run"]
+    monkeypatch.setattr(field, "description", "Changed text.")
+    fresh = build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert fresh["properties"]["dryRun"]["description"] == "Changed text."
