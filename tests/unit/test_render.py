@@ -260,6 +260,11 @@ def test_ray_job_lifecycle_from_spec() -> None:
     assert spec["backoffLimit"] == 3
 
 
+def test_dry_run_submits_the_launcher_check_command() -> None:
+    spec = ray_job_of(make_job({"dryRun": True}))["spec"]
+    assert shlex.split(spec["entrypoint"]) == ["flashrl-launch", "check", "--spec", DEFAULT_SPEC_PATH]
+
+
 def test_kueue_queue_labels_and_suspends() -> None:
     job = make_job({"scheduling": {"queueName": "team-a", "priorityClassName": "rl-high"}})
     rj = ray_job_of(job)

@@ -247,7 +247,12 @@ class ResourcesSpec(ApiModel):
     gpus_per_node: int = Field(default=8, ge=1, le=16)
     """GPUs per worker pod (nvidia.com/gpu limit)."""
 
-    gpu_product: str = Field(default="NVIDIA-H20", min_length=1, max_length=63)
+    gpu_product: str = Field(
+        default="NVIDIA-H20",
+        min_length=1,
+        max_length=63,
+        pattern=r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$",
+    )
     """Node-pool match on the nvidia.com/gpu.product label set by GPU Feature Discovery."""
 
     cpu: Quantity = "64"

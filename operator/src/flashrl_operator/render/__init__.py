@@ -13,10 +13,11 @@ from flashrl_operator.render.configmap import config_map
 from flashrl_operator.render.labels import JOB_LABEL, KUEUE_QUEUE_LABEL, MANAGED_BY, labels, owner_reference
 from flashrl_operator.render.names import ChildNames, child_names
 from flashrl_operator.render.pod import HEAD_CONTAINER, WORKER_CONTAINER
-from flashrl_operator.render.rayjob import ENTRYPOINT, WORKER_GROUP, ray_job
+from flashrl_operator.render.rayjob import DRY_RUN_ENTRYPOINT, ENTRYPOINT, WORKER_GROUP, entrypoint, ray_job
 from flashrl_operator.render.rbac import role, role_binding, service_account
 
 __all__ = [
+    "DRY_RUN_ENTRYPOINT",
     "ENTRYPOINT",
     "HEAD_CONTAINER",
     "JOB_LABEL",
@@ -26,6 +27,7 @@ __all__ = [
     "WORKER_GROUP",
     "ChildNames",
     "child_names",
+    "entrypoint",
     "labels",
     "owner_reference",
     "render",

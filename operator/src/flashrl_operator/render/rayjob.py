@@ -23,6 +23,13 @@ RAY_API_VERSION: Final = "ray.io/v1"
 WORKER_GROUP: Final = "gpu"
 #: The launcher (``flashrl_jobs``) reads the mounted job; Ray's job supervisor sets RAY_ADDRESS for it.
 ENTRYPOINT: Final = shlex.join(["flashrl-launch", "train", "--spec", DEFAULT_SPEC_PATH])
+#: ``spec.dryRun``: everything up to and including the GPU gate, then exit without training.
+DRY_RUN_ENTRYPOINT: Final = shlex.join(["flashrl-launch", "check", "--spec", DEFAULT_SPEC_PATH])
+
+
+def entrypoint(job: FlashRLJob) -> str:
+    """The shell-safe command ``ray job submit`` runs: ``flashrl-launch train`` (or ``check``)."""
+    return DRY_RUN_ENTRYPOINT if job.spec.dry_run else ENTRYPOINT
 
 
 def ray_cluster_spec(job: FlashRLJob) -> dict[str, Any]:
@@ -60,7 +67,7 @@ def ray_job(job: FlashRLJob) -> dict[str, Any]:
     queue = job.spec.scheduling.queue_name
     extra_labels = {KUEUE_QUEUE_LABEL: queue} if queue is not None else None
     spec: dict[str, Any] = {
-        "entrypoint": ENTRYPOINT,
+        "entrypoint": entrypoint(job),
         "submissionMode": "K8sJobMode",
         "shutdownAfterJobFinishes": True,
         "ttlSecondsAfterFinished": lifecycle.ttl_seconds_after_finished,
