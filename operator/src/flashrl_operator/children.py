@@ -1,0 +1,154 @@
+"""Desired children versus live ones: what to patch, and which spec edits a running job refuses. Pure.
+
+A RayJob cannot be reshaped once KubeRay has built its cluster (the cluster spec and verl's command
+are fixed at submission), so the operator records the spec a RayJob was made from in an annotation
+on it and compares later specs against that record. Only the lifecycle knobs KubeRay honours on a
+live RayJob (:data:`MUTABLE_SPEC_FIELDS`) are patched through; any other edit is reported by its
+field path and left unapplied. The other children (RBAC, ConfigMap) are simply restored to their
+rendered form when someone changes them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Final
+
+#: Annotation on the RayJob holding the (immutable part of the) spec it was rendered from.
+SPEC_ANNOTATION: Final = "flashrl.dev/spec"
+
+#: FlashRLJob spec fields that may change on a running job, and the RayJob fields they feed.
+MUTABLE_SPEC_FIELDS: Final = (
+    "lifecycle.suspend",
+    "lifecycle.activeDeadlineSeconds",
+    "lifecycle.ttlSecondsAfterFinished",
+)
+RAY_JOB_MUTABLE_KEYS: Final = ("suspend", "activeDeadlineSeconds", "ttlSecondsAfterFinished")
+
+_METADATA_KEYS: Final = ("labels", "annotations", "ownerReferences")
+
+
+def _without_mutable(spec: Mapping[str, Any]) -> dict[str, Any]:
+    result = json.loads(json.dumps(spec))
+    for dotted in MUTABLE_SPEC_FIELDS:
+        *parents, leaf = dotted.split(".")
+        node: Any = result
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(leaf, None)
+    return dict(result)
+
+
+def spec_snapshot(spec: Mapping[str, Any]) -> str:
+    """Canonical JSON of the spec's immutable part (wire form, camelCase)."""
+    return json.dumps(_without_mutable(spec), sort_keys=True, separators=(",", ":"))
+
+
+def _leaves(value: Any, prefix: str) -> dict[str, Any]:
+    if isinstance(value, dict) and value:
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            out.update(_leaves(item, f"{prefix}.{key}"))
+        return out
+    return {prefix: value}
+
+
+def immutable_changes(snapshot: str | None, spec: Mapping[str, Any]) -> list[str]:
+    """Field paths (``spec.rollout.n``) whose value differs from the recorded snapshot.
+
+    Lists are compared whole (``spec.overrides``). No snapshot (a RayJob made by something else, or
+    an unreadable annotation) means nothing can be said: no changes.
+    """
+    if not snapshot:
+        return []
+    try:
+        old = json.loads(snapshot)
+    except ValueError:
+        return []
+    if not isinstance(old, dict):
+        return []
+    before = _leaves(old, "spec")
+    after = _leaves(_without_mutable(spec), "spec")
+    return sorted(path for path in set(before) | set(after) if before.get(path) != after.get(path))
+
+
+def is_subset(desired: Any, live: Any) -> bool:
+    """Whether ``live`` already holds everything in ``desired`` (extra live keys are fine).
+
+    Lists must have the same length and match element by element, since a merge patch replaces
+    lists whole.
+    """
+    if isinstance(desired, Mapping):
+        return isinstance(live, Mapping) and all(
+            key in live and is_subset(value, live[key]) for key, value in desired.items()
+        )
+    if isinstance(desired, list):
+        return (
+            isinstance(live, list)
+            and len(desired) == len(live)
+            and all(is_subset(d, v) for d, v in zip(desired, live, strict=True))
+        )
+    return bool(desired == live)
+
+
+def _metadata_patch(
+    desired: Mapping[str, Any], live: Mapping[str, Any], skip: frozenset[str]
+) -> dict[str, Any]:
+    want = desired.get("metadata") or {}
+    have = live.get("metadata") or {}
+    patch: dict[str, Any] = {}
+    for key in _METADATA_KEYS:
+        value = want.get(key)
+        if value is None:
+            continue
+        if isinstance(value, dict):
+            value = {k: v for k, v in value.items() if k not in skip}
+            if not value:
+                continue
+        if not is_subset(value, have.get(key)):
+            patch[key] = value
+    return patch
+
+
+def drift_patch(
+    desired: Mapping[str, Any], live: Mapping[str, Any], *, queued: bool = False
+) -> dict[str, Any]:
+    """The merge patch that brings ``live`` back to ``desired``; empty when nothing drifted.
+
+    For a RayJob only labels, ownership and the mutable lifecycle fields are considered (and
+    ``suspend`` not at all when Kueue owns it, ``queued``). For other kinds every rendered field is.
+    """
+    patch: dict[str, Any] = {}
+    is_ray_job = desired.get("kind") == "RayJob"
+    meta = _metadata_patch(desired, live, frozenset({SPEC_ANNOTATION}) if is_ray_job else frozenset())
+    if meta:
+        patch["metadata"] = meta
+    if is_ray_job:
+        want = desired.get("spec") or {}
+        have = live.get("spec") or {}
+        spec_patch: dict[str, Any] = {}
+        for key in RAY_JOB_MUTABLE_KEYS:
+            if key == "suspend" and queued:
+                continue
+            if want.get(key) != have.get(key):
+                spec_patch[key] = want.get(key)  # None removes the field (merge patch).
+        if spec_patch:
+            patch["spec"] = spec_patch
+        return patch
+    for key, value in desired.items():
+        if key in ("apiVersion", "kind", "metadata", "status"):
+            continue
+        if not is_subset(value, live.get(key)):
+            patch[key] = value
+    return patch
+
+
+def owner_name(ray_job: Mapping[str, Any], kind: str, label: str) -> str | None:
+    """The FlashRLJob a RayJob belongs to: its controller ownerReference, else ``label``."""
+    meta = ray_job.get("metadata") or {}
+    for ref in meta.get("ownerReferences") or []:
+        if isinstance(ref, Mapping) and ref.get("kind") == kind and ref.get("controller"):
+            return str(ref.get("name"))
+    value = (meta.get("labels") or {}).get(label)
+    return str(value) if value else None

@@ -1,0 +1,219 @@
+"""An emulated Kubernetes API server and a KubeRay stand-in, for the demo, benchmark and tests.
+
+Nothing here runs in a cluster. :class:`EmulatedApiServer` is kmock's in-memory Kubernetes emulator
+(real HTTP on 127.0.0.1) taught to assign what a real API server assigns: ``uid``,
+``resourceVersion``, ``generation`` (bumped on spec changes) and ``creationTimestamp``. There is no
+KubeRay either: :class:`KubeRayStandIn` patches RayJob status the way KubeRay would
+(``jobDeploymentStatus``, ``jobStatus``, ``reason``, ``message``) and reports training progress the
+way the launcher in the head pod would, so the operator's reactions can be watched end to end.
+
+kmock is a test dependency (the ``dev`` extra); this module imports it and is only imported by
+``flashrl demo``, ``python -m bench`` and the integration tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import itertools
+import time
+import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final, TypeVar
+
+import aiohttp
+import kmock
+from aiohttp import web
+
+from flashrl_api import GROUP, KIND, PLURAL, SINGULAR, VERSION
+
+JOBS_RESOURCE: Final = f"{GROUP}/{VERSION}/{PLURAL}"
+RAY_JOBS_RESOURCE: Final = "ray.io/v1/rayjobs"
+RAY_CLUSTERS_RESOURCE: Final = "ray.io/v1/rayclusters"
+ALL_VERBS: Final = {"get", "list", "watch", "create", "patch", "update", "delete"}
+
+T = TypeVar("T")
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class EmulatedApiServer(kmock.KubernetesEmulator):
+    """kmock's emulator plus server-assigned metadata and a count of successful creations."""
+
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        self._versions = itertools.count(1)
+        self.creations: Counter[tuple[str, str, str]] = Counter()
+        self.resources.load_bundled()
+        for resource, kind, singular in (
+            (JOBS_RESOURCE, KIND, SINGULAR),
+            (RAY_JOBS_RESOURCE, "RayJob", "rayjob"),
+            (RAY_CLUSTERS_RESOURCE, "RayCluster", "raycluster"),
+        ):
+            self.resources[resource] = kmock.ResourceInfo(
+                kind=kind, singular=singular, namespaced=True, verbs=ALL_VERBS, subresources={"status"}
+            )
+
+    async def _handle(self, request: kmock.Request) -> web.StreamResponse:
+        data = request.data
+        if request.resource is not None and isinstance(data, dict):
+            meta = data.setdefault("metadata", {})
+            if request.action == kmock.action.CREATE:
+                meta.setdefault("uid", str(uuid.uuid4()))
+                meta.setdefault("creationTimestamp", _now())
+                meta.setdefault("generation", 1)
+                meta["resourceVersion"] = str(next(self._versions))
+            elif request.action == kmock.action.UPDATE and request.name is not None:
+                meta["resourceVersion"] = str(next(self._versions))
+                if "spec" in data and request.subresource is None:
+                    key = (request.resource, request.namespace, request.name)
+                    if key in self.objects and not self.objects[key].deleted:
+                        current = self.objects[key].get("metadata", {}).get("generation") or 0
+                        meta["generation"] = int(current) + 1
+        response = await super()._handle(request)
+        if request.action == kmock.action.CREATE and response.status < 300 and isinstance(data, dict):
+            meta = data.get("metadata", {})
+            plural = str(request.resource.plural) if request.resource is not None else "?"
+            namespace = str(meta.get("namespace") or request.namespace)
+            self.creations[(plural, namespace, str(meta.get("name")))] += 1
+        return response
+
+
+def object_path(
+    resource: str, namespace: str, name: str | None = None, subresource: str | None = None
+) -> str:
+    """REST path for ``group/version/plural`` (or ``v1/plural``) in a namespace."""
+    parts = resource.split("/")
+    base = f"/api/{parts[0]}" if len(parts) == 2 else f"/apis/{parts[0]}/{parts[1]}"
+    path = f"{base}/namespaces/{namespace}/{parts[-1]}"
+    if name:
+        path += f"/{name}"
+    if subresource:
+        path += f"/{subresource}"
+    return path
+
+
+class ApiClient:
+    """What a user's kubectl would do, over plain HTTP against the emulator."""
+
+    def __init__(self, base_url: str) -> None:
+        self._base = base_url.rstrip("/")
+        self._session = aiohttp.ClientSession(headers={"Connection": "close"})
+
+    async def close(self) -> None:
+        """Close the connection pool."""
+        await self._session.close()
+
+    async def _call(self, method: str, path: str, body: Any = None, content_type: str | None = None) -> Any:
+        headers = {"Content-Type": content_type} if content_type else {}
+        async with self._session.request(method, self._base + path, json=body, headers=headers) as resp:
+            if resp.status == 404 and method == "GET":
+                return None
+            if resp.status >= 300:
+                raise RuntimeError(f"{method} {path}: HTTP {resp.status}: {(await resp.text())[:300]}")
+            return await resp.json(content_type=None)
+
+    async def get(self, resource: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """The object, or ``None``."""
+        result = await self._call("GET", object_path(resource, namespace, name))
+        return result if isinstance(result, dict) else None
+
+    async def list(self, resource: str, namespace: str) -> list[dict[str, Any]]:
+        """All objects of a resource in a namespace."""
+        result = await self._call("GET", object_path(resource, namespace))
+        return list(result.get("items", [])) if isinstance(result, dict) else []
+
+    async def create(self, resource: str, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """POST an object (its namespace comes from its metadata)."""
+        namespace = str(obj["metadata"].get("namespace") or "default")
+        body = {**obj, "metadata": {**obj["metadata"], "namespace": namespace}}
+        result = await self._call("POST", object_path(resource, namespace), body)
+        return dict(result)
+
+    async def patch(
+        self,
+        resource: str,
+        namespace: str,
+        name: str,
+        patch: Mapping[str, Any],
+        subresource: str | None = None,
+    ) -> dict[str, Any]:
+        """JSON-merge-patch an object."""
+        path = object_path(resource, namespace, name, subresource)
+        return dict(await self._call("PATCH", path, dict(patch), "application/merge-patch+json"))
+
+    async def delete(self, resource: str, namespace: str, name: str) -> None:
+        """Delete an object."""
+        await self._call("DELETE", object_path(resource, namespace, name))
+
+
+#: KubeRay's RayJob status at each step of a normal run (see docs/operator.md for the mapping).
+CLUSTER_STARTING: Final = {"jobDeploymentStatus": "Initializing", "jobStatus": ""}
+SUBMITTED: Final = {"jobDeploymentStatus": "Running", "jobStatus": "PENDING"}
+TRAINING: Final = {"jobDeploymentStatus": "Running", "jobStatus": "RUNNING"}
+SUCCEEDED: Final = {"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"}
+SUSPENDED: Final = {"jobDeploymentStatus": "Suspended", "jobStatus": ""}
+
+
+def failed(reason: str, message: str) -> dict[str, Any]:
+    """KubeRay's status for a failed RayJob."""
+    return {"jobDeploymentStatus": "Failed", "jobStatus": "FAILED", "reason": reason, "message": message}
+
+
+class KubeRayStandIn:
+    """Plays KubeRay's (and the launcher's) part: tests patch RayJob status the way KubeRay would."""
+
+    def __init__(self, api: ApiClient) -> None:
+        self._api = api
+
+    async def set_status(self, namespace: str, ray_job: str, status: Mapping[str, Any]) -> None:
+        """Patch a RayJob's status; cluster name, dashboard and times are filled in as KubeRay does."""
+        full = dict(status)
+        deployment = full.get("jobDeploymentStatus")
+        if deployment in ("Initializing", "Running", "Complete", "Failed"):
+            full.setdefault("rayClusterName", f"{ray_job}-raycluster-x7k2p")
+            head = f"{ray_job}-raycluster-x7k2p-head-svc.{namespace}.svc.cluster.local"
+            full.setdefault("dashboardURL", f"{head}:8265")
+        if deployment == "Running":
+            full.setdefault("startTime", _now())
+        if deployment in ("Complete", "Failed"):
+            full.setdefault("endTime", _now())
+        await self._api.patch(RAY_JOBS_RESOURCE, namespace, ray_job, {"status": full}, subresource="status")
+
+    async def report_progress(self, namespace: str, job: str, step: int, total: int) -> None:
+        """What the launcher does after each training step: patch ``status.progress`` only."""
+        progress = {"step": step, "totalSteps": total, "updateTime": _now()}
+        patch = {"status": {"progress": progress}}
+        await self._api.patch(JOBS_RESOURCE, namespace, job, patch, subresource="status")
+
+
+async def eventually(
+    probe: Callable[[], Awaitable[T | None]],
+    what: str,
+    deadline_s: float = 15.0,
+    interval: float = 0.05,
+) -> T:
+    """Poll ``probe`` until it returns something truthy; fail after ``deadline_s`` saying what was awaited."""
+    deadline = time.monotonic() + deadline_s
+    last: T | None = None
+    while True:
+        last = await probe()
+        if last:
+            return last
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"timed out after {deadline_s:.0f}s waiting for {what} (last seen: {last!r})")
+        await asyncio.sleep(interval)
+
+
+async def watch_started(server: EmulatedApiServer, resource: str, deadline_s: float = 15.0) -> None:
+    """Wait until the operator has opened its watch on ``resource`` (objects created earlier would
+    reach it twice: once listed, once replayed by the emulator's watch)."""
+    watches = server[kmock.action.WATCH][kmock.resource(resource)]
+
+    async def opened() -> bool:
+        return len(list(watches)) > 0
+
+    await eventually(opened, f"the operator's watch on {resource}", deadline_s)

@@ -1,0 +1,123 @@
+"""Prometheus metrics of one operator instance, on a registry it owns (not the global one).
+
+Owning the registry means two operators in one process (tests, the demo, the benchmark) never
+share or double-register series, and ``/metrics`` shows exactly this operator's view.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Final
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from flashrl_api import PHASES
+
+#: Metric family names (documented in docs/operator.md).
+RECONCILE_DURATION: Final = "flashrl_operator_reconcile_duration_seconds"
+RECONCILE_ERRORS: Final = "flashrl_operator_reconcile_errors_total"
+JOBS: Final = "flashrl_operator_jobs"
+STARTUP_LATENCY: Final = "flashrl_operator_job_startup_seconds"
+CONTENT_TYPE: Final = CONTENT_TYPE_LATEST
+
+
+def parse_time(value: object) -> datetime.datetime | None:
+    """An RFC 3339 timestamp as written by the API server, or ``None``."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)
+
+
+class OperatorMetrics:
+    """Reconcile timing and errors, jobs per phase, and how long jobs take to start training."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.reconcile_duration = Histogram(
+            RECONCILE_DURATION,
+            "Time to reconcile one FlashRLJob (children and status).",
+            registry=self.registry,
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+        )
+        self.reconcile_errors = Counter(
+            RECONCILE_ERRORS,
+            "Reconciles that did not complete, by reason.",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.jobs = Gauge(
+            JOBS, "FlashRLJobs seen by this operator, by phase.", ["phase"], registry=self.registry
+        )
+        for phase in PHASES:
+            self.jobs.labels(phase=phase).set(0)
+        self.startup_latency = Histogram(
+            STARTUP_LATENCY,
+            "Seconds from a FlashRLJob's creation to its first Running phase.",
+            registry=self.registry,
+            buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200),
+        )
+        self._phase_by_uid: dict[str, str] = {}
+        self._started: set[str] = set()
+
+    def observe_phase(self, uid: str, phase: str, created: datetime.datetime | None) -> None:
+        """Record a job's current phase; the first Running also records its startup latency."""
+        old = self._phase_by_uid.get(uid)
+        if old != phase:
+            if old is not None:
+                self.jobs.labels(phase=old).dec()
+            self.jobs.labels(phase=phase).inc()
+            self._phase_by_uid[uid] = phase
+        if phase == "Running" and uid not in self._started:
+            self._started.add(uid)
+            if created is not None:
+                elapsed = (datetime.datetime.now(datetime.UTC) - created).total_seconds()
+                self.startup_latency.observe(max(0.0, elapsed))
+
+    def forget(self, uid: str) -> None:
+        """The job was deleted: stop counting it."""
+        old = self._phase_by_uid.pop(uid, None)
+        if old is not None:
+            self.jobs.labels(phase=old).dec()
+        self._started.discard(uid)
+
+    def exposition(self) -> bytes:
+        """The text exposition format served on ``/metrics``."""
+        return generate_latest(self.registry)
+
+
+class MetricsServer:
+    """Serves ``/metrics`` for one :class:`OperatorMetrics` from the operator's own event loop."""
+
+    def __init__(self, metrics: OperatorMetrics, host: str, port: int) -> None:
+        self._metrics = metrics
+        self._host = host
+        self._port = port
+        self._runner: web.AppRunner | None = None
+        self.url: str | None = None
+
+    async def _serve(self, _request: web.Request) -> web.Response:
+        return web.Response(body=self._metrics.exposition(), headers={"Content-Type": CONTENT_TYPE})
+
+    async def start(self) -> str:
+        """Start listening (port 0 picks a free one) and return the ``/metrics`` URL."""
+        app = web.Application()
+        app.router.add_get("/metrics", self._serve)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self._host, self._port)
+        await site.start()
+        host, port = self._runner.addresses[0][:2]
+        self.url = f"http://{host}:{port}/metrics"
+        return self.url
+
+    async def stop(self) -> None:
+        """Stop listening and release the port."""
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
