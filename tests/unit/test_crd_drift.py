@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -39,3 +40,24 @@ def test_flashrl_crd_command_prints_the_same_text() -> None:
     )
     assert out.stdout == crd_yaml()
     assert out.stderr == ""
+
+
+class _GoYaml11Loader(yaml.SafeLoader):
+    """Resolves plain scalars like the YAML 1.1 decoder in helm and kubectl (sigs.k8s.io/yaml)."""
+
+
+_GoYaml11Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool",
+    re.compile(r"^(?:y|Y|yes|Yes|YES|n|N|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF)$"),
+    list("yYnNtTfFoO"),
+)
+_GoYaml11Loader.add_constructor(
+    "tag:yaml.org,2002:bool",
+    lambda loader, node: loader.construct_scalar(node).lower() in {"y", "yes", "true", "on"},
+)
+
+
+def test_crd_reads_the_same_to_a_yaml_1_1_decoder() -> None:
+    """An unquoted `n:` (the rollout.n property) would reach the API server as the key `false`."""
+    committed = (REPO / CHART_CRD_PATH).read_text(encoding="utf-8")
+    assert yaml.load(committed, Loader=_GoYaml11Loader) == build_crd()

@@ -49,6 +49,13 @@ def read_job(source: str, stdin: TextIO | None = None) -> FlashRLJob:
     return parse_job(docs[0])
 
 
+def protected_problems(job: FlashRLJob) -> list[Problem]:
+    """User overrides of keys other spec fields set (``trainer.nnodes`` ...), at ``spec.overrides[i]``."""
+    from flashrl_jobs.verl_args import protected_key_problems
+
+    return [Problem(f"spec.overrides[{i}]", msg) for i, msg in protected_key_problems(job.spec.overrides)]
+
+
 def override_problems(job: FlashRLJob) -> tuple[list[Problem], str | None]:
     """Problems with the user's verl overrides, and a note when they could only be syntax-checked.
 
@@ -56,11 +63,7 @@ def override_problems(job: FlashRLJob) -> tuple[list[Problem], str | None]:
     are importable (the dev venv and the trainer image); otherwise only the keys the spec owns are
     refused, and the note says the rest went unchecked.
     """
-    from flashrl_jobs.verl_args import protected_key_problems
-
-    protected = [
-        Problem(f"spec.overrides[{i}]", msg) for i, msg in protected_key_problems(job.spec.overrides)
-    ]
+    protected = protected_problems(job)
     if not job.spec.overrides:
         return protected, None
     try:
@@ -146,6 +149,11 @@ def _cmd_render(args: argparse.Namespace) -> int:
     from flashrl_operator.render import render
 
     job = read_job(args.file)
+    # Keys the spec owns would desynchronise the pods from verl; never render them. (Composing the
+    # overrides against verl is `flashrl validate`'s job: render stays fast and needs no hydra.)
+    protected = protected_problems(job)
+    if protected:
+        return _report(protected, sys.stderr)
     sys.stdout.write(dump_all(render(job)))
     return 0
 

@@ -1,0 +1,368 @@
+"""The `flashrl` command: validate, render, crd and demo, and its handling of bad input."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from flashrl_api import load_job_file
+from flashrl_operator.cli import EXIT_INVALID, build_parser, main
+from flashrl_operator.crd import crd_yaml
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+MAIN_EXAMPLE = REPO / "examples" / "flashrljob.yaml"
+
+HEAD = "apiVersion: flashrl.dev/v1alpha1\nkind: FlashRLJob\nmetadata:\n  name: j\n"
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _write(tmp_path: Path, text: str, name: str = "job.yaml") -> str:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return str(path)
+
+
+# --- validate ------------------------------------------------------------------------------------
+
+
+def test_validate_prints_one_line_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _write(tmp_path, HEAD.replace("name: j", "name: qwen3-8b-dapo-fp8") + "spec: {}\n")
+    code, out, err = _run(["validate", path], capsys)
+    assert (code, err) == (0, "")
+    assert (
+        out
+        == f'{path}: valid FlashRLJob "qwen3-8b-dapo-fp8" (blockwise-fp8, token TIS C=2.0, 1x8 NVIDIA-H20)\n'
+    )
+
+
+def test_validate_summary_follows_the_spec(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = """\
+        spec:
+          rollout: {quantization: bf16}
+          correction: {tis: {level: "off"}}
+          resources: {nodes: 2, gpusPerNode: 4, gpuProduct: NVIDIA-H100-80GB-HBM3}
+          dryRun: true
+        """
+    path = _write(tmp_path, HEAD + textwrap.dedent(spec))
+    code, out, _ = _run(["validate", path], capsys)
+    assert code == 0
+    assert out.endswith('"j" (bf16, TIS off, 2x4 NVIDIA-H100-80GB-HBM3, dry run)\n')
+
+
+@pytest.mark.skipif(not EXAMPLES, reason="examples/*.yaml does not exist yet")
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_validate_accepts_every_example(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(["validate", str(path)], capsys)
+    assert code == 0, err
+    job = load_job_file(path)
+    assert out.startswith(f'{path}: valid FlashRLJob "{job.name}" ({job.spec.rollout.quantization}, ')
+    assert "note:" not in err  # hydra and verl are in the dev venv: overrides were composed
+
+
+def test_validate_reads_standard_input(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO(HEAD + "spec: {rollout: {quantization: channel-fp8}}\n"))
+    code, out, _ = _run(["validate", "-"], capsys)
+    assert code == 0
+    assert out.startswith('standard input: valid FlashRLJob "j" (channel-fp8, ')
+
+
+BAD_INPUTS: list[tuple[str, str, list[str]]] = [
+    ("not-yaml", "spec: [unclosed\n", ["is not valid YAML (line"]),
+    ("empty", "# nothing here\n", ["contains no YAML document"]),
+    ("a-list", "- a\n- b\n", ["a FlashRLJob must be a YAML mapping, got list"]),
+    ("a-string", "just words\n", ["a FlashRLJob must be a YAML mapping, got str"]),
+    ("two-documents", HEAD + "---\n" + HEAD, ["must hold one FlashRLJob, found 2 documents"]),
+    (
+        "wrong-kind",
+        HEAD.replace("kind: FlashRLJob", "kind: RayJob"),
+        ["kind: must be 'FlashRLJob', got 'RayJob'"],
+    ),
+    (
+        "wrong-api-version",
+        HEAD.replace("flashrl.dev/v1alpha1", "flashrl.dev/v1"),
+        ["apiVersion: must be 'flashrl.dev/v1alpha1', got 'flashrl.dev/v1'"],
+    ),
+    ("no-name", HEAD.replace("  name: j\n", "  labels: {}\n"), ["metadata.name: is required"]),
+    (
+        "bad-name",
+        HEAD.replace("name: j", "name: My_Job"),
+        ["metadata.name: 'My_Job' must be a DNS-1035 label"],
+    ),
+    ("unknown-top-level", HEAD + "sepc: {}\n", ["sepc: unknown field"]),
+    (
+        "typo",
+        HEAD + "spec: {training: {promptBatchsize: 8}}\n",
+        ["spec.training.promptBatchsize: unknown field"],
+    ),
+    ("spec-not-mapping", HEAD + "spec: [1]\n", ["spec: must be a mapping, got list"]),
+    (
+        "out-of-range",
+        HEAD + "spec: {rollout: {n: 0}}\n",
+        ["spec.rollout.n: Input should be greater than or equal to 1"],
+    ),
+    ("enum", HEAD + "spec: {rollout: {quantization: fp4}}\n", ["spec.rollout.quantization: must be one of"]),
+    (
+        "wrong-type",
+        HEAD + "spec: {resources: {nodes: '2'}}\n",
+        ["spec.resources.nodes: Input should be a valid integer, got '2'"],
+    ),
+    (
+        "inconsistent",
+        HEAD + "spec: {training: {promptBatchSize: 32, miniBatchSize: 24}}\n",
+        ["spec.training.miniBatchSize: must divide training.promptBatchSize"],
+    ),
+    (
+        "gpus-not-divisible",
+        HEAD + "spec: {rollout: {n: 5}, resources: {nodes: 3}}\n",
+        ["spec.rollout.n: training.promptBatchSize x rollout.n must be divisible by the GPU count"],
+    ),
+    (
+        "tp-not-dividing-node",
+        HEAD + "spec: {rollout: {tensorParallelSize: 3}}\n",
+        ["spec.rollout.tensorParallelSize: must divide resources.gpusPerNode"],
+    ),
+    (
+        "several-problems",
+        HEAD + "spec: {rollout: {n: 0, quantization: fp4}, training: {bogus: 1}}\n",
+        ["spec.rollout.n:", "spec.rollout.quantization:", "spec.training.bogus: unknown field"],
+    ),
+    (
+        "protected-override",
+        HEAD + "spec: {overrides: [trainer.nnodes=4]}\n",
+        ["spec.overrides[0]: trainer.nnodes is set by spec.resources.nodes"],
+    ),
+    (
+        "override-not-hydra",
+        HEAD + "spec: {overrides: ['-bad']}\n",
+        ["spec.overrides[0]:"],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"), [(t, e) for _, t, e in BAD_INPUTS], ids=[n for n, _, _ in BAD_INPUTS]
+)
+@pytest.mark.parametrize("command", ["validate", "render"])
+def test_bad_input_is_one_line_per_problem_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, text: str, expected: list[str]
+) -> None:
+    path = _write(tmp_path, text)
+    code, out, err = _run([command, path], capsys)
+    assert code == EXIT_INVALID
+    assert out == ""
+    lines = err.splitlines()
+    assert "Traceback" not in err
+    for want in expected:
+        assert any(want in line for line in lines), (want, lines)
+    if command == "validate" and "overrides" not in text:
+        assert len(lines) == len(expected)
+
+
+def test_override_rejected_by_verl_names_its_index(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("hydra", reason="hydra-core is not installed; overrides cannot be composed")
+    overrides = ["trainer.val_before_train=false", "actor_rollout_ref.actor.no_such_key=1"]
+    text = HEAD + yaml.safe_dump({"spec": {"overrides": overrides}})
+    code, out, err = _run(["validate", _write(tmp_path, text)], capsys)
+    assert code == EXIT_INVALID
+    assert out == ""
+    lines = err.splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("spec.overrides[1]: actor_rollout_ref.actor.no_such_key")
+
+
+def test_valid_overrides_are_composed_without_a_note(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("hydra", reason="hydra-core is not installed; overrides cannot be composed")
+    text = HEAD + "spec: {overrides: [trainer.val_before_train=false]}\n"
+    code, _, err = _run(["validate", _write(tmp_path, text)], capsys)
+    assert (code, err) == (0, "")
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (lambda d: str(d / "missing.yaml"), "cannot read"),
+        (lambda d: str(d), "cannot read"),
+        (
+            lambda d: (d / "bin.yaml").write_bytes(b"\xff\xfe\x00k") and str(d / "bin.yaml"),
+            "is not UTF-8 text",
+        ),
+    ],
+    ids=["missing-file", "directory", "not-utf8"],
+)
+def test_unreadable_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], make: Any, expected: str
+) -> None:
+    code, out, err = _run(["validate", make(tmp_path)], capsys)
+    assert code == EXIT_INVALID
+    assert out == "" and expected in err and "Traceback" not in err
+
+
+# --- render --------------------------------------------------------------------------------------
+
+
+def test_render_prints_the_renderer_objects_as_a_yaml_stream(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from flashrl_operator.render import render
+
+    path = _write(tmp_path, HEAD + "spec: {rollout: {n: 8}}\n")
+    code, out, err = _run(["render", path], capsys)
+    assert (code, err) == (0, "")
+    docs = list(yaml.safe_load_all(out))
+    assert docs == render(load_job_file(path))
+    kinds = [d["kind"] for d in docs]
+    assert "RayJob" in kinds and "ConfigMap" in kinds
+    assert out.startswith("---\n")
+
+
+def test_render_reads_standard_input(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO(HEAD + "spec: {}\n"))
+    code, out, _ = _run(["render", "-"], capsys)
+    assert code == 0
+    assert any(d["kind"] == "RayJob" for d in yaml.safe_load_all(out))
+
+
+def test_render_from_stdin_reports_several_documents(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO(HEAD + "---\n" + HEAD))
+    code, out, err = _run(["render", "-"], capsys)
+    assert (code, out) == (EXIT_INVALID, "")
+    assert err == "standard input must hold one FlashRLJob, found 2 documents\n"
+
+
+# --- crd, demo, help -----------------------------------------------------------------------------
+
+
+def test_crd_prints_the_generated_crd(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(["crd"], capsys)
+    assert (code, err) == (0, "")
+    assert out == crd_yaml()
+
+
+@pytest.mark.skipif(not MAIN_EXAMPLE.exists(), reason="examples/flashrljob.yaml does not exist yet")
+def test_demo_validates_and_renders_the_example(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(["demo", "--file", str(MAIN_EXAMPLE)], capsys)
+    assert code == 0, err
+    job = load_job_file(MAIN_EXAMPLE)
+    assert f'valid FlashRLJob "{job.name}"' in out
+    assert f"ray.io/v1 RayJob {job.namespace}/" in out
+
+
+def test_demo_with_a_missing_file_fails_cleanly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(["demo", "--file", str(tmp_path / "nope.yaml")], capsys)
+    assert (code, out) == (EXIT_INVALID, "")
+    assert "cannot read" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        ([], "validate"),
+        (["validate"], "standard input"),
+        (["render"], "YAML stream"),
+        (["crd"], "CustomResourceDefinition"),
+        (["demo"], "--file"),
+    ],
+)
+def test_help(capsys: pytest.CaptureFixture[str], argv: list[str], expected: str) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, "--help"])
+    assert exited.value.code == 0
+    assert expected in " ".join(capsys.readouterr().out.split())
+
+
+def test_missing_subcommand_or_argument_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in ([], ["validate"], ["frobnicate"]):
+        with pytest.raises(SystemExit) as exited:
+            main(argv)
+        assert exited.value.code == 2
+        assert "usage: flashrl" in capsys.readouterr().err
+
+
+def test_every_subcommand_is_registered() -> None:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    assert set(sub.choices) >= {"validate", "render", "crd", "demo"}  # type: ignore[arg-type]
+
+
+# --- as a separate process -----------------------------------------------------------------------
+
+#: Runs the CLI with the operator-only and verl-config packages made unimportable, as in the trainer
+#: image: render, validate and crd must work with pydantic and PyYAML alone.
+_WITHOUT_OPTIONAL = """
+import sys
+for name in ("kopf", "aiohttp", "prometheus_client", "hydra", "omegaconf", "kubernetes", "ray"):
+    sys.modules[name] = None
+from flashrl_operator.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _subprocess(args: list[str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    return subprocess.run(
+        [sys.executable, "-c", _WITHOUT_OPTIONAL, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+        cwd=REPO,
+    )
+
+
+def test_cli_works_without_the_operator_and_verl_config_packages(tmp_path: Path) -> None:
+    good = _write(tmp_path, HEAD + "spec: {overrides: [trainer.val_before_train=false]}\n")
+    validated = _subprocess(["validate", good])
+    assert validated.returncode == 0, validated.stderr
+    assert 'valid FlashRLJob "j"' in validated.stdout
+    assert "checked for syntax only" in validated.stderr
+    rendered = _subprocess(["render", "-"], stdin=HEAD)
+    assert rendered.returncode == 0, rendered.stderr
+    assert any(d["kind"] == "RayJob" for d in yaml.safe_load_all(rendered.stdout))
+    crd = _subprocess(["crd"])
+    assert crd.returncode == 0 and crd.stdout == crd_yaml()
+
+
+def test_protected_overrides_are_refused_even_without_verl_config(tmp_path: Path) -> None:
+    bad = _write(tmp_path, HEAD + "spec: {overrides: [trainer.n_gpus_per_node=4]}\n")
+    out = _subprocess(["validate", bad])
+    assert out.returncode == EXIT_INVALID
+    assert "spec.overrides[0]: trainer.n_gpus_per_node is set by spec.resources.gpusPerNode" in out.stderr
+
+
+def test_console_script_reports_bad_input_without_a_traceback(tmp_path: Path) -> None:
+    exe = Path(sys.executable).parent / "flashrl"
+    if not exe.exists():
+        pytest.skip("the flashrl console script is not installed in this environment")
+    bad = _write(tmp_path, HEAD + "spec: {rollout: {n: -1}}\n")
+    out = subprocess.run(
+        [str(exe), "validate", bad], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert out.returncode == EXIT_INVALID
+    assert out.stderr.startswith("spec.rollout.n: ")
+    assert "Traceback" not in out.stderr
