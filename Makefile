@@ -10,7 +10,7 @@ HELM := $(TOOLS)/helm
 VERL_VERSION := $(shell sed -n 's/^  verl: "\(.*\)"/\1/p' images/pins.yaml)
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml images/pins.yaml | cksum | cut -d' ' -f1)
 
-.PHONY: help install tools lint test test-unit demo bench crd e2e resolve-digests clean
+.PHONY: help install tools lint test test-unit demo bench crd e2e images resolve-digests clean
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-16s %s\n", $$1, $$2}'
@@ -55,6 +55,10 @@ crd: install ## Regenerate the committed CRD from the API models
 
 e2e: ## kind e2e (needs Docker and kind): build images, install KubeRay and the chart, run a job
 	bash tests/e2e/run.sh
+
+images: install ## Build the operator and trainer images (needs Docker); references from images/pins.yaml
+	$(BIN)/python images/build.py operator
+	$(BIN)/python images/build.py trainer
 
 resolve-digests: install ## Fill in unresolved base-image digests in images/pins.yaml (needs registry access)
 	$(BIN)/python scripts/resolve_digests.py images/pins.yaml
