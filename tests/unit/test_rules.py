@@ -1,0 +1,110 @@
+"""flashrl_api.rules: the cross-field invariants and the origin-recipe defaults they protect."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from flashrl_api import RULES, FlashRLJobSpec, parse_spec, spec_problems, violations
+from flashrl_api.pins import default_trainer_image, load_pins
+
+
+def test_the_defaults_are_the_origin_recipe() -> None:
+    spec = FlashRLJobSpec()
+    assert spec.model.path == "Qwen/Qwen3-8B-Base"
+    assert spec.training.recipe == "dapo"
+    assert spec.data.train.endswith("dapo-math-17k.parquet")
+    assert spec.data.validation.endswith("aime-2024.parquet")
+    assert (spec.rollout.engine, spec.rollout.quantization) == ("sglang", "blockwise-fp8")
+    assert (spec.correction.tis.level, spec.correction.tis.cap) == ("token", 2.0)
+    t = spec.training
+    assert (t.prompt_batch_size, spec.rollout.n, t.generation_batch_size, t.mini_batch_size) == (
+        32,
+        16,
+        96,
+        32,
+    )
+    assert (t.max_prompt_length, t.max_response_length) == (2048, 20480)
+    assert (t.learning_rate, t.total_steps) == (1e-6, 150)
+    r = spec.resources
+    assert (r.nodes, r.gpus_per_node, r.gpu_product) == (1, 8, "NVIDIA-H20")
+    assert spec.images.trainer == default_trainer_image()
+    assert default_trainer_image().startswith(load_pins().images["trainer"].repository + ":")
+    assert violations(spec) == []
+
+
+def test_rule_names_are_unique_and_messages_say_what_to_do() -> None:
+    assert len({r.name for r in RULES}) == len(RULES)
+    for rule in RULES:
+        assert rule.message and rule.message[0].islower(), rule.name
+        assert rule.cel.count("(") == rule.cel.count(")"), rule.name
+
+
+def _field(model: type[BaseModel], alias: str) -> Any:
+    for name, info in model.model_fields.items():
+        if (info.alias or name) == alias:
+            return info
+    raise AssertionError(f"{model.__name__} has no field {alias}")
+
+
+@pytest.mark.parametrize("rule", RULES, ids=[r.name for r in RULES])
+def test_rule_paths_name_real_fields(rule: Any) -> None:
+    model: type[BaseModel] = FlashRLJobSpec
+    info = None
+    for part in rule.path.split("."):
+        info = _field(model, part)
+        annotation = info.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            model = annotation
+    assert info is not None
+
+
+BREAKING: list[tuple[str, dict[str, Any]]] = [
+    ("generation-batch-covers-prompt-batch", {"training": {"promptBatchSize": 128}}),
+    ("mini-batch-divides-prompt-batch", {"training": {"miniBatchSize": 5}}),
+    ("tensor-parallel-divides-node", {"rollout": {"tensorParallelSize": 16}}),
+    ("sequence-parallel-divides-gpus", {"training": {"ulyssesSequenceParallelSize": 16}}),
+    ("rollouts-divide-over-gpus", {"rollout": {"n": 5}, "resources": {"gpusPerNode": 6}}),
+    ("overlong-buffer-fits-response", {"training": {"maxResponseLength": 2048}}),
+]
+
+
+@pytest.mark.parametrize(("name", "spec"), BREAKING, ids=[n for n, _ in BREAKING])
+def test_each_rule_catches_its_case_alone(name: str, spec: dict[str, Any]) -> None:
+    rule = next(r for r in RULES if r.name == name)
+    _, problems = spec_problems(spec)
+    assert [str(p) for p in problems] == [f"spec.{rule.path}: {rule.message}"]
+
+
+def test_rules_hold_at_their_boundaries() -> None:
+    # Equal batches, 16 GPUs over 2 nodes with TP 8, and a buffer exactly as long as the response.
+    spec = parse_spec(
+        {
+            "training": {
+                "promptBatchSize": 64,
+                "generationBatchSize": 64,
+                "miniBatchSize": 64,
+                "maxResponseLength": 4096,
+                "overlongBuffer": {"length": 4096},
+                "ulyssesSequenceParallelSize": 16,
+            },
+            "rollout": {"tensorParallelSize": 8, "n": 1},
+            "resources": {"nodes": 2},
+        }
+    )
+    assert violations(spec) == []
+
+
+def test_disabled_overlong_buffer_is_not_checked() -> None:
+    spec = parse_spec({"training": {"maxResponseLength": 1024, "overlongBuffer": {"enabled": False}}})
+    assert violations(spec) == []
+
+
+def test_several_rules_report_in_rule_order() -> None:
+    _, problems = spec_problems({"training": {"miniBatchSize": 5, "maxResponseLength": 1024}})
+    assert [p.path for p in problems] == [
+        "spec.training.miniBatchSize",
+        "spec.training.overlongBuffer.length",
+    ]
