@@ -1,0 +1,254 @@
+"""``flashrl-launch``: the driver of a FlashRLJob inside the Ray head pod.
+
+Order matters and is the point of this program:
+
+1. **Config first.** Read the mounted FlashRLJob, check that the operator's ``verl-overrides.json``
+   equals what this image computes (same launcher version on both sides), and compose verl's Hydra
+   config against the installed verl. A bad override fails in seconds, naming the key, before any
+   Ray call.
+2. **Ray gate.** Connect to the explicit ``RAY_ADDRESS`` (never auto-discovery) and wait, with a
+   deadline and progress lines, until the cluster has ``nodes x gpusPerNode`` available GPUs.
+3. **verl.** ``python -m verl.trainer.main_ppo <overrides>`` as a child process with ``RAY_ADDRESS``
+   in its environment, signals forwarded, exit code propagated, steps reported to the FlashRLJob.
+
+Exit codes are in :mod:`flashrl_jobs.contract` and docs/launcher.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from flashrl_api import FlashRLJob, SpecError, load_job_file
+from flashrl_jobs import contract
+from flashrl_jobs.progress import StepParser, from_environment
+from flashrl_jobs.termination import LaunchError, write_termination_message
+from flashrl_jobs.verl_args import ENTRY_MODULE, verl_overrides
+
+PROG = "flashrl-launch"
+
+
+def log(message: str) -> None:
+    """Launcher progress on stderr (Ray's job log and ``kubectl logs`` both show it)."""
+    print(f"{PROG}: {message}", file=sys.stderr, flush=True)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(contract.EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line; ``--help`` on each command says what it does."""
+    parser = _Parser(
+        prog=PROG,
+        description="Run a FlashRLJob inside its Ray cluster: compose verl's config, wait until every "
+        "GPU has joined Ray, then run verl (train) or stop there (check).",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def common(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument(
+            "--spec",
+            default=os.environ.get(contract.SPEC_ENV) or contract.DEFAULT_SPEC_PATH,
+            help="FlashRLJob YAML (a manifest or the spec the operator mounts). A sibling "
+            f"{contract.OVERRIDES_FILE} must match the overrides computed here. Default: "
+            f"${contract.SPEC_ENV} or {contract.DEFAULT_SPEC_PATH}",
+        )
+        sub.add_argument(
+            "--ray-address",
+            default=os.environ.get("RAY_ADDRESS") or None,
+            help="GCS address of the Ray head, host:port. Default: $RAY_ADDRESS (set by Ray's job "
+            "supervisor). Required: the launcher never discovers a cluster on its own.",
+        )
+        sub.add_argument(
+            "--timeout",
+            type=_positive,
+            default=None,
+            help="Seconds to wait for every GPU to join Ray. Default: the spec's "
+            "lifecycle.gpuWaitTimeoutSeconds",
+        )
+        sub.add_argument(
+            "--head-timeout",
+            type=_positive,
+            default=15.0,
+            help="Seconds to wait for the Ray head to answer before giving up (default: 15)",
+        )
+        # Test hook: a stand-in for verl's entry module. Not part of the interface.
+        sub.add_argument("--entry-module", default=ENTRY_MODULE, help=argparse.SUPPRESS)
+
+    common(
+        commands.add_parser(
+            "train",
+            help="Compose the config, wait for the GPUs, run verl and report progress",
+            description="Compose verl's config against the installed verl, wait until the Ray cluster "
+            "has nodes x gpusPerNode available GPUs, then run verl.trainer.main_ppo with the job's "
+            "overrides, forwarding SIGTERM/SIGINT and exiting with verl's exit code. Training steps "
+            "are reported to the FlashRLJob's status.progress when running in a cluster. With "
+            "spec.dryRun it stops after the GPU gate, like check.",
+        )
+    )
+    common(
+        commands.add_parser(
+            "check",
+            help="Everything train does up to and including the GPU gate, then exit 0",
+            description="Compose verl's config and wait until every GPU has joined Ray, then exit 0 "
+            "without training: a smoke test of the config, the image and the node pool.",
+        )
+    )
+    return parser
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+    return value
+
+
+def load_job(spec_path: str) -> FlashRLJob:
+    """The FlashRLJob and, when present, the operator's override list checked against it."""
+    path = Path(spec_path)
+    try:
+        job = load_job_file(path)
+    except SpecError as exc:
+        raise LaunchError(
+            contract.EXIT_INVALID_CONFIG,
+            f"invalid FlashRLJob in {path}:\n" + "\n".join(map(str, exc.problems)),
+        ) from None
+    overrides_file = path.parent / contract.OVERRIDES_FILE
+    if overrides_file.exists():
+        check_overrides_file(job, overrides_file)
+    return job
+
+
+def check_overrides_file(job: FlashRLJob, overrides_file: Path) -> None:
+    """The operator rendered ``verl-overrides.json`` from the same spec; a difference is version skew."""
+    try:
+        rendered = json.loads(overrides_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise LaunchError(contract.EXIT_INVALID_CONFIG, f"cannot read {overrides_file}: {exc}") from None
+    if not isinstance(rendered, list) or not all(isinstance(o, str) for o in rendered):
+        raise LaunchError(contract.EXIT_INVALID_CONFIG, f"{overrides_file} must be a JSON list of strings")
+    computed = verl_overrides(job)
+    if rendered != computed:
+        only_operator = [o for o in rendered if o not in computed]
+        only_here = [o for o in computed if o not in rendered]
+        detail = "; ".join(
+            part
+            for part in (
+                f"only in the operator's list: {', '.join(only_operator[:5])}" if only_operator else "",
+                f"only in this image's list: {', '.join(only_here[:5])}" if only_here else "",
+                "same overrides in a different order" if not only_operator and not only_here else "",
+            )
+            if part
+        )
+        raise LaunchError(
+            contract.EXIT_INVALID_CONFIG,
+            f"{overrides_file} differs from the overrides this launcher computes for the same spec "
+            f"(the operator and the trainer image run different flashrl versions): {detail}",
+        )
+
+
+def compose_first(job: FlashRLJob) -> None:
+    """Compose verl's config for the job; any rejected override stops the launch here."""
+    from flashrl_jobs.verl_config import VerlConfigUnavailableError, check_user_overrides
+
+    log("Composing verl's config")
+    try:
+        problems = check_user_overrides(job)
+    except VerlConfigUnavailableError as exc:
+        raise LaunchError(contract.EXIT_INVALID_CONFIG, f"cannot compose verl's config: {exc}") from None
+    if problems:
+        raise LaunchError(
+            contract.EXIT_INVALID_CONFIG,
+            "verl rejects the job's configuration:\n" + "\n".join(str(p) for p in problems),
+        )
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    """The launcher; returns the process exit code (raises only for bugs)."""
+    args = build_parser().parse_args(argv)
+    if not args.ray_address:
+        raise LaunchError(
+            contract.EXIT_USAGE,
+            "no Ray address: set RAY_ADDRESS or pass --ray-address host:port (the launcher never "
+            "discovers a cluster on its own)",
+        )
+    from flashrl_jobs.ray_gate import gate, parse_address
+
+    parse_address(args.ray_address)
+    job = load_job(args.spec)
+    compose_first(job)
+    spec = job.spec
+    required = spec.resources.nodes * spec.resources.gpus_per_node
+    timeout = args.timeout if args.timeout is not None else float(spec.lifecycle.gpu_wait_timeout_seconds)
+    gate(args.ray_address, required, timeout, log, head_timeout=args.head_timeout)
+    if args.command == "check" or spec.dry_run:
+        log(f"Check passed: verl's config composes and {required} GPU(s) are available; not training")
+        return contract.EXIT_OK
+    return train(job, args.ray_address, args.entry_module)
+
+
+def train(job: FlashRLJob, address: str, entry_module: str) -> int:
+    """Run verl and report its steps; returns verl's exit code."""
+    from flashrl_jobs.process import run_child
+
+    argv = [sys.executable or "python3", "-m", entry_module, *verl_overrides(job)]
+    env = dict(os.environ)
+    env["RAY_ADDRESS"] = address
+    parser = StepParser(total_steps=job.spec.training.total_steps)
+    reporter = from_environment(job.metadata.get("namespace"), job.name, log)
+
+    def on_line(line: str) -> None:
+        step = parser.feed(line)
+        if step is not None and reporter is not None:
+            reporter.report(step, parser.total_steps)
+
+    log(f"Starting verl: {' '.join(argv[:3])} with {len(argv) - 3} overrides")
+    try:
+        result = run_child(argv, env, on_line)
+    finally:
+        if reporter is not None:
+            reporter.close()
+    if result.exit_code != 0:
+        how = f"after forwarding signal {result.forwarded[0]}" if result.forwarded else "on its own"
+        reason = f"verl exited with code {result.exit_code} {how} at step {parser.step}"
+        if result.tail:
+            reason += "; last output:\n" + "\n".join(result.tail)
+        write_termination_message(reason)
+        log(reason.splitlines()[0])
+    else:
+        log(f"verl finished at step {parser.step}")
+    return result.exit_code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console entry point: every failure is one clear message, an exit code and a termination log."""
+    try:
+        return run(argv)
+    except LaunchError as exc:
+        log(exc.reason)
+        write_termination_message(exc.reason)
+        if exc.exit_code == contract.EXIT_RAY_UNREACHABLE:
+            # A half-made Ray connection may still hold a thread that Ray's exit hooks would wait on.
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(exc.exit_code)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        log("interrupted")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

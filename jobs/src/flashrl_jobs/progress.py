@@ -1,0 +1,185 @@
+"""Training progress: read verl's console lines, report ``status.progress`` to the FlashRLJob.
+
+verl's console logger prints one line per training step,
+``concat_dict_to_str`` in ``verl/utils/logger/aggregate_logger.py``: ``step:<n> - key:value - ...``,
+with ``<n>`` the step just completed (``ray_trainer.py`` logs, then increments ``global_steps``).
+The trainer runs inside a Ray actor, so the driver's copy of the line carries Ray's prefix, e.g.
+``(TaskRunnerV1 pid=123) step:5 - ...``, possibly wrapped in ANSI colours. Validation before
+training logs ``step:0``, which is not a completed step. ``Total training steps: <n>`` is printed once.
+
+Reporting is best effort and stdlib only (urllib): a merge patch of
+``/apis/flashrl.dev/v1alpha1/namespaces/<ns>/flashrljobs/<name>/status`` with the pod's service
+account (the renderer grants exactly ``get, patch`` on ``flashrljobs/status``). It runs on a
+background thread holding only the newest step, so a slow API server never stalls verl's output, and
+it sends at most one request per step. A failed request is logged and training goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import ssl
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Final
+
+from flashrl_api import GROUP, PLURAL, VERSION
+
+Log = Callable[[str], None]
+
+SERVICE_ACCOUNT_DIR: Final = "/var/run/secrets/kubernetes.io/serviceaccount"
+#: Overrides of the in-cluster defaults, for non-standard mounts and for tests against a local server.
+SERVICE_ACCOUNT_DIR_ENV: Final = "FLASHRL_SERVICEACCOUNT_DIR"
+API_SERVER_ENV: Final = "FLASHRL_API_SERVER"
+REQUEST_TIMEOUT_SECONDS: Final = 10.0
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_STEP = re.compile(r"(?:^|[\s)])step:(\d+)(?:\s+-\s|\s*$)")
+_TOTAL = re.compile(r"Total training steps: (\d+)")
+
+
+@dataclass
+class StepParser:
+    """Pure: feed lines, learn the last completed step and the total (when verl prints it)."""
+
+    total_steps: int
+    step: int = 0
+
+    def feed(self, line: str) -> int | None:
+        """The newly completed step this line reports, or None."""
+        text = _ANSI.sub("", line)
+        total = _TOTAL.search(text)
+        if total is not None:
+            self.total_steps = int(total.group(1))
+            return None
+        match = _STEP.search(text)
+        if match is None:
+            return None
+        step = int(match.group(1))
+        if step <= self.step:
+            return None
+        self.step = step
+        return step
+
+
+def status_path(namespace: str, name: str) -> str:
+    """The FlashRLJob's status subresource."""
+    return f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}/{name}/status"
+
+
+def progress_patch(step: int, total_steps: int, now: datetime) -> bytes:
+    """The JSON merge patch body: only ``status.progress``, so the operator's fields stay untouched."""
+    stamp = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    body = {"status": {"progress": {"step": step, "totalSteps": total_steps, "updateTime": stamp}}}
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+class ProgressReporter:
+    """Sends the newest step to the API server from a background thread."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        namespace: str,
+        name: str,
+        log: Log,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        self._url = base_url.rstrip("/") + status_path(namespace, name)
+        self._token = token
+        self._ssl = ssl_context
+        self._log = log
+        self._cond = threading.Condition()
+        self._pending: tuple[int, int] | None = None
+        self._closed = False
+        self._failures = 0
+        self._thread = threading.Thread(target=self._run, name="progress-reporter", daemon=True)
+        self._thread.start()
+
+    def report(self, step: int, total_steps: int) -> None:
+        """Queue a step; an older one not yet sent is replaced (at most one request per step)."""
+        with self._cond:
+            self._pending = (step, total_steps)
+            self._cond.notify()
+
+    def close(self, timeout: float = REQUEST_TIMEOUT_SECONDS) -> None:
+        """Send what is pending, then stop the thread (bounded by ``timeout``)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while self._pending is None and not self._closed:
+                    self._cond.wait()
+                if self._pending is None:
+                    return
+                step, total = self._pending
+                self._pending = None
+            self._send(step, total)
+
+    def _send(self, step: int, total: int) -> None:
+        request = urllib.request.Request(  # noqa: S310 - the URL is the in-cluster API server
+            self._url,
+            data=progress_patch(step, total, datetime.now(UTC)),
+            method="PATCH",
+            headers={
+                "Content-Type": "application/merge-patch+json",
+                "Authorization": f"Bearer {self._token}",
+                "Accept": "application/json",
+            },
+        )
+        try:
+            with urllib.request.urlopen(  # noqa: S310
+                request, timeout=REQUEST_TIMEOUT_SECONDS, context=self._ssl
+            ) as response:
+                response.read()
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            self._failures += 1
+            detail = f"HTTP {exc.code}" if isinstance(exc, urllib.error.HTTPError) else str(exc)
+            self._log(
+                f"Could not report progress step {step}/{total} to the FlashRLJob ({detail}); "
+                "training continues"
+            )
+
+
+def from_environment(namespace: str | None, name: str, log: Log) -> ProgressReporter | None:
+    """A reporter for the in-cluster API server, or None (with one log line) outside a cluster."""
+    sa_dir = Path(os.environ.get(SERVICE_ACCOUNT_DIR_ENV) or SERVICE_ACCOUNT_DIR)
+    try:
+        token = (sa_dir / "token").read_text(encoding="utf-8").strip()
+    except OSError:
+        log(f"No service-account token under {sa_dir}: not in a cluster, progress reporting is off")
+        return None
+    base_url = os.environ.get(API_SERVER_ENV)
+    if not base_url:
+        host = os.environ.get("KUBERNETES_SERVICE_HOST")
+        port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
+        if not host:
+            log("KUBERNETES_SERVICE_HOST is not set: progress reporting is off")
+            return None
+        base_url = f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
+    context: ssl.SSLContext | None = None
+    if base_url.startswith("https://"):
+        ca = sa_dir / "ca.crt"
+        try:
+            context = ssl.create_default_context(cafile=str(ca))
+        except (OSError, ssl.SSLError) as exc:
+            log(f"Cannot load the cluster CA {ca} ({exc}): progress reporting is off")
+            return None
+    if not namespace:
+        try:
+            namespace = (sa_dir / "namespace").read_text(encoding="utf-8").strip()
+        except OSError:
+            namespace = "default"
+    log(f"Reporting training progress to FlashRLJob {namespace}/{name}")
+    return ProgressReporter(base_url, token, namespace, name, log, context)

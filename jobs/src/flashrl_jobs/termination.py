@@ -1,0 +1,43 @@
+"""Failures the launcher reports, and where it reports them.
+
+Kubernetes shows the content of the container's termination-message file in ``kubectl describe pod``
+and in the pod status, so a launcher failure writes its one-paragraph reason there as well as to
+stderr. The operator can lift it into the FlashRLJob's status without parsing logs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from flashrl_jobs import contract
+
+#: Kubernetes keeps at most 4096 bytes of a termination message.
+MAX_MESSAGE_BYTES = 4096
+
+
+class LaunchError(Exception):
+    """A failure with the exit code the launcher must end with and a reason for humans."""
+
+    def __init__(self, exit_code: int, reason: str) -> None:
+        super().__init__(reason)
+        self.exit_code = exit_code
+        self.reason = reason
+
+
+def termination_log_path() -> Path:
+    """``$FLASHRL_TERMINATION_LOG`` or Kubernetes' default ``/dev/termination-log``."""
+    return Path(os.environ.get(contract.TERMINATION_LOG_ENV) or contract.TERMINATION_LOG)
+
+
+def write_termination_message(reason: str) -> None:
+    """Best effort: a pod without the file (or a local run) still gets the reason on stderr."""
+    data = reason.encode("utf-8", errors="replace")
+    if len(data) > MAX_MESSAGE_BYTES:
+        data = data[: MAX_MESSAGE_BYTES - 3] + b"..."
+    path = termination_log_path()
+    try:
+        path.write_bytes(data)
+    except OSError as exc:
+        print(f"flashrl-launch: could not write the termination message to {path}: {exc}", file=sys.stderr)
