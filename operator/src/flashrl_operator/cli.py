@@ -12,6 +12,7 @@ status 2; it never shows a traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final, TextIO
@@ -241,9 +242,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SpecError as exc:
         return _report(exc.problems, sys.stderr)
     except BrokenPipeError:
-        # `flashrl render job.yaml | head`: the reader left; that is not an error of ours.
-        sys.stderr.close()
-        return 0
+        # `flashrl render job.yaml | head`: the reader left. Point stdout at /dev/null so the flush at
+        # interpreter exit does not raise again, and exit quietly (as the Python docs recommend).
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
     except KeyboardInterrupt:
         return 130
 
