@@ -46,12 +46,20 @@ class Versions(_Frozen):
     python: str
 
 
+class E2ETools(_Frozen):
+    """The kind release and node image the e2e (tests/e2e/run.sh, its CI workflow) runs on."""
+
+    kind: str
+    kind_node: Image
+
+
 class Pins(_Frozen):
     """The whole pins file."""
 
     versions: Versions
     images: dict[str, Image]
     bases: dict[str, Image]
+    e2e: E2ETools | None = None
 
 
 @cache
