@@ -41,7 +41,7 @@ def _now() -> str:
 
 
 class EmulatedApiServer(kmock.KubernetesEmulator):
-    """kmock's emulator plus server-assigned metadata and a count of successful creations."""
+    """kmock's emulator plus server-assigned metadata and a count of stored creations per object."""
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -73,8 +73,10 @@ class EmulatedApiServer(kmock.KubernetesEmulator):
                     if key in self.objects and not self.objects[key].deleted:
                         current = self.objects[key].get("metadata", {}).get("generation") or 0
                         meta["generation"] = int(current) + 1
+        # A conflict or a missing object raises before anything is stored; any response after that
+        # (even an injected 500) means the object was stored: count it as created.
         response = await super()._handle(request)
-        if request.action == kmock.action.CREATE and response.status < 300 and isinstance(data, dict):
+        if request.action == kmock.action.CREATE and isinstance(data, dict):
             meta = data.get("metadata", {})
             plural = str(request.resource.plural) if request.resource is not None else "?"
             namespace = str(meta.get("namespace") or request.namespace)

@@ -149,8 +149,13 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
     def job_event(
         type: str | None, namespace: str | None, name: str | None, uid: str | None, **_: Any
     ) -> None:
-        if type == "DELETED" and ctx.reconciler is not None:
-            ctx.reconciler.forget(namespace or "default", str(name), uid)
+        key = (namespace or "default", str(name))
+        if type == "DELETED":
+            ctx.known_jobs.discard(key)
+            if ctx.reconciler is not None:
+                ctx.reconciler.forget(*key, uid)
+        else:
+            ctx.known_jobs.add(key)
 
     @kopf.on.event(
         "ray.io", "v1", "rayjobs", labels={"app.kubernetes.io/managed-by": MANAGED_BY}, registry=registry

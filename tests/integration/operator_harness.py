@@ -1,0 +1,75 @@
+"""Helpers to run the real operator (kopf, own thread and loop) against kmock's emulated API server.
+
+There is no cluster and no KubeRay here: ``kuberay`` patches RayJob status the way KubeRay would
+(``flashrl_operator.emulation.KubeRayStandIn``). Every operator started by a test is stopped in
+teardown, and every wait has a deadline.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from flashrl_operator.emulation import (
+    JOBS_RESOURCE,
+    ApiClient,
+    EmulatedApiServer,
+    KubeRayStandIn,
+    eventually,
+)
+from flashrl_operator.runner import OperatorThread
+
+NAMESPACE = "team-a"
+
+
+@dataclasses.dataclass
+class Cluster:
+    """The emulated API server, a user's client to it, and a KubeRay stand-in."""
+
+    server: EmulatedApiServer
+    url: str
+    api: ApiClient
+    kuberay: KubeRayStandIn
+
+    async def job(self, name: str) -> dict[str, Any]:
+        obj = await self.api.get(JOBS_RESOURCE, NAMESPACE, name)
+        assert obj is not None, f"FlashRLJob {name} is gone"
+        return obj
+
+    async def status(self, name: str) -> dict[str, Any]:
+        return dict((await self.job(name)).get("status") or {})
+
+    async def wait_phase(self, name: str, phase: str, deadline_s: float = 15.0) -> dict[str, Any]:
+        async def probe() -> dict[str, Any] | None:
+            status = await self.status(name)
+            return status if status.get("phase") == phase else None
+
+        return await eventually(probe, f"FlashRLJob {name} to reach phase {phase}", deadline_s)
+
+    async def wait_for(self, resource: str, name: str, deadline_s: float = 15.0) -> dict[str, Any]:
+        async def probe() -> dict[str, Any] | None:
+            return await self.api.get(resource, NAMESPACE, name)
+
+        return await eventually(probe, f"{resource} {NAMESPACE}/{name} to exist", deadline_s)
+
+    async def events_for(self, name: str) -> list[dict[str, Any]]:
+        events = await self.api.list("v1/events", NAMESPACE)
+        return [
+            e
+            for e in events
+            if e.get("involvedObject", {}).get("name") == name
+            and e.get("source", {}).get("component") == "flashrl-operator"
+        ]
+
+
+def job_manifest(name: str, spec: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "flashrl.dev/v1alpha1",
+        "kind": "FlashRLJob",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": spec or {},
+    }
+
+
+StartOperator = Callable[..., Awaitable[OperatorThread]]

@@ -1,0 +1,173 @@
+"""Create, run to the end, fail, reject: the operator's main paths against the emulated API server."""
+
+from __future__ import annotations
+
+import pytest
+from operator_harness import NAMESPACE, Cluster, StartOperator, job_manifest
+
+from flashrl_operator.emulation import (
+    CLUSTER_STARTING,
+    JOBS_RESOURCE,
+    RAY_JOBS_RESOURCE,
+    SUBMITTED,
+    SUCCEEDED,
+    TRAINING,
+    failed,
+)
+
+pytestmark = pytest.mark.kmock
+
+CHILDREN = {
+    ("serviceaccounts", "v1/serviceaccounts"),
+    ("roles", "rbac.authorization.k8s.io/v1/roles"),
+    ("rolebindings", "rbac.authorization.k8s.io/v1/rolebindings"),
+    ("configmaps", "v1/configmaps"),
+    ("rayjobs", RAY_JOBS_RESOURCE),
+}
+
+
+def conditions(status: dict[str, object]) -> dict[str, tuple[object, object]]:
+    return {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}  # type: ignore[index,union-attr,attr-defined]
+
+
+async def test_create_makes_every_child_once_owned_by_the_job(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    await start_operator()
+    job = await cluster.api.create(JOBS_RESOURCE, job_manifest("alpha"))
+    status = await cluster.wait_phase("alpha", "Pending")
+    assert status["rayJobName"] == "alpha"
+    assert status["observedGeneration"] == 1
+    assert conditions(status)["Accepted"] == ("True", "Accepted")
+
+    made = {(plural, name) for (plural, ns, name) in cluster.server.creations if ns == NAMESPACE}
+    assert {plural for plural, _ in made} >= {p for p, _ in CHILDREN}
+    for plural, resource in CHILDREN:
+        names = [name for p, name in made if p == plural]
+        assert len(names) == 1, f"{plural}: {names}"
+        assert cluster.server.creations[(plural, NAMESPACE, names[0])] == 1
+        child = await cluster.api.get(resource, NAMESPACE, names[0])
+        assert child is not None
+        owners = child["metadata"]["ownerReferences"]
+        assert owners == [
+            {
+                "apiVersion": "flashrl.dev/v1alpha1",
+                "kind": "FlashRLJob",
+                "name": "alpha",
+                "uid": job["metadata"]["uid"],
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
+        assert child["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "flashrl-operator"
+        assert child["metadata"]["labels"]["flashrl.dev/job"] == "alpha"
+    # kopf's bookkeeping lives in annotations with our prefix, not in status.
+    annotations = (await cluster.job("alpha"))["metadata"]["annotations"]
+    assert "flashrl.dev/last-handled-configuration" in annotations
+    assert "kopf" not in status
+    assert "finalizers" not in (await cluster.job("alpha"))["metadata"]
+
+
+async def test_kuberay_transitions_drive_phase_conditions_and_events(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    await start_operator()
+    await cluster.api.create(JOBS_RESOURCE, job_manifest("beta"))
+    await cluster.wait_for(RAY_JOBS_RESOURCE, "beta")
+
+    await cluster.kuberay.set_status(NAMESPACE, "beta", CLUSTER_STARTING)
+    status = await cluster.wait_phase("beta", "Starting")
+    assert conditions(status)["ClusterReady"] == ("False", "ClusterStarting")
+    accepted_since = next(c for c in status["conditions"] if c["type"] == "Accepted")["lastTransitionTime"]
+
+    await cluster.kuberay.set_status(NAMESPACE, "beta", SUBMITTED)
+
+    async def cluster_ready() -> bool:
+        return conditions(await cluster.status("beta"))["ClusterReady"] == ("True", "ClusterReady")
+
+    from flashrl_operator.emulation import eventually
+
+    await eventually(cluster_ready, "ClusterReady=True")
+    await cluster.kuberay.set_status(NAMESPACE, "beta", TRAINING)
+    status = await cluster.wait_phase("beta", "Running")
+    assert conditions(status)["Running"] == ("True", "JobRunning")
+    assert status["rayClusterName"] == "beta-raycluster-x7k2p"
+    assert status["dashboardUrl"].endswith(":8265")
+    assert status["startTime"]
+
+    # The launcher reports progress; the operator must leave it alone.
+    await cluster.kuberay.report_progress(NAMESPACE, "beta", step=3, total=150)
+    await cluster.kuberay.set_status(NAMESPACE, "beta", SUCCEEDED)
+    status = await cluster.wait_phase("beta", "Succeeded")
+    assert status["progress"]["step"] == 3 and status["progress"]["totalSteps"] == 150
+    assert status["completionTime"]
+    assert conditions(status)["Succeeded"] == ("True", "JobSucceeded")
+    assert conditions(status)["Running"] == ("False", "JobFinished")
+    accepted = next(c for c in status["conditions"] if c["type"] == "Accepted")
+    assert accepted["lastTransitionTime"] == accepted_since  # status never flipped
+
+    async def all_phase_events() -> list[str] | None:
+        reasons = [e["reason"] for e in await cluster.events_for("beta")]
+        return reasons if {"Pending", "Starting", "Running", "Succeeded"} <= set(reasons) else None
+
+    reasons = await eventually(all_phase_events, "an Event for every phase change")
+    assert reasons.count("Succeeded") == 1
+    events = await cluster.events_for("beta")
+    assert all(e["type"] == "Normal" for e in events)
+    assert any("Running -> Succeeded" in e["message"] for e in events)
+
+
+async def test_kuberay_failure_reason_is_copied(cluster: Cluster, start_operator: StartOperator) -> None:
+    await start_operator()
+    await cluster.api.create(JOBS_RESOURCE, job_manifest("gamma"))
+    await cluster.wait_for(RAY_JOBS_RESOURCE, "gamma")
+    await cluster.kuberay.set_status(NAMESPACE, "gamma", TRAINING)
+    await cluster.wait_phase("gamma", "Running")
+    await cluster.kuberay.set_status(
+        NAMESPACE, "gamma", failed("DeadlineExceeded", "The RayJob exceeded activeDeadlineSeconds")
+    )
+    status = await cluster.wait_phase("gamma", "Failed")
+    assert status["reason"] == "DeadlineExceeded"
+    assert status["message"] == "The RayJob exceeded activeDeadlineSeconds"
+    assert conditions(status)["Failed"] == ("True", "DeadlineExceeded")
+
+    from flashrl_operator.emulation import eventually
+
+    async def warning() -> list[dict[str, object]] | None:
+        found = [e for e in await cluster.events_for("gamma") if e["type"] == "Warning"]
+        return found or None
+
+    warnings = await eventually(warning, "a Warning event for the failure")
+    assert warnings[0]["reason"] == "DeadlineExceeded"
+
+    # A finished job is final: deleting its RayJob does not start training again.
+    await cluster.api.delete(RAY_JOBS_RESOURCE, NAMESPACE, "gamma")
+    await cluster.api.patch(JOBS_RESOURCE, NAMESPACE, "gamma", {"metadata": {"labels": {"poke": "1"}}})
+    status = await cluster.wait_phase("gamma", "Failed")
+    assert await cluster.api.get(RAY_JOBS_RESOURCE, NAMESPACE, "gamma") is None
+    assert cluster.server.creations[("rayjobs", NAMESPACE, "gamma")] == 1
+
+
+async def test_invalid_spec_fails_with_the_field_path_and_creates_nothing(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    await start_operator()
+    await cluster.api.create(JOBS_RESOURCE, job_manifest("delta", {"rollout": {"n": 0}, "trainng": {}}))
+    status = await cluster.wait_phase("delta", "Failed")
+    assert status["reason"] == "InvalidSpec"
+    assert "spec.rollout.n" in status["message"]
+    assert "spec.trainng" in status["message"]
+    assert conditions(status)["Accepted"] == ("False", "InvalidSpec")
+    assert "rayJobName" not in status
+    created = {
+        plural for (plural, _, name) in cluster.server.creations if plural not in ("events", "flashrljobs")
+    }
+    assert created == set()
+
+    # Fixing the spec (a new generation) recovers the job.
+    await cluster.api.patch(
+        JOBS_RESOURCE, NAMESPACE, "delta", {"spec": {"rollout": {"n": 8}, "trainng": None}}
+    )
+    status = await cluster.wait_phase("delta", "Pending")
+    assert status["observedGeneration"] == 2
+    assert await cluster.api.get(RAY_JOBS_RESOURCE, NAMESPACE, "delta") is not None

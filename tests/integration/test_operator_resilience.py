@@ -1,0 +1,155 @@
+"""Deleted or edited children, operator restarts, API errors and slow answers: the operator converges."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from typing import Any
+
+import aiohttp
+import kmock
+import pytest
+from operator_harness import NAMESPACE, Cluster, StartOperator, job_manifest
+
+from flashrl_operator.emulation import JOBS_RESOURCE, RAY_JOBS_RESOURCE, TRAINING, eventually
+
+pytestmark = pytest.mark.kmock
+
+
+async def test_deleted_and_edited_children_are_restored(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    await start_operator(resync_interval=0.3)
+    await cluster.api.create(JOBS_RESOURCE, job_manifest("heal"))
+    await cluster.wait_for(RAY_JOBS_RESOURCE, "heal")
+    config_map = await cluster.wait_for("v1/configmaps", "heal-spec")
+
+    # A deleted RayJob is seen through the RayJob watch and recreated.
+    await cluster.api.delete(RAY_JOBS_RESOURCE, NAMESPACE, "heal")
+    await cluster.wait_for(RAY_JOBS_RESOURCE, "heal")
+    assert cluster.server.creations[("rayjobs", NAMESPACE, "heal")] == 2
+
+    # ConfigMaps are not watched: the periodic resync restores deletions and edits.
+    await cluster.api.delete("v1/configmaps", NAMESPACE, "heal-spec")
+    await cluster.wait_for("v1/configmaps", "heal-spec")
+    key = next(iter(config_map["data"]))
+    await cluster.api.patch("v1/configmaps", NAMESPACE, "heal-spec", {"data": {key: "tampered"}})
+
+    async def restored() -> bool:
+        current = await cluster.api.get("v1/configmaps", NAMESPACE, "heal-spec")
+        return current is not None and current["data"] == config_map["data"]
+
+    await eventually(restored, "the ConfigMap's data to be restored")
+
+
+async def test_restart_mid_way_creates_no_duplicates(cluster: Cluster, start_operator: StartOperator) -> None:
+    first = await start_operator()
+    await cluster.api.create(JOBS_RESOURCE, job_manifest("phoenix"))
+    await cluster.wait_phase("phoenix", "Pending")
+    await asyncio.to_thread(first.stop)
+
+    # KubeRay moves on while the operator is down.
+    await cluster.kuberay.set_status(NAMESPACE, "phoenix", TRAINING)
+    await start_operator()
+    status = await cluster.wait_phase("phoenix", "Running")
+    assert status["rayJobName"] == "phoenix"
+    children = {k: v for k, v in cluster.server.creations.items() if k[0] not in ("events", "flashrljobs")}
+    assert len(children) == 5
+    assert set(children.values()) == {1}
+
+
+async def test_api_errors_and_slow_answers_converge(cluster: Cluster, start_operator: StartOperator) -> None:
+    server = cluster.server
+    # A ConfigMap that already exists with stale content: creation answers a real 409.
+    await cluster.api.create(
+        "v1/configmaps",
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "flaky-spec", "namespace": NAMESPACE}},
+    )
+    # The first two RayJob creations fail with 500 after the object was stored (a lost answer).
+    server[kmock.action.CREATE][kmock.resource(RAY_JOBS_RESOURCE)][:2] << 500
+    # The first status write is refused with 503; the first Role read hangs past the client timeout.
+    server[kmock.action.UPDATE][kmock.resource(JOBS_RESOURCE)][kmock.subresource("status")][:1] << 503
+    server[kmock.action.FETCH][kmock.resource("rbac.authorization.k8s.io/v1/roles")][:1] << (
+        lambda: asyncio.sleep(3)
+    )
+    op = await start_operator(request_timeout=1.0)
+    await cluster.api.create(JOBS_RESOURCE, job_manifest("flaky"))
+
+    status = await cluster.wait_phase("flaky", "Pending", deadline_s=20)
+    assert status["rayJobName"] == "flaky"
+    config_map = await cluster.api.get("v1/configmaps", NAMESPACE, "flaky-spec")
+    assert config_map is not None and config_map.get("data"), "the pre-existing ConfigMap was not converged"
+    assert config_map["metadata"]["labels"]["flashrl.dev/job"] == "flaky"
+    ray_jobs = [
+        o for o in await cluster.api.list(RAY_JOBS_RESOURCE, NAMESPACE) if o["metadata"]["name"] == "flaky"
+    ]
+    assert len(ray_jobs) == 1
+    assert server.creations[("rayjobs", NAMESPACE, "flaky")] == 1
+    errors = op.context.metrics.registry.get_sample_value(
+        "flashrl_operator_reconcile_errors_total", {"reason": "Temporary"}
+    )
+    assert errors is not None and errors >= 3
+
+
+async def test_invalid_child_is_reported_without_retrying(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    (
+        cluster.server[kmock.action.CREATE][kmock.resource("rbac.authorization.k8s.io/v1/rolebindings")]
+        << 422
+        << {
+            "kind": "Status",
+            "reason": "Invalid",
+            "message": "RoleBinding.rbac.authorization.k8s.io is invalid: roleRef: Invalid value",
+        }
+    )
+    await start_operator()
+    await cluster.api.create(JOBS_RESOURCE, job_manifest("bad-child"))
+    status = await cluster.wait_phase("bad-child", "Failed")
+    assert status["reason"] == "ChildRejected"
+    assert f"RoleBinding {NAMESPACE}/bad-child-launcher" in status["message"]
+    assert "roleRef" in status["message"]
+    accepted = next(c for c in status["conditions"] if c["type"] == "Accepted")
+    assert (accepted["status"], accepted["reason"]) == ("False", "ChildRejected")
+    assert await cluster.api.get(RAY_JOBS_RESOURCE, NAMESPACE, "bad-child") is None
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def test_metrics_and_health_endpoints(cluster: Cluster, start_operator: StartOperator) -> None:
+    health_port = free_port()
+    op = await start_operator(health_port=health_port)
+    await cluster.api.create(JOBS_RESOURCE, job_manifest("metered"))
+    await cluster.wait_for(RAY_JOBS_RESOURCE, "metered")
+    await cluster.kuberay.set_status(NAMESPACE, "metered", TRAINING)
+    await cluster.wait_phase("metered", "Running")
+    assert op.metrics_url is not None
+
+    async with aiohttp.ClientSession() as session:
+
+        async def scrape() -> str | None:
+            async with session.get(op.metrics_url or "") as resp:
+                text = await resp.text()
+            return text if 'flashrl_operator_jobs{phase="Running"} 1.0' in text else None
+
+        text = await eventually(scrape, "the Running job in /metrics")
+        for family in (
+            "flashrl_operator_reconcile_duration_seconds_bucket",
+            "flashrl_operator_reconcile_errors_total",
+            'flashrl_operator_jobs{phase="Pending"} 0.0',
+            "flashrl_operator_job_startup_seconds_count 1.0",
+        ):
+            assert family in text, family
+
+        async def healthy() -> dict[str, Any] | None:
+            try:
+                async with session.get(f"http://127.0.0.1:{health_port}/healthz") as resp:
+                    return {"status": resp.status} if resp.status == 200 else None
+            except aiohttp.ClientError:
+                return None
+
+        await eventually(healthy, "GET /healthz to answer 200")
