@@ -1,0 +1,45 @@
+"""The operator's metrics: its own registry, jobs per phase, startup latency once per job."""
+
+from __future__ import annotations
+
+import datetime
+
+from flashrl_operator.metrics import OperatorMetrics, parse_time
+
+
+def test_registries_are_per_operator() -> None:
+    a, b = OperatorMetrics(), OperatorMetrics()
+    a.reconcile_errors.labels(reason="Temporary").inc()
+    assert (
+        a.registry.get_sample_value("flashrl_operator_reconcile_errors_total", {"reason": "Temporary"}) == 1
+    )
+    assert (
+        b.registry.get_sample_value("flashrl_operator_reconcile_errors_total", {"reason": "Temporary"})
+        is None
+    )
+
+
+def test_jobs_by_phase_follow_transitions_and_deletion() -> None:
+    m = OperatorMetrics()
+    created = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=30)
+
+    def count(phase: str) -> float | None:
+        return m.registry.get_sample_value("flashrl_operator_jobs", {"phase": phase})
+
+    m.observe_phase("u1", "Pending", created)
+    m.observe_phase("u2", "Pending", created)
+    m.observe_phase("u1", "Running", created)
+    m.observe_phase("u1", "Running", created)
+    assert (count("Pending"), count("Running"), count("Failed")) == (1, 1, 0)
+    startup = m.registry.get_sample_value("flashrl_operator_job_startup_seconds_count")
+    assert startup == 1
+    assert (m.registry.get_sample_value("flashrl_operator_job_startup_seconds_sum") or 0) >= 30
+    m.forget("u1")
+    assert count("Running") == 0
+    assert b"flashrl_operator_reconcile_duration_seconds" in m.exposition()
+
+
+def test_parse_time() -> None:
+    assert parse_time("2026-01-01T00:00:00Z") == datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+    assert parse_time("nonsense") is None
+    assert parse_time(None) is None
