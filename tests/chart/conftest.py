@@ -18,8 +18,6 @@ PINS_FILE = REPO / "images" / "pins.yaml"
 RELEASE = "frl"
 NAMESPACE = "flashrl-system"
 
-pytestmark = pytest.mark.chart
-
 
 def helm_binary() -> str:
     """The helm on PATH (``make test`` puts .tools/bin first), else the repository's .tools/bin/helm."""

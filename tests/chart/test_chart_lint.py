@@ -5,8 +5,11 @@ from __future__ import annotations
 import tarfile
 from pathlib import Path
 
+import pytest
 import yaml
 from conftest import CHART, PINS_FILE, require_crd_file, run_helm
+
+pytestmark = pytest.mark.chart
 
 
 def test_lint_strict_passes() -> None:

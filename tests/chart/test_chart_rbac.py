@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from conftest import NAMESPACE, find, one
+
+pytestmark = pytest.mark.chart
 
 #: (apiGroup, resource) -> verbs the operator needs; nothing more, nothing less.
 EXPECTED: dict[tuple[str, str], set[str]] = {

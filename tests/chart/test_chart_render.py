@@ -11,6 +11,8 @@ import pytest
 import yaml
 from conftest import CRD_FILE, NAMESPACE, find, one
 
+pytestmark = pytest.mark.chart
+
 # Oldest supported (Chart.yaml kubeVersion) and newest schema set bundled with kubernetes-validate.
 K8S_VERSIONS = ("1.29.0", kubernetes_validate.latest_version())
 

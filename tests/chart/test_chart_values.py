@@ -11,6 +11,8 @@ import pytest
 import yaml
 from conftest import CHART, RELEASE, one, run_helm, set_args
 
+pytestmark = pytest.mark.chart
+
 SCHEMA = json.loads((CHART / "values.schema.json").read_text(encoding="utf-8"))
 
 BAD_VALUES = [
