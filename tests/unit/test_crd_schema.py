@@ -293,6 +293,7 @@ BAD_SPECS: list[tuple[str, dict[str, Any], str]] = [
     ("logger-enum", {"training": {"loggers": ["stdout"]}}, "spec.training.loggers[0]"),
     ("mount-relative", {"storage": {"data": {"mountPath": "data"}}}, "spec.storage.data.mountPath"),
     ("override-shape", {"overrides": ["not an override"]}, "spec.overrides[0]"),
+    ("override-bare-key", {"overrides": ["a=1", "trainer.logger"]}, "spec.overrides[1]"),
     ("bool-type", {"dryRun": "yes"}, "spec.dryRun"),
     ("negative-restarts", {"lifecycle": {"maxRestarts": -1}}, "spec.lifecycle.maxRestarts"),
 ]

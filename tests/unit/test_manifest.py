@@ -199,3 +199,25 @@ def test_load_job_file(tmp_path: Path) -> None:
     binary.write_bytes(b"\x80\x81")
     with pytest.raises(SpecError, match="is not UTF-8 text"):
         load_job_file(binary)
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"overrides": ["trainer.x"]}, "must be a Hydra override: key=value, +key=value (add)"),
+        ({"secretRefs": ["HF"]}, "must be a DNS-1123 label"),
+        (
+            {"resources": {"cpu": "lots"}},
+            "must be a Kubernetes quantity such as 64, 500m or 512Gi, got 'lots'",
+        ),
+    ],
+)
+def test_pattern_mismatches_read_as_advice(spec: dict[str, Any], message: str) -> None:
+    _, problems = spec_problems(spec)
+    (problem,) = problems
+    assert message in problem.message
+
+
+@pytest.mark.parametrize("override", ["a.b=1", "+a.b=c", "++a.b=", "~a.b", "~a.b=1", "a.b@x=[1,2]"])
+def test_override_forms_accepted(override: str) -> None:
+    assert parse_spec({"overrides": [override]}).overrides == [override]

@@ -16,7 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from flashrl_api.rules import violations
-from flashrl_api.spec import FlashRLJobSpec
+from flashrl_api.spec import DNS_LABEL_PATTERN, OVERRIDE_PATTERN, QUANTITY_PATTERN, FlashRLJobSpec
 from flashrl_api.status import FlashRLJobStatus
 
 GROUP = "flashrl.dev"
@@ -92,6 +92,15 @@ def _loc_to_path(prefix: str, loc: tuple[int | str, ...]) -> str:
     return ".".join(parts)
 
 
+#: What each shared pattern means, so a mismatch reads as advice rather than a regular expression.
+_PATTERN_NAMES = {
+    OVERRIDE_PATTERN: "a Hydra override: key=value, +key=value (add), ++key=value (force) or ~key (delete)",
+    DNS_LABEL_PATTERN: "a DNS-1123 label (lower-case letters, digits and '-', starting and ending "
+    "with a letter or digit)",
+    QUANTITY_PATTERN: "a Kubernetes quantity such as 64, 500m or 512Gi",
+}
+
+
 def _humanize(error: Mapping[str, Any]) -> str:
     kind = error.get("type", "")
     if kind == "extra_forbidden":
@@ -99,6 +108,10 @@ def _humanize(error: Mapping[str, Any]) -> str:
     if kind == "literal_error":
         expected = error.get("ctx", {}).get("expected", "")
         return f"must be one of {expected}, got {error.get('input')!r}"
+    if kind == "string_pattern_mismatch":
+        pattern = error.get("ctx", {}).get("pattern", "")
+        what = _PATTERN_NAMES.get(pattern, f"a string matching {pattern}")
+        return f"must be {what}, got {error.get('input')!r}"
     if kind in ("model_type", "model_attributes_type", "dict_type"):
         return f"must be a mapping, got {type(error.get('input')).__name__}"
     msg = str(error.get("msg", "invalid value"))

@@ -31,8 +31,10 @@ Quantity = Annotated[str, Field(pattern=QUANTITY_PATTERN, max_length=32)]
 DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 DnsName = Annotated[str, Field(pattern=DNS_LABEL_PATTERN, min_length=1, max_length=253)]
 
-#: A verl Hydra override: ``key=value``, optionally prefixed by ``+`` (add), ``++`` (force) or ``~`` (delete).
-OVERRIDE_PATTERN = r"^(\+\+|\+|~)?[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_@\-]+)*(=.*)?$"
+_OVERRIDE_KEY = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_@\-]+)*"
+#: A verl Hydra override: ``key=value``, ``+key=value`` (add), ``++key=value`` (force) or ``~key[=value]``
+#: (delete). The ``=value`` is part of the pattern, so the API server refuses a bare key as we do.
+OVERRIDE_PATTERN = rf"^(~{_OVERRIDE_KEY}(=.*)?|(\+\+|\+)?{_OVERRIDE_KEY}=.*)$"
 _OVERRIDE_RE = re.compile(OVERRIDE_PATTERN, re.DOTALL)
 
 
