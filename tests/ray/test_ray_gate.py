@@ -1,0 +1,66 @@
+"""The Ray GPU gate against a real local Ray cluster (declared GPUs, loopback only)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from local_ray import LocalRay
+
+from flashrl_jobs import contract
+
+pytestmark = pytest.mark.ray
+
+
+def write_job(path: Path, nodes: int, gpus_per_node: int, **spec: Any) -> Path:
+    job = {
+        "apiVersion": "flashrl.dev/v1alpha1",
+        "kind": "FlashRLJob",
+        "metadata": {"name": "gate-test", "namespace": "ml"},
+        "spec": {"resources": {"nodes": nodes, "gpusPerNode": gpus_per_node}, **spec},
+    }
+    path.write_text(yaml.safe_dump(job))
+    return path
+
+
+def test_times_out_with_exit_code_and_termination_message(
+    ray_cluster: LocalRay, launch: Callable[..., Any], tmp_path: Path
+) -> None:
+    job = write_job(tmp_path / "job.yaml", nodes=1, gpus_per_node=16)
+    run = launch("check", "--spec", str(job), "--ray-address", ray_cluster.address, "--timeout", "2")
+    assert run.wait() == contract.EXIT_GPU_TIMEOUT, run.output
+    assert "/16 GPUs registered on" in run.output
+    message = (tmp_path / "termination-log").read_text()
+    assert message.startswith("timed out after 2s waiting for 16 available GPU(s)")
+    assert "never registered" in message
+
+
+def test_gate_opens_when_a_late_worker_brings_the_missing_gpus(
+    ray_cluster: LocalRay, launch: Callable[..., Any], tmp_path: Path
+) -> None:
+    job = write_job(tmp_path / "job.yaml", nodes=2, gpus_per_node=2)
+    run = launch("check", "--spec", str(job), "--ray-address", ray_cluster.address, "--timeout", "240")
+    # The launcher is waiting with 2 of 4 GPUs before the worker even starts.
+    waiting = run.wait_for_line("GPUs registered on 1 node(s)")
+    assert waiting.startswith("flashrl-launch: 2/4 GPUs registered on 1 node(s) (2 available)")
+    assert "waiting" in waiting
+    worker = ray_cluster.start_worker(num_gpus=2)
+    ray_cluster.wait_worker(worker)
+    assert run.wait() == contract.EXIT_OK, run.output
+    assert "4/4 GPUs registered on 2 node(s) (4 available), proceeding" in run.output
+    assert "Check passed" in run.output
+    assert not (tmp_path / "termination-log").exists()
+
+
+def test_dry_run_train_stops_after_the_gate(
+    ray_cluster: LocalRay, launch: Callable[..., Any], tmp_path: Path
+) -> None:
+    job = write_job(tmp_path / "job.yaml", nodes=1, gpus_per_node=2, dryRun=True)
+    run = launch(
+        "train", "--spec", str(job), "--ray-address", ray_cluster.address, "--entry-module", "no_such_module"
+    )
+    assert run.wait() == contract.EXIT_OK, run.output
+    assert "not training" in run.output
