@@ -1,0 +1,97 @@
+"""Pure parts of the launcher: verl step lines, the status patch, the GPU wait loop."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from flashrl_jobs import contract
+from flashrl_jobs.engine_env import pod_env
+from flashrl_jobs.process import shell_exit_code
+from flashrl_jobs.progress import StepParser, progress_patch, status_path
+from flashrl_jobs.ray_gate import GpuCount, parse_address, wait_for_gpus
+from flashrl_jobs.termination import LaunchError
+
+
+def test_step_parser_follows_verl_console_lines() -> None:
+    parser = StepParser(total_steps=150)
+    assert parser.feed("Total training steps: 40\n") is None
+    assert parser.total_steps == 40
+    # Validation before training logs step 0: nothing is completed yet.
+    assert parser.feed("(TaskRunnerV1 pid=7) step:0 - val-core/acc:0.2\n") is None
+    assert parser.feed("\x1b[36m(TaskRunnerV1 pid=7)\x1b[0m step:1 - actor/pg_loss:0.1 - x:2\n") == 1
+    assert parser.feed("step:2 - actor/pg_loss:0.1\n") == 2
+    assert parser.feed("(TaskRunnerV1 pid=7) step:2 - val-core/acc:0.3\n") is None  # same step again
+    assert parser.feed("step:3\n") == 3
+    assert parser.feed("Training Progress:  10%|#  | 4/40 [00:10<01:30]\n") is None
+    assert parser.feed("resumed_step:9 - x:1\n") is None
+    assert parser.feed("timing_s/step:12.5\n") is None
+    assert parser.step == 3
+
+
+def test_progress_patch_touches_only_status_progress() -> None:
+    body = json.loads(progress_patch(5, 150, datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)))
+    assert body == {
+        "status": {"progress": {"step": 5, "totalSteps": 150, "updateTime": "2026-01-02T03:04:05Z"}}
+    }
+    assert status_path("ml", "job") == "/apis/flashrl.dev/v1alpha1/namespaces/ml/flashrljobs/job/status"
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def pause(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_wait_for_gpus_logs_changes_and_proceeds_on_available() -> None:
+    clock = FakeClock()
+    counts = iter([GpuCount(0, 0, 0), GpuCount(0, 0, 0), GpuCount(6, 6, 1), GpuCount(8, 8, 2)])
+    lines: list[str] = []
+    result = wait_for_gpus(lambda: next(counts), 8, 60, lines.append, clock=clock, pause=clock.pause)
+    assert result.count.available == 8
+    assert lines == [
+        "0/8 GPUs registered on 0 node(s) (0 available), waiting up to 60s more",
+        "6/8 GPUs registered on 1 node(s) (6 available), waiting up to 58s more",
+        "8/8 GPUs registered on 2 node(s) (8 available), proceeding",
+    ]
+
+
+def test_registered_but_busy_gpus_time_out_with_a_distinct_reason() -> None:
+    clock = FakeClock()
+    with pytest.raises(LaunchError) as error:
+        wait_for_gpus(lambda: GpuCount(8, 6, 1), 8, 5, lambda _: None, clock=clock, pause=clock.pause)
+    assert error.value.exit_code == contract.EXIT_GPU_TIMEOUT
+    assert "held by other Ray tasks" in error.value.reason
+    assert "8/8 GPUs registered on 1 node(s) (6 available)" in error.value.reason
+
+
+@pytest.mark.parametrize(
+    ("address", "expected"),
+    [
+        ("head-svc:6379", ("head-svc", 6379)),
+        ("10.0.0.5:6379", ("10.0.0.5", 6379)),
+        ("[fd00::1]:6379", ("fd00::1", 6379)),
+    ],
+)
+def test_parse_address(address: str, expected: tuple[str, int]) -> None:
+    assert parse_address(address) == expected
+
+
+def test_signal_deaths_become_shell_exit_codes() -> None:
+    assert shell_exit_code(-15) == 143
+    assert shell_exit_code(3) == 3
+
+
+def test_pod_env_sets_only_variables_something_reads() -> None:
+    from flashrl_api import FlashRLJobSpec
+
+    env = pod_env(FlashRLJobSpec())
+    assert "SGLANG_PATCH" not in env and "SGLANG_PORT" not in env
+    assert env["HF_HOME"] == "/models"
