@@ -179,34 +179,67 @@ def _cmd_crd(args: argparse.Namespace) -> int:
 def _add_demo(sub: _Subparsers) -> Handler:
     p = sub.add_parser(
         "demo",
-        help="validate and render the example job",
-        description="Validate the example FlashRLJob and render the objects the operator would create "
-        "for it, printing a short summary. Needs no cluster.",
+        help="run the example job's whole lifecycle against an emulated API server and KubeRay",
+        description="Start the real operator against an in-process emulated Kubernetes API server "
+        "(kmock, on 127.0.0.1), apply the example FlashRLJob, play KubeRay's part (RayJob status "
+        "transitions) and the launcher's (training progress), and print the timeline and the "
+        "rendered RayJob. Needs no cluster; exits non-zero if the lifecycle does not complete.",
     )
     p.add_argument(
         "--file",
         default=DEFAULT_EXAMPLE,
         help=f"FlashRLJob manifest to use (default: {DEFAULT_EXAMPLE}, relative to the current directory)",
     )
+    p.add_argument(
+        "--deadline", type=float, default=45.0, help="seconds the whole lifecycle may take (default: 45)"
+    )
     return _cmd_demo
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from flashrl_operator.render import render
+    try:
+        from flashrl_operator.demo import run_demo
+    except ImportError as exc:
+        print(f"flashrl demo needs the dev extra (kmock, kopf): {exc}", file=sys.stderr)
+        return 1
+    return run_demo(args.file, sys.stdout, sys.stderr, deadline_s=args.deadline)
 
-    job = read_job(args.file)
-    problems, note = override_problems(job)
-    if note:
-        print(note, file=sys.stderr)
-    if problems:
-        return _report(problems, sys.stderr)
-    print(f'{args.file}: valid FlashRLJob "{job.name}" {summary(job)}')
-    objects = render(job)
-    print(f"renders {len(objects)} objects (`flashrl render {args.file}` prints them):")
-    for obj in objects:
-        meta = obj.get("metadata", {})
-        print(f"  {obj.get('apiVersion')} {obj.get('kind')} {meta.get('namespace', '-')}/{meta.get('name')}")
-    return 0
+
+def _add_operator(sub: _Subparsers) -> Handler:
+    p = sub.add_parser(
+        "operator",
+        help="run the operator (reconciles FlashRLJobs into KubeRay RayJobs)",
+        description="Run the FlashRL operator in the foreground. Credentials: the pod's service "
+        "account when in a cluster, else $KUBECONFIG (or ~/.kube/config) and its current context.",
+    )
+    p.add_argument(
+        "--namespace",
+        action="append",
+        default=[],
+        metavar="NS",
+        help="watch only this namespace (repeatable; default: all namespaces)",
+    )
+    p.add_argument("--log-format", choices=("plain", "json"), default="plain", help="log format")
+    p.add_argument("--metrics-port", type=int, default=8080, help="port serving /metrics (default: 8080)")
+    p.add_argument("--health-port", type=int, default=8081, help="port serving /healthz (default: 8081)")
+    p.add_argument("--verbose", action="store_true", help="debug logging")
+    return _cmd_operator
+
+
+def _cmd_operator(args: argparse.Namespace) -> int:
+    try:
+        from flashrl_operator.handlers import OperatorConfig
+        from flashrl_operator.runner import run_foreground
+    except ImportError as exc:
+        print(
+            f"flashrl operator needs the operator extra (kopf, aiohttp, prometheus-client): {exc}",
+            file=sys.stderr,
+        )
+        return 1
+    config = OperatorConfig(
+        namespaces=tuple(args.namespace), metrics_port=args.metrics_port, health_port=args.health_port
+    )
+    return run_foreground(config, log_format=args.log_format, verbose=args.verbose)
 
 
 #: Every subcommand, in ``--help`` order.
@@ -215,6 +248,7 @@ SUBCOMMANDS: Final[tuple[Callable[[_Subparsers], Handler], ...]] = (
     _add_render,
     _add_crd,
     _add_demo,
+    _add_operator,
 )
 
 

@@ -109,7 +109,7 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
     config = ctx.config
 
     @kopf.on.login(registry=registry)
-    def login(settings: kopf.OperatorSettings, **_: Any) -> kopf.ConnectionInfo | None:
+    async def login(settings: kopf.OperatorSettings, **_: Any) -> kopf.ConnectionInfo | None:
         # An explicit login handler also disables kopf's implicit logins: no accidental clusters.
         return resolve_credentials(settings, config.server)
 
@@ -146,7 +146,7 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
         await ctx.require_reconciler().reconcile(namespace or "default", str(name))
 
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
-    def job_event(
+    async def job_event(
         type: str | None, namespace: str | None, name: str | None, uid: str | None, **_: Any
     ) -> None:
         key = (namespace or "default", str(name))

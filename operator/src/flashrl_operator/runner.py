@@ -93,6 +93,9 @@ class OperatorThread:
         self._thread = threading.Thread(target=self._main, name="flashrl-operator", daemon=True)
 
     def _main(self) -> None:
+        # kopf warns that it cannot install signal handlers outside the main thread; here the stop
+        # flag is the way to stop it, so the warning is noise.
+        logging.getLogger("kopf._core.reactor.running").setLevel(logging.ERROR)
         try:
             asyncio.run(run(self.config, context=self.context, stop_flag=self._stop, ready_flag=self._ready))
         except BaseException as exc:  # Reported to the starting thread, never lost.

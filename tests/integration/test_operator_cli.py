@@ -1,0 +1,130 @@
+"""``flashrl operator`` as a process (kubeconfig credentials, --namespace) and ``flashrl demo``."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from operator_harness import NAMESPACE, Cluster, StartOperator, job_manifest
+
+from flashrl_operator.demo import run_demo
+from flashrl_operator.emulation import JOBS_RESOURCE, RAY_JOBS_RESOURCE, eventually
+
+pytestmark = pytest.mark.kmock
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def write_kubeconfig(path: Path, server: str) -> None:
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "emulated",
+                "contexts": [
+                    {"name": "other", "context": {"cluster": "nowhere", "user": "u"}},
+                    {"name": "emulated", "context": {"cluster": "kmock", "user": "u"}},
+                ],
+                "clusters": [
+                    {"name": "nowhere", "cluster": {"server": "http://127.0.0.1:9"}},
+                    {"name": "kmock", "cluster": {"server": server}},
+                ],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+            }
+        )
+    )
+
+
+async def test_operator_command_uses_kubeconfig_and_watches_one_namespace(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    write_kubeconfig(kubeconfig, cluster.url.rstrip("/"))
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+    cmd = [
+        sys.executable,
+        "-m",
+        "flashrl_operator.cli",
+        "operator",
+        "--metrics-port",
+        str(free_port()),
+        "--health-port",
+        str(free_port()),
+        "--log-format",
+        "json",
+    ]
+    proc = subprocess.Popen(  # noqa: ASYNC220  (started once; waited for in a thread)
+        cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    try:
+        await cluster.api.create(JOBS_RESOURCE, job_manifest("from-cli"))
+        await cluster.wait_for(RAY_JOBS_RESOURCE, "from-cli", deadline_s=30)
+        status = await cluster.wait_phase("from-cli", "Pending")
+        assert status["rayJobName"] == "from-cli"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            output, _ = await asyncio.to_thread(proc.communicate, timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            output, _ = proc.communicate()
+            pytest.fail(f"flashrl operator did not stop on SIGTERM:\n{output.decode()[-2000:]}")
+    assert proc.returncode == 0, output.decode()[-2000:]
+    assert b'"message"' in output  # --log-format json
+
+
+async def test_namespaced_operator_ignores_others(cluster: Cluster, start_operator: StartOperator) -> None:
+    await start_operator(namespaces=(NAMESPACE,))
+    elsewhere = job_manifest("elsewhere")
+    elsewhere["metadata"]["namespace"] = "other-team"
+    await cluster.api.create(JOBS_RESOURCE, elsewhere)
+    await cluster.api.create(JOBS_RESOURCE, job_manifest("here"))
+    await cluster.wait_phase("here", "Pending")
+    assert ("rayjobs", NAMESPACE, "here") in cluster.server.creations
+    assert ("rayjobs", "other-team", "elsewhere") not in cluster.server.creations
+    other = await cluster.api.get(JOBS_RESOURCE, "other-team", "elsewhere")
+    assert other is not None and "status" not in other
+
+
+def test_demo_runs_the_whole_lifecycle() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    rc = run_demo(REPO / "examples" / "flashrljob.yaml", out, err, deadline_s=40)
+    text = out.getvalue()
+    assert rc == 0, err.getvalue() + text[-2000:]
+    assert "EMULATED" in text
+    for phase in ("Pending", "Starting", "Running", "Succeeded"):
+        assert f"-> {phase}" in text
+    assert "created rayjob rl/qwen3-8b-dapo-fp8" in text
+    assert "kind: RayJob" in text
+    assert "step 3/150" in text
+
+
+def test_demo_rejects_an_invalid_manifest(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(job_manifest("bad", {"rollout": {"n": 0}})))
+    err = io.StringIO()
+    assert run_demo(bad, io.StringIO(), err) == 2
+    assert "spec.rollout.n" in err.getvalue()
+
+
+async def test_eventually_reports_what_it_waited_for() -> None:
+    async def never() -> None:
+        return None
+
+    with pytest.raises(TimeoutError, match="the impossible"):
+        await eventually(never, "the impossible", deadline_s=0.2)
