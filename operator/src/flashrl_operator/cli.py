@@ -197,6 +197,20 @@ def _add_demo(sub: _Subparsers) -> Handler:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    from flashrl_operator.render import render
+
+    job = read_job(args.file)
+    problems, note = override_problems(job)
+    if note:
+        print(note, file=sys.stderr)
+    if problems:
+        return _report(problems, sys.stderr)
+    print(f'{args.file}: valid FlashRLJob "{job.name}" {summary(job)}')
+    print("the operator will create:")
+    for obj in render(job):
+        meta = obj.get("metadata", {})
+        print(f"  {obj.get('apiVersion')} {obj.get('kind')} {meta.get('namespace', '-')}/{meta.get('name')}")
+    print()
     try:
         from flashrl_operator.demo import run_demo
     except ImportError as exc:
