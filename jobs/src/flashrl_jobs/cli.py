@@ -27,6 +27,7 @@ from typing import NoReturn
 from flashrl_api import FlashRLJob, SpecError, load_job_file
 from flashrl_jobs import contract
 from flashrl_jobs.progress import StepParser, from_environment
+from flashrl_jobs.ray_gate import connection_abandoned, gate, parse_address
 from flashrl_jobs.termination import LaunchError, write_termination_message
 from flashrl_jobs.verl_args import ENTRY_MODULE, verl_overrides
 
@@ -184,8 +185,6 @@ def run(argv: Sequence[str] | None = None) -> int:
             "no Ray address: set RAY_ADDRESS or pass --ray-address host:port (the launcher never "
             "discovers a cluster on its own)",
         )
-    from flashrl_jobs.ray_gate import gate, parse_address
-
     parse_address(args.ray_address)
     job = load_job(args.spec)
     compose_first(job)
@@ -239,8 +238,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LaunchError as exc:
         log(exc.reason)
         write_termination_message(exc.reason)
-        if exc.exit_code == contract.EXIT_RAY_UNREACHABLE:
-            # A half-made Ray connection may still hold a thread that Ray's exit hooks would wait on.
+        if connection_abandoned():
+            # A half-made Ray connection still holds a thread that Ray's exit hooks would wait on.
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(exc.exit_code)

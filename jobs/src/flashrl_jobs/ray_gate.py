@@ -122,6 +122,14 @@ def _ray() -> Any:
     return ray
 
 
+_CONNECT_THREAD = "flashrl-ray-connect"
+
+
+def connection_abandoned() -> bool:
+    """Whether a ``ray.init`` that overran its deadline is still running in its helper thread."""
+    return any(t.name == _CONNECT_THREAD and t.is_alive() for t in threading.enumerate())
+
+
 def connect(address: str, timeout: float) -> Any:
     """``ray.init`` to exactly ``address``, abandoned (with ``EXIT_RAY_UNREACHABLE``) after ``timeout``."""
     ray = _ray()
@@ -139,7 +147,7 @@ def connect(address: str, timeout: float) -> Any:
         except BaseException as exc:  # reported below, in the caller's thread
             outcome["error"] = exc
 
-    thread = threading.Thread(target=init, name="ray-connect", daemon=True)
+    thread = threading.Thread(target=init, name=_CONNECT_THREAD, daemon=True)
     thread.start()
     thread.join(timeout)
     if thread.is_alive():
