@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import CHART, PINS_FILE, require_crd_file, run_helm
+from chart_support import CHART, PINS_FILE, require_crd_file, run_helm
 
 pytestmark = pytest.mark.chart
 

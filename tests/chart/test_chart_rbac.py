@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from conftest import NAMESPACE, find, one
+from chart_support import NAMESPACE, find, one
 
 pytestmark = pytest.mark.chart
 

@@ -9,7 +9,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
-from conftest import CRD_FILE, NAMESPACE, find, one
+from chart_support import CRD_FILE, NAMESPACE, find, one
 
 pytestmark = pytest.mark.chart
 

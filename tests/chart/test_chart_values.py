@@ -9,7 +9,7 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
-from conftest import CHART, RELEASE, one, run_helm, set_args
+from chart_support import CHART, RELEASE, one, run_helm, set_args
 
 pytestmark = pytest.mark.chart
 
