@@ -47,6 +47,7 @@ class EmulatedApiServer(kmock.KubernetesEmulator):
         super().__attrs_post_init__()
         self._versions = itertools.count(1)
         self.creations: Counter[tuple[str, str, str]] = Counter()
+        self._in_flight: set[int] = set()
         self.resources.load_bundled()
         for resource, kind, singular in (
             (JOBS_RESOURCE, KIND, SINGULAR),
@@ -57,7 +58,25 @@ class EmulatedApiServer(kmock.KubernetesEmulator):
                 kind=kind, singular=singular, namespaced=True, verbs=ALL_VERBS, subresources={"status"}
             )
 
+    #: Keep only this many recent requests (None: all). kmock matches every request against its
+    #: reactions by scanning the request history, so the cost per request grows with the history;
+    #: the benchmark bounds it, tests keep everything for their assertions.
+    keep_requests: int | None = None
+
     async def _handle(self, request: kmock.Request) -> web.StreamResponse:
+        if self.keep_requests is None:
+            return await self._handle_one(request)
+        self._in_flight.add(id(request))
+        try:
+            if len(self._requests) > 2 * self.keep_requests + len(self._in_flight):
+                # Requests still being served (watches, this one) must stay: matching needs them.
+                old = self._requests[: -self.keep_requests]
+                self._requests[: -self.keep_requests] = [r for r in old if id(r) in self._in_flight]
+            return await self._handle_one(request)
+        finally:
+            self._in_flight.discard(id(request))
+
+    async def _handle_one(self, request: kmock.Request) -> web.StreamResponse:
         data = request.data
         if request.resource is not None and isinstance(data, dict):
             meta = data.setdefault("metadata", {})
@@ -82,6 +101,36 @@ class EmulatedApiServer(kmock.KubernetesEmulator):
             namespace = str(meta.get("namespace") or request.namespace)
             self.creations[(plural, namespace, str(meta.get("name")))] += 1
         return response
+
+    # kmock finds an object by scanning all of them; with thousands of objects (the benchmark) that
+    # dominates. The objects are stored in a dict keyed by (resource, namespace, name), so look the
+    # request's key up directly and defer to kmock whenever it is not an exact hit.
+
+    def _exact(self, request: kmock.Request) -> kmock.Object | None:
+        data = request.data if isinstance(request.data, dict) else {}
+        namespace = request.namespace or data.get("metadata", {}).get("namespace")
+        name = request.name or data.get("metadata", {}).get("name")
+        if request.resource is None or not isinstance(name, str):
+            return None
+        key = (request.resource, namespace if isinstance(namespace, str) else None, name)
+        if key not in self.objects:
+            return None
+        obj: kmock.Object = self.objects[key]
+        return obj
+
+    async def _serve_fetch(self, request: kmock.Request) -> kmock.Payload:
+        obj = self._exact(request)
+        if obj is None or obj.deleted:
+            return await super()._serve_fetch(request)
+        return obj.raw
+
+    async def _serve_create(self, request: kmock.Request) -> kmock.Payload:
+        obj = self._exact(request)
+        return obj.raw if obj is not None and not obj.deleted else await super()._serve_create(request)
+
+    async def _serve_update(self, request: kmock.Request) -> kmock.Payload:
+        obj = self._exact(request)
+        return obj.last.raw if obj is not None else await super()._serve_update(request)
 
 
 def object_path(

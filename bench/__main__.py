@@ -1,0 +1,55 @@
+"""Run every benchmark and write the figures to docs/benchmarks.md (``make bench``).
+
+Each benchmark module has ``run() -> str`` returning one markdown section; this file puts the
+sections under a common header that records the exact command.
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+
+from bench import operator_bench
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
+
+HEADER = """# Benchmarks
+
+Measured figures, not targets; tests never assert timings. Regenerate with:
+
+```sh
+make bench          # or: .venv/bin/python -m bench
+```
+
+Last run: {date}. Each section below is written by one module in `bench/`.
+
+"""
+
+
+def main() -> int:
+    sections = []
+    status = 0
+    print("operator benchmark: 1,000 FlashRLJobs against the emulated API server ...", file=sys.stderr)
+    sections.append(operator_bench.run())
+    if importlib.util.find_spec("bench.gate_bench") is not None:
+        print("Ray gate benchmark ...", file=sys.stderr)
+        try:
+            gate_bench = importlib.import_module("bench.gate_bench")
+            sections.append(gate_bench.run())
+        except Exception as exc:  # Keep the figures already measured; say what failed.
+            print(f"the Ray gate benchmark failed: {exc!r}", file=sys.stderr)
+            sections.append(f"## Ray GPU gate vs fixed sleep\n\nNot measured in the last run: {exc!r}\n")
+            status = 1
+    date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")
+    text = HEADER.format(date=date) + "\n".join(sections)
+    DOC.write_text(text, encoding="utf-8")
+    print(text)
+    print(f"wrote {DOC}", file=sys.stderr)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
