@@ -128,3 +128,31 @@ async def test_eventually_reports_what_it_waited_for() -> None:
 
     with pytest.raises(TimeoutError, match="the impossible"):
         await eventually(never, "the impossible", deadline_s=0.2)
+
+
+@pytest.mark.skipif(
+    Path("/var/run/secrets/kubernetes.io/serviceaccount/token").exists(),
+    reason="runs inside a pod with a token",
+)
+def test_operator_without_credentials_fails_with_one_line(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"} | {"HOME": str(tmp_path)}
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "flashrl_operator.cli",
+            "operator",
+            "--metrics-port",
+            "0",
+            "--health-port",
+            "0",
+        ],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert "no Kubernetes credentials" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -20,6 +20,7 @@ import kmock
 
 from flashrl_api import SpecError, load_documents, parse_job
 from flashrl_operator._yaml import dump
+from flashrl_operator.children import SPEC_ANNOTATION
 from flashrl_operator.emulation import (
     CLUSTER_STARTING,
     JOBS_RESOURCE,
@@ -132,6 +133,10 @@ async def _lifecycle(manifest: dict[str, Any], out: TextIO, deadline: float) -> 
                     file=out,
                 )
                 shown = {k: v for k, v in ray_job.items() if k != "status"}
+                annotations = shown.get("metadata", {}).get("annotations") or {}
+                if SPEC_ANNOTATION in annotations:  # one long JSON line: summarise it
+                    size = len(str(annotations[SPEC_ANNOTATION]))
+                    annotations[SPEC_ANNOTATION] = f"<the spec's immutable part as JSON, {size} bytes>"
                 print(dump(shown), file=out)
         finally:
             await api.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import threading
 import time
 from types import TracebackType
@@ -18,6 +19,7 @@ from typing import Literal
 import kopf
 
 from flashrl_operator.handlers import OperatorConfig, OperatorContext, build_registry
+from flashrl_operator.kube import resolve_credentials
 
 #: Prefix of kopf's bookkeeping annotations on FlashRLJobs (progress, last handled spec).
 ANNOTATION_PREFIX = "flashrl.dev"
@@ -69,7 +71,19 @@ def run_foreground(config: OperatorConfig, log_format: LogFormat = "plain", verb
     kopf.configure(
         verbose=verbose, log_format=kopf.LogFormat.JSON if log_format == "json" else kopf.LogFormat.FULL
     )
-    asyncio.run(run(config))
+    if resolve_credentials(build_settings(config), config.server) is None:
+        print(
+            "flashrl operator: no Kubernetes credentials: not in a pod with a service account, and no "
+            "kubeconfig ($KUBECONFIG or ~/.kube/config)",
+            file=sys.stderr,
+        )
+        return 1
+    try:
+        asyncio.run(run(config))
+    except Exception as exc:  # kopf has logged the details; end with one line, not a traceback.
+        cause = exc.__cause__ or exc
+        print(f"flashrl operator stopped: {type(cause).__name__}: {cause}", file=sys.stderr)
+        return 1
     return 0
 
 
