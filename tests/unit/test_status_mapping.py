@@ -180,3 +180,15 @@ def test_removed_keys_are_nulled_in_the_patch() -> None:
 def test_no_ray_job_yet() -> None:
     assert decide_phase(Observation(ray_job_name="j")).phase == "Pending"
     assert decide_phase(Observation(ray_job_name="j", suspend_requested=True)).phase == "Suspended"
+
+
+def test_owned_keys_are_fields_of_the_status_model() -> None:
+    """The CRD's status schema comes from FlashRLJobStatus; a key outside it would be pruned."""
+    from flashrl_api import FlashRLJobStatus
+    from flashrl_operator.status_mapping import OWNED_KEYS
+
+    aliases = {field.alias for field in FlashRLJobStatus.model_fields.values()}
+    assert set(OWNED_KEYS) <= aliases
+    assert "progress" in aliases and "progress" not in OWNED_KEYS
+    status = desired_status(Observation(ray_job=ray_job("Running", "RUNNING"), ray_job_name="j"), NOW)
+    FlashRLJobStatus.model_validate({k: v for k, v in status.items() if v is not None})
