@@ -160,7 +160,11 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
     @kopf.on.event(
         "ray.io", "v1", "rayjobs", labels={"app.kubernetes.io/managed-by": MANAGED_BY}, registry=registry
     )
-    async def ray_job_event(body: kopf.Body, namespace: str | None, **_: Any) -> None:
+    async def ray_job_event(body: kopf.Body, type: str | None, namespace: str | None, **_: Any) -> None:
+        # A RayJob appearing (listed at start, or just created by a reconcile) brings nothing new:
+        # the job's own resume/create reconcile covers it. Changes and deletions are what matter.
+        if type not in ("MODIFIED", "DELETED"):
+            return
         owner = owner_name(body, KIND, JOB_LABEL)
         if owner is not None and ctx.reconciler is not None:
             await ctx.reconciler.reconcile(namespace or "default", owner)
