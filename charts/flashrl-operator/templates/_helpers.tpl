@@ -75,36 +75,39 @@ The operator's permissions, in one place: used by the ClusterRole (cluster-wide 
 namespaced Role (watchNamespaces mode). No wildcards.
 */}}
 {{- define "flashrl-operator.rules" -}}
-# FlashRLJobs: watch them, add finalizers and annotations.
+# Exactly what the operator does (docs/operator.md, "RBAC"); it never deletes: children go by
+# ownerReference garbage collection.
+# FlashRLJobs: watch them; kopf keeps its bookkeeping in annotations (patch).
 - apiGroups: ["flashrl.dev"]
   resources: ["flashrljobs"]
   verbs: ["get", "list", "watch", "patch"]
-# Status: phase, conditions, progress.
+# Status: phase, conditions. Also the verbs each job's launcher Role grants (get, patch on its own
+# flashrljobs/status): Kubernetes only lets the operator grant what it holds.
 - apiGroups: ["flashrl.dev"]
   resources: ["flashrljobs/status"]
-  verbs: ["get", "patch", "update"]
-# The RayJob each FlashRLJob is rendered into.
+  verbs: ["get", "patch"]
+# The RayJob each FlashRLJob is rendered into; watched to mirror its status and restore it if deleted.
 - apiGroups: ["ray.io"]
   resources: ["rayjobs"]
-  verbs: ["get", "list", "watch", "create", "patch", "delete"]
-# Read-only: the RayCluster KubeRay creates for a RayJob (readiness, worker counts).
-- apiGroups: ["ray.io"]
-  resources: ["rayclusters"]
-  verbs: ["get", "list", "watch"]
+  verbs: ["get", "list", "watch", "create", "patch"]
 # Per-job ConfigMap (spec + verl overrides) and the launcher's ServiceAccount.
 - apiGroups: [""]
   resources: ["configmaps", "serviceaccounts"]
-  verbs: ["get", "list", "watch", "create", "patch", "delete"]
-# Per-job Role/RoleBinding letting the launcher patch its own FlashRLJob status. The operator holds
-# the verbs it grants (get, patch on flashrljobs/status), as Kubernetes requires.
+  verbs: ["get", "create", "patch"]
+# Per-job Role/RoleBinding letting the launcher patch its own FlashRLJob status.
 - apiGroups: ["rbac.authorization.k8s.io"]
   resources: ["roles", "rolebindings"]
-  verbs: ["get", "list", "watch", "create", "patch", "delete"]
-# Events on FlashRLJobs.
+  verbs: ["get", "create", "patch"]
+# Events on FlashRLJobs (core v1 Events, as kubectl describe shows them).
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create", "patch"]
-- apiGroups: ["events.k8s.io"]
-  resources: ["events"]
-  verbs: ["create", "patch"]
+{{- end }}
+
+{{- /* Cluster-wide mode only: kopf watches CRDs to notice resources appearing (read-only). In
+namespace-scoped mode there is no ClusterRole; kopf logs that it cannot list these and carries on. */}}
+{{- define "flashrl-operator.clusterRules" -}}
+- apiGroups: ["apiextensions.k8s.io"]
+  resources: ["customresourcedefinitions"]
+  verbs: ["list", "watch"]
 {{- end }}
