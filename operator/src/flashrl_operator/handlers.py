@@ -51,7 +51,10 @@ class OperatorConfig:
     """Seconds before an API request counts as failed (and is retried)."""
 
     retry_delay: float = 5.0
-    """Seconds before retrying after a transient API error."""
+    """Seconds before the first retry after a transient API error; doubles per attempt."""
+
+    max_retry_delay: float = 300.0
+    """Upper bound of the retry backoff."""
 
     resync_interval: float = 60.0
     """Seconds between periodic reconciles of every job (catches missed events)."""
@@ -80,6 +83,11 @@ class OperatorContext:
         if self.reconciler is None:
             raise kopf.TemporaryError("the operator is still starting", delay=1)
         return self.reconciler
+
+
+def backoff_delay(base: float, retry: int, cap: float) -> float:
+    """Exponential backoff for transient errors: ``base``, 2x, 4x, ... at most ``cap`` seconds."""
+    return float(min(cap, base * 2 ** min(retry, 16)))
 
 
 async def resync_forever(ctx: OperatorContext) -> None:
@@ -142,8 +150,13 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
     @kopf.on.resume(GROUP, VERSION, PLURAL, registry=registry)
     @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry)
     @kopf.on.update(GROUP, VERSION, PLURAL, field="spec", registry=registry)
-    async def reconcile_job(namespace: str | None, name: str | None, **_: Any) -> None:
-        await ctx.require_reconciler().reconcile(namespace or "default", str(name))
+    async def reconcile_job(namespace: str | None, name: str | None, retry: int = 0, **_: Any) -> None:
+        try:
+            await ctx.require_reconciler().reconcile(namespace or "default", str(name))
+        except kopf.TemporaryError as exc:
+            # kopf retries after `delay`; grow it per attempt so a struggling API server gets air.
+            delay = backoff_delay(config.retry_delay, retry, config.max_retry_delay)
+            raise kopf.TemporaryError(str(exc), delay=delay) from exc
 
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
     async def job_event(
