@@ -155,7 +155,8 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
             await ctx.require_reconciler().reconcile(namespace or "default", str(name))
         except kopf.TemporaryError as exc:
             # kopf retries after `delay`; grow it per attempt so a struggling API server gets air.
-            delay = backoff_delay(config.retry_delay, retry, config.max_retry_delay)
+            # A server's Retry-After (already in exc.delay) is a floor, never shortened.
+            delay = max(exc.delay or 0.0, backoff_delay(config.retry_delay, retry, config.max_retry_delay))
             raise kopf.TemporaryError(str(exc), delay=delay) from exc
 
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
