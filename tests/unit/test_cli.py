@@ -188,6 +188,20 @@ def test_override_rejected_by_verl_names_its_index(
     assert lines[0].startswith("spec.overrides[1]: actor_rollout_ref.actor.no_such_key")
 
 
+def test_rule_violations_and_bad_overrides_are_reported_in_one_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = {
+        "resources": {"gpusPerNode": 6},
+        "overrides": ["trainer.nnodes=2", "actor_rollout_ref.actor.no_such_key=1"],
+    }
+    code, out, err = _run(["validate", _write(tmp_path, HEAD + yaml.safe_dump({"spec": spec}))], capsys)
+    assert out == ""
+    assert code == EXIT_INVALID
+    paths = [line.split(": ", 1)[0] for line in err.splitlines()]
+    assert paths == ["spec.rollout.n", "spec.overrides[0]", "spec.overrides[1]"]
+
+
 def test_valid_overrides_are_composed_without_a_note(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

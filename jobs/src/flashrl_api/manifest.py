@@ -46,8 +46,11 @@ class Problem:
 class SpecError(ValueError):
     """The input is not a valid FlashRLJob; ``problems`` says where and why."""
 
-    def __init__(self, problems: Iterable[Problem]) -> None:
+    def __init__(self, problems: Iterable[Problem], job: FlashRLJob | None = None) -> None:
         self.problems = tuple(problems)
+        #: The job as parsed when every field was well-formed and only cross-field rules failed, so
+        #: callers can go on to report further problems (e.g. verl overrides) in the same run.
+        self.job = job
         super().__init__("\n".join(str(p) for p in self.problems))
 
 
@@ -173,9 +176,8 @@ def parse_job(raw: Any) -> FlashRLJob:
     extra = sorted(set(raw) - {"apiVersion", "kind", "metadata", "spec", "status"})
     problems.extend(Problem(key, "unknown field") for key in extra)
     spec, spec_errors = spec_problems(raw.get("spec", {}) if raw.get("spec") is not None else {})
-    problems.extend(spec_errors)
-    if problems or spec is None:
-        raise SpecError(problems)
+    if spec is None or problems:
+        raise SpecError([*problems, *spec_errors])
     status = raw.get("status")
     parsed_status: FlashRLJobStatus | None = None
     if isinstance(status, Mapping):
@@ -184,9 +186,12 @@ def parse_job(raw: Any) -> FlashRLJob:
             parsed_status = FlashRLJobStatus.model_validate(known)
         except ValidationError:
             parsed_status = None  # Status is ours to rewrite; a damaged one is not the user's error.
-    return FlashRLJob(
+    job = FlashRLJob(
         api_version=API_VERSION, kind=KIND, metadata=dict(metadata), spec=spec, status=parsed_status
     )
+    if spec_errors:  # Only cross-field rules failed: the fields themselves are well-formed.
+        raise SpecError(spec_errors, job)
+    return job
 
 
 _STATUS_ALIASES = frozenset(f.alias for f in FlashRLJobStatus.model_fields.values() if f.alias is not None)

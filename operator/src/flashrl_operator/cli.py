@@ -123,8 +123,16 @@ def _add_validate(sub: _Subparsers) -> Handler:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    job = read_job(args.file)
+    earlier: list[Problem] = []
+    try:
+        job = read_job(args.file)
+    except SpecError as exc:
+        if exc.job is None:
+            raise
+        # Only cross-field rules failed: check the overrides too, so one run reports everything.
+        job, earlier = exc.job, list(exc.problems)
     problems, note = override_problems(job)
+    problems = earlier + problems
     if note:
         print(note, file=sys.stderr)
     if problems:
