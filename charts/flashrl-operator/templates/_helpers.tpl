@@ -90,6 +90,11 @@ namespaced Role (watchNamespaces mode). No wildcards.
 - apiGroups: ["ray.io"]
   resources: ["rayjobs"]
   verbs: ["get", "list", "watch", "create", "patch"]
+# The RayCluster KubeRay creates for each RayJob, read by name for ClusterReady (pod progress,
+# ReplicaFailure). Not watched: KubeRay mirrors its status into the RayJob, which is.
+- apiGroups: ["ray.io"]
+  resources: ["rayclusters"]
+  verbs: ["get"]
 # Per-job ConfigMap (spec + verl overrides) and the launcher's ServiceAccount.
 - apiGroups: [""]
   resources: ["configmaps", "serviceaccounts"]

@@ -60,6 +60,8 @@ class Resource:
 
 FLASHRL_JOB: Final = Resource(f"{GROUP}/{VERSION}", KIND, PLURAL)
 RAY_JOB: Final = Resource("ray.io/v1", "RayJob", "rayjobs")
+#: Created by KubeRay for a RayJob; the operator only reads it (``get``) for ClusterReady.
+RAY_CLUSTER: Final = Resource("ray.io/v1", "RayCluster", "rayclusters")
 EVENT: Final = Resource("v1", "Event", "events")
 
 #: Every kind the operator reads or writes (the RBAC in docs/operator.md lists the same).
@@ -71,6 +73,7 @@ RESOURCES: Final[dict[tuple[str, str], Resource]] = {
         Resource("rbac.authorization.k8s.io/v1", "Role", "roles"),
         Resource("rbac.authorization.k8s.io/v1", "RoleBinding", "rolebindings"),
         RAY_JOB,
+        RAY_CLUSTER,
         FLASHRL_JOB,
         EVENT,
     )

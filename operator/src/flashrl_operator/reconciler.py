@@ -24,6 +24,7 @@ from flashrl_operator.children import SPEC_ANNOTATION, drift_patch, immutable_ch
 from flashrl_operator.conditions import find_condition
 from flashrl_operator.kube import (
     FLASHRL_JOB,
+    RAY_CLUSTER,
     RAY_JOB,
     ConflictError,
     KubeClient,
@@ -38,10 +39,12 @@ from flashrl_operator.status_mapping import (
     REASON_CHILD_REJECTED,
     REASON_IMMUTABLE,
     Observation,
+    RayClusterView,
     RayJobView,
     desired_status,
     is_final,
     phase_changed,
+    should_read_cluster,
     status_patch,
 )
 
@@ -77,6 +80,7 @@ class Reconciler:
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
         self._first_seen: dict[str, datetime.datetime] = {}
         self._override_cache: dict[tuple[str, ...], list[str]] = {}
+        self._cluster_read_refused = False
 
     async def reconcile(self, namespace: str, name: str) -> None:
         """Reconcile the job ``namespace/name`` if it still exists.
@@ -195,6 +199,7 @@ class Reconciler:
             recorded = ((ray_live.get("metadata") or {}).get("annotations") or {}).get(SPEC_ANNOTATION)
             immutable = immutable_changes(recorded if isinstance(recorded, str) else None, job.spec.to_wire())
 
+        ray_view = RayJobView.of(ray_live) if ray_live is not None else None
         obs = Observation(
             generation=generation,
             rejected=rejected,
@@ -202,10 +207,31 @@ class Reconciler:
             suspend_requested=job.spec.lifecycle.suspend,
             queued=queued,
             ray_job_name=ray_job_name,
-            ray_job=RayJobView.of(ray_live) if ray_live is not None else None,
+            ray_job=ray_view,
+            ray_cluster=await self._ray_cluster(namespace, ray_view, previous),
             previous=previous,
         )
         await self._write_status(body, previous, desired_status(obs, now), uid, created)
+
+    async def _ray_cluster(
+        self, namespace: str, ray_job: RayJobView | None, previous: Mapping[str, Any]
+    ) -> RayClusterView | None:
+        """The RayCluster the RayJob names, when it can still change ClusterReady.
+
+        A missing cluster is normal (KubeRay has not created it yet, or deleted it). A refused read
+        (RBAC from an older chart) is not worth failing the reconcile for: ClusterReady then comes
+        from the RayJob alone, and the operator says so once.
+        """
+        if ray_job is None or not should_read_cluster(ray_job, previous):
+            return None
+        try:
+            live = await self._kube.get(RAY_CLUSTER, namespace, ray_job.cluster_name)
+        except RejectedError as exc:
+            if not self._cluster_read_refused:
+                self._cluster_read_refused = True
+                logger.warning("Cannot read RayClusters (%s); ClusterReady comes from the RayJob alone", exc)
+            return None
+        return RayClusterView.of(live) if live is not None else None
 
     async def _write_status(
         self,

@@ -1,10 +1,13 @@
-"""From what the operator observed (the job, its RayJob) to the FlashRLJob status. Pure.
+"""From what the operator observed (the job, its RayJob, its RayCluster) to the FlashRLJob status. Pure.
 
 KubeRay's RayJob has no conditions: it reports ``jobDeploymentStatus`` (the cluster/submission
 state machine), ``jobStatus`` (Ray's view of the entrypoint), and ``reason``/``message`` on
-failure. This module folds those, plus the operator's own findings (an invalid spec, a child the API
-server rejected, an immutable field edited on a running job), into one phase, the conditions and the
-user-facing fields. Every decision is a small function so each can be tested from a table.
+failure. The RayCluster KubeRay creates for it does have conditions (``RayClusterProvisioned``,
+``HeadPodReady``, ``ReplicaFailure``) and replica counts, which say how far the pods got while the
+RayJob still just says ``Initializing``. This module folds those, plus the operator's own findings
+(an invalid spec, a child the API server rejected, an immutable field edited on a running job), into
+one phase, the conditions and the user-facing fields. Every decision is a small function so each
+can be tested from a table.
 
 The operator writes only the keys in :data:`OWNED_KEYS`; ``status.progress`` belongs to the
 launcher inside the job and is never part of a patch computed here.
@@ -37,12 +40,31 @@ JOB_STOPPED = "STOPPED"
 JOB_SUCCEEDED = "SUCCEEDED"
 JOB_FAILED = "FAILED"
 
+#: KubeRay RayCluster condition types and reasons (``raycluster_types.go``).
+CLUSTER_PROVISIONED = "RayClusterProvisioned"
+CLUSTER_HEAD_POD_READY = "HeadPodReady"
+CLUSTER_REPLICA_FAILURE = "ReplicaFailure"
+CLUSTER_SUSPENDING = "RayClusterSuspending"
+CLUSTER_SUSPENDED = "RayClusterSuspended"
+HEAD_POD_NOT_FOUND = "HeadPodNotFound"
+UNKNOWN_REASON = "Unknown"
+#: RayCluster ``status.state`` when every pod is running and ready (deprecated, still written).
+CLUSTER_STATE_READY = "ready"
+
+#: RayJob deployment states in which its RayCluster exists and can tell more than the RayJob does.
+CLUSTER_DEPLOYMENTS = frozenset(
+    {DEPLOYMENT_INITIALIZING, DEPLOYMENT_WAITING, DEPLOYMENT_RETRYING, DEPLOYMENT_RUNNING}
+)
+
 #: Our own reasons (KubeRay's are copied verbatim).
 REASON_INVALID_SPEC = "InvalidSpec"
 REASON_CHILD_REJECTED = "ChildRejected"
 REASON_IMMUTABLE = "ImmutableFieldChanged"
 REASON_QUEUED = "Queued"
 REASON_SUSPENDED = "Suspended"
+REASON_ALL_PODS_READY = "AllPodsReady"
+REASON_CLUSTER_STARTING = "ClusterStarting"
+REASON_REPLICA_FAILURE = "ReplicaFailure"
 
 #: Failures the user can fix by editing the spec: they do not make the job final.
 RECOVERABLE_FAILURE_REASONS = frozenset({REASON_INVALID_SPEC, REASON_CHILD_REJECTED})
@@ -105,6 +127,133 @@ class RayJobView:
 
 
 @dataclass(frozen=True)
+class ClusterCondition:
+    """One RayCluster condition; ``status`` is ``""`` when KubeRay did not write it."""
+
+    status: str = ""
+    reason: str = ""
+    message: str = ""
+
+    @property
+    def true(self) -> bool:
+        """``status == "True"``."""
+        return self.status == "True"
+
+
+@dataclass(frozen=True)
+class RayClusterView:
+    """The parts of a RayCluster the status depends on, normalised.
+
+    KubeRay omits zero counts (``omitempty``), so an absent ``readyWorkerReplicas`` is 0; an absent
+    ``desiredWorkerReplicas`` is unknown (``None``).
+    """
+
+    name: str = ""
+    state: str = ""
+    provisioned: ClusterCondition = ClusterCondition()
+    head_ready: ClusterCondition = ClusterCondition()
+    replica_failure: ClusterCondition = ClusterCondition()
+    suspending: ClusterCondition = ClusterCondition()
+    suspended: ClusterCondition = ClusterCondition()
+    ready_workers: int = 0
+    desired_workers: int | None = None
+
+    @classmethod
+    def of(cls, ray_cluster: Mapping[str, Any]) -> RayClusterView:
+        """Read a RayCluster object as returned by the API server."""
+        meta = ray_cluster.get("metadata") or {}
+        status = ray_cluster.get("status") or {}
+        by_type: dict[str, ClusterCondition] = {}
+        for cond in status.get("conditions") or []:
+            if isinstance(cond, Mapping) and isinstance(cond.get("type"), str):
+                by_type[cond["type"]] = ClusterCondition(
+                    _text(cond.get("status")), _text(cond.get("reason")), _text(cond.get("message"))
+                )
+
+        def count(key: str) -> int | None:
+            value = status.get(key)
+            return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+        return cls(
+            name=_text(meta.get("name")),
+            state=_text(status.get("state")),
+            provisioned=by_type.get(CLUSTER_PROVISIONED, ClusterCondition()),
+            head_ready=by_type.get(CLUSTER_HEAD_POD_READY, ClusterCondition()),
+            replica_failure=by_type.get(CLUSTER_REPLICA_FAILURE, ClusterCondition()),
+            suspending=by_type.get(CLUSTER_SUSPENDING, ClusterCondition()),
+            suspended=by_type.get(CLUSTER_SUSPENDED, ClusterCondition()),
+            ready_workers=count("readyWorkerReplicas") or 0,
+            desired_workers=count("desiredWorkerReplicas"),
+        )
+
+    @property
+    def all_pods_ready(self) -> bool:
+        """KubeRay saw every pod running and ready (``RayClusterProvisioned`` never flips back)."""
+        return self.provisioned.true or self.state == CLUSTER_STATE_READY
+
+    @property
+    def reports_pods(self) -> bool:
+        """KubeRay has written anything about the pods yet (else the RayJob is all there is)."""
+        return bool(
+            self.provisioned.status
+            or self.head_ready.status
+            or self.state
+            or self.desired_workers is not None
+        )
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def cluster_progress(rc: RayClusterView) -> str:
+    """How far the pods got, e.g. ``head pod ready, 0/1 GPU workers ready``."""
+    parts: list[str] = []
+    head = rc.head_ready
+    if head.true:
+        parts.append("head pod ready")
+    elif head.reason == HEAD_POD_NOT_FOUND:
+        parts.append("head pod not created yet")
+    elif head.status:
+        # KubeRay copies the pod's Ready condition; without one (unscheduled) the reason is "Unknown".
+        detail = head.message or ("" if head.reason == UNKNOWN_REASON else head.reason)
+        parts.append(f"head pod not ready ({detail})" if detail else "head pod not ready")
+    if rc.desired_workers is not None:
+        parts.append(f"{rc.ready_workers}/{rc.desired_workers} GPU workers ready")
+    return ", ".join(parts) or "no pod status yet"
+
+
+def replica_failure_message(rc: RayClusterView) -> str:
+    """KubeRay's ReplicaFailure (it could not create or delete a pod: quota, admission, ...)."""
+    failure = rc.replica_failure
+    detail = ": ".join(part for part in (failure.reason, failure.message) if part)
+    return f"KubeRay cannot create or delete pods of RayCluster {rc.name}: {detail or 'no details given'}"
+
+
+def _ready_message(rc: RayClusterView) -> str:
+    """All pods were ready; say so, or what is missing now (the condition never flips back)."""
+    degraded = rc.head_ready.status == "False" or (
+        rc.desired_workers is not None and rc.ready_workers < rc.desired_workers
+    )
+    if degraded:
+        return f"RayCluster {rc.name} was provisioned; now {cluster_progress(rc)}"
+    return f"RayCluster {rc.name}: all pods ready"
+
+
+def should_read_cluster(rj: RayJobView | None, previous: Mapping[str, Any]) -> bool:
+    """Whether the RayCluster is worth a GET: the RayJob names one, and it can still change.
+
+    Not once the job is final or KubeRay is done with the cluster (finished, suspended).
+    """
+    return (
+        rj is not None
+        and bool(rj.cluster_name)
+        and rj.deployment in CLUSTER_DEPLOYMENTS
+        and not is_final(previous)
+    )
+
+
+@dataclass(frozen=True)
 class Observation:
     """Everything one reconcile learned that the status depends on."""
 
@@ -131,6 +280,9 @@ class Observation:
 
     ray_job: RayJobView | None = None
     """The live RayJob, or ``None`` when it does not exist."""
+
+    ray_cluster: RayClusterView | None = None
+    """The RayCluster the RayJob names, or ``None`` (not named yet, not read, or gone)."""
 
     previous: Mapping[str, Any] = field(default_factory=dict)
     """The status as last written (any keys; only owned ones are read)."""
@@ -213,11 +365,22 @@ def _ray_phase(obs: Observation, rj: RayJobView) -> PhaseDecision:
             "Starting", "Retrying", rj.message or "Retrying after a failure with a new Ray cluster"
         )
     if dep in (DEPLOYMENT_INITIALIZING, DEPLOYMENT_WAITING):
-        return PhaseDecision("Starting", "ClusterStarting", "Creating the Ray cluster")
+        return PhaseDecision("Starting", REASON_CLUSTER_STARTING, _starting_message(obs.ray_cluster))
     # No deployment status yet: KubeRay has not seen the RayJob (or is not installed).
     if rj.spec_suspend and (obs.suspend_requested or obs.queued):
         return _suspended(obs)
     return PhaseDecision("Pending", "WaitingForKubeRay", "RayJob created; waiting for KubeRay to act on it")
+
+
+def _starting_message(rc: RayClusterView | None) -> str:
+    """The Starting message: the pod progress once KubeRay reports it."""
+    if rc is None or not rc.reports_pods:
+        return "Creating the Ray cluster"
+    if rc.replica_failure.true:
+        return "Creating the Ray cluster: " + replica_failure_message(rc)
+    if rc.all_pods_ready:
+        return f"Ray cluster {rc.name} is ready; waiting for KubeRay to submit the job"
+    return f"Creating the Ray cluster: {cluster_progress(rc)}"
 
 
 def accepted_check(obs: Observation) -> Verdict:
@@ -238,20 +401,44 @@ def accepted_check(obs: Observation) -> Verdict:
 
 
 def cluster_ready_check(obs: Observation, decision: PhaseDecision) -> Verdict:
-    """ClusterReady: the Ray cluster is up (KubeRay only submits once every pod is ready)."""
+    """ClusterReady: the Ray cluster is up, every pod ready (KubeRay only submits then).
+
+    The RayCluster's own status decides when it is known; otherwise the RayJob's.
+    """
     rj = obs.ray_job
     if decision.phase in TERMINAL_PHASES and (rj is None or rj.deployment != DEPLOYMENT_RUNNING):
         return Verdict("False", "JobFinished", "The job finished")
     if rj is None:
         return Verdict("False", "ClusterNotCreated", "The RayJob does not exist yet")
+    if decision.phase == "Suspended":
+        return Verdict("False", "ClusterSuspended", "The Ray cluster is deleted while the job is suspended")
+    if obs.ray_cluster is not None:
+        verdict = cluster_status_check(obs.ray_cluster, rj)
+        if verdict is not None:
+            return verdict
     if rj.deployment == DEPLOYMENT_RUNNING or (
-        rj.cluster_state == "ready" and decision.phase in ("Starting", "Running")
+        rj.cluster_state == CLUSTER_STATE_READY and decision.phase in ("Starting", "Running")
     ):
         name = rj.cluster_name or "the Ray cluster"
         return Verdict("True", "ClusterReady", f"{name} is ready")
-    if decision.phase == "Suspended":
-        return Verdict("False", "ClusterSuspended", "The Ray cluster is deleted while the job is suspended")
-    return Verdict("False", "ClusterStarting", "Waiting for the Ray cluster's pods to be ready")
+    return Verdict("False", REASON_CLUSTER_STARTING, "Waiting for the Ray cluster's pods to be ready")
+
+
+def cluster_status_check(rc: RayClusterView, rj: RayJobView) -> Verdict | None:
+    """ClusterReady from the RayCluster's conditions; ``None`` when they do not decide it.
+
+    A ReplicaFailure wins (the cluster is not whole, whatever it was before). Once the RayJob runs,
+    KubeRay already judged the cluster ready, so missing pod information cannot undo that.
+    """
+    if rc.replica_failure.true:
+        return Verdict("False", REASON_REPLICA_FAILURE, replica_failure_message(rc))
+    if rc.suspending.true or rc.suspended.true:
+        return Verdict("False", "ClusterSuspended", f"RayCluster {rc.name} is suspended")
+    if rc.all_pods_ready:
+        return Verdict("True", REASON_ALL_PODS_READY, _ready_message(rc))
+    if rj.deployment == DEPLOYMENT_RUNNING or not rc.reports_pods:
+        return None
+    return Verdict("False", REASON_CLUSTER_STARTING, f"RayCluster {rc.name}: {cluster_progress(rc)}")
 
 
 def running_check(decision: PhaseDecision) -> Verdict:
