@@ -83,7 +83,7 @@ async def test_kuberay_transitions_drive_phase_conditions_and_events(
     await cluster.kuberay.set_status(NAMESPACE, "beta", SUBMITTED)
 
     async def cluster_ready() -> bool:
-        return conditions(await cluster.status("beta"))["ClusterReady"] == ("True", "ClusterReady")
+        return conditions(await cluster.status("beta"))["ClusterReady"] == ("True", "AllPodsReady")
 
     from flashrl_operator.emulation import eventually
 
@@ -91,7 +91,10 @@ async def test_kuberay_transitions_drive_phase_conditions_and_events(
     await cluster.kuberay.set_status(NAMESPACE, "beta", TRAINING)
     status = await cluster.wait_phase("beta", "Running")
     assert conditions(status)["Running"] == ("True", "JobRunning")
-    assert status["rayClusterName"] == "beta-raycluster-x7k2p"
+    ray_job = await cluster.api.get(RAY_JOBS_RESOURCE, NAMESPACE, "beta")
+    assert ray_job is not None
+    assert status["rayClusterName"] == ray_job["status"]["rayClusterName"]
+    assert status["rayClusterName"].startswith("beta-")
     assert status["dashboardUrl"].endswith(":8265")
     assert status["startTime"]
 

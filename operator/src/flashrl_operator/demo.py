@@ -3,8 +3,9 @@
 The operator here is the real one (the same kopf handlers, reconciler and status mapping that run in
 a cluster). Its surroundings are emulated in-process and the output says so: the Kubernetes API
 server is kmock's in-memory emulator on 127.0.0.1, and KubeRay (plus the launcher's progress
-reports) is played by :class:`~flashrl_operator.emulation.KubeRayStandIn`, which patches RayJob
-status the way KubeRay would. Every wait has a deadline; on any failure the demo says what it was
+reports) is played by :class:`~flashrl_operator.emulation.KubeRayStandIn`, which creates the RayCluster
+and patches RayJob and RayCluster status the way KubeRay would (there are no pods: their startup is
+made up step by step). Every wait has a deadline; on any failure the demo says what it was
 waiting for and exits non-zero. It always stops the operator thread and the server.
 """
 
@@ -50,7 +51,7 @@ class Timeline:
         self._out = out
         self._t0 = time.monotonic()
         self._phase: str | None = None
-        self._conditions: dict[str, tuple[str, str]] = {}
+        self._conditions: dict[str, tuple[str, str, str]] = {}
         self._events: set[str] = set()
         self._objects: set[tuple[str, str, str]] = set()
 
@@ -65,20 +66,29 @@ class Timeline:
             if key in self._objects or plural == "events":
                 continue
             self._objects.add(key)
-            who = "kubectl apply" if plural == "flashrljobs" else "operator"
+            who = {"flashrljobs": "kubectl apply", "rayclusters": "KubeRay (emulated)"}.get(
+                plural, "operator"
+            )
             self.say(who, f"created {plural[:-1]} {namespace}/{name}")
 
     def status(self, status: Mapping[str, Any]) -> None:
-        """Report a phase change and conditions that changed status or reason."""
+        """Report a phase change and conditions that changed status or reason.
+
+        ClusterReady is also reported when only its message changes: that is the pod progress.
+        """
         phase = status.get("phase")
         if phase and phase != self._phase:
             self.say("operator", f"phase {self._phase or '-'} -> {phase}: {status.get('message', '')}")
             self._phase = str(phase)
         for cond in status.get("conditions") or []:
-            now = (str(cond.get("status")), str(cond.get("reason")))
-            if self._conditions.get(str(cond.get("type"))) != now:
-                self._conditions[str(cond.get("type"))] = now
-                self.say("operator", f"  condition {cond.get('type')}={now[0]} ({now[1]})")
+            ctype = str(cond.get("type"))
+            detail = str(cond.get("message") or "") if ctype == "ClusterReady" else ""
+            now = (str(cond.get("status")), str(cond.get("reason")), detail)
+            if self._conditions.get(ctype) != now:
+                self._conditions[ctype] = now
+                self.say(
+                    "operator", f"  condition {ctype}={now[0]} ({now[1]})" + (f": {detail}" if detail else "")
+                )
 
     def events(self, events: list[dict[str, Any]]) -> None:
         """Report Events not reported yet."""
@@ -102,7 +112,8 @@ async def _lifecycle(manifest: dict[str, Any], out: TextIO, deadline: float) -> 
         url = str(http.url).rstrip("/")
         print(
             "NOTE: the Kubernetes API server and KubeRay are EMULATED in this demo "
-            f"(kmock's in-memory API server at {url}; RayJob status is patched the way KubeRay would).\n"
+            f"(kmock's in-memory API server at {url}; the RayCluster and RayJob/RayCluster status are\n"
+            "      made the way KubeRay would, with no pods behind them).\n"
             "      The operator is the real one: the same handlers, reconciler and status mapping as "
             "in a cluster.\n",
             file=out,
@@ -179,15 +190,35 @@ async def _play(
     def ready(s: Mapping[str, Any]) -> bool:
         return any(c["type"] == "ClusterReady" and c["status"] == "True" for c in s.get("conditions") or [])
 
+    def cluster_says(text: str) -> Any:
+        return lambda s: any(
+            c["type"] == "ClusterReady" and text in str(c.get("message")) for c in s.get("conditions") or []
+        )
+
     await api.create(JOBS_RESOURCE, manifest)
     await until(
         "the operator to create the RayJob", lambda _s: ("rayjobs", namespace, name) in server.creations
     )
     await until("phase Pending", phase("Pending"))
     total = int(manifest.get("spec", {}).get("training", {}).get("totalSteps", 150))
+    workers = int(manifest.get("spec", {}).get("resources", {}).get("nodes", 1))
+    timeline.say("KubeRay (emulated)", f"creating the Ray cluster: {_describe(CLUSTER_STARTING)}")
+    await kuberay.set_status(namespace, name, CLUSTER_STARTING)
+    await until("phase Starting", phase("Starting"))
+    await until("the RayCluster's pod progress in ClusterReady", cluster_says("head pod not created yet"))
+    timeline.say("KubeRay (emulated)", "RayCluster status: head pod ready")
+    await kuberay.cluster_pods(namespace, name, head_ready=True, ready_workers=0)
+    await until("ClusterReady to show the head pod ready", cluster_says("head pod ready"))
+    timeline.say("KubeRay (emulated)", f"RayCluster status: {workers}/{workers} GPU worker pods ready")
+    await kuberay.cluster_pods(namespace, name, head_ready=True, ready_workers=workers)
+    await until("ClusterReady=True", ready)
     steps: list[tuple[str, dict[str, Any], str, Any]] = [
-        ("creating the Ray cluster", CLUSTER_STARTING, "phase Starting", phase("Starting")),
-        ("cluster ready; job submitted", SUBMITTED, "ClusterReady=True", ready),
+        (
+            "job submitted",
+            SUBMITTED,
+            "the job to be submitted",
+            lambda s: "submitted" in str(s.get("message")),
+        ),
         ("verl is running", TRAINING, "phase Running", phase("Running")),
     ]
     for label, status, what, check in steps:

@@ -4,8 +4,11 @@ Nothing here runs in a cluster. :class:`EmulatedApiServer` is kmock's in-memory 
 (real HTTP on 127.0.0.1) taught to assign what a real API server assigns: ``uid``,
 ``resourceVersion``, ``generation`` (bumped on spec changes) and ``creationTimestamp``. There is no
 KubeRay either: :class:`KubeRayStandIn` patches RayJob status the way KubeRay would
-(``jobDeploymentStatus``, ``jobStatus``, ``reason``, ``message``) and reports training progress the
-way the launcher in the head pod would, so the operator's reactions can be watched end to end.
+(``jobDeploymentStatus``, ``jobStatus``, ``reason``, ``message``), creates the RayJob's RayCluster
+and walks its status through pod startup (conditions, replica counts, mirrored into the RayJob's
+``status.rayClusterStatus``), and reports training progress the way the launcher in the head pod
+would, so the operator's reactions can be watched end to end. No pods exist: the RayCluster status
+is made up step by step by whoever drives the stand-in.
 
 kmock is a test dependency (the ``dev`` extra); this module imports it and is only imported by
 ``flashrl demo``, ``python -m bench`` and the integration tests.
@@ -16,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import itertools
+import secrets
 import time
 import uuid
 from collections import Counter
@@ -214,25 +218,242 @@ def failed(reason: str, message: str) -> dict[str, Any]:
     return {"jobDeploymentStatus": "Failed", "jobStatus": "FAILED", "reason": reason, "message": message}
 
 
+#: KubeRay labels the RayCluster it creates for a RayJob with these (``ray.io/originated-from-*``).
+ORIGINATED_FROM_NAME: Final = "ray.io/originated-from-cr-name"
+ORIGINATED_FROM_CRD: Final = "ray.io/originated-from-crd"
+#: The characters Kubernetes' ``rand.String`` (and so KubeRay's cluster-name suffix) draws from.
+_NAME_ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"
+
+
+def _condition(ctype: str, status: bool, reason: str, message: str) -> dict[str, Any]:
+    return {
+        "type": ctype,
+        "status": "True" if status else "False",
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": _now(),
+    }
+
+
+def cluster_status(
+    desired_workers: int,
+    *,
+    head_created: bool = False,
+    head_ready: bool = False,
+    ready_workers: int = 0,
+    provisioned: bool = False,
+    replica_failure: tuple[str, str] | None = None,
+) -> dict[str, Any]:
+    """A RayCluster ``status`` as KubeRay writes it during startup (emulated, no pods behind it).
+
+    ``provisioned`` is sticky in KubeRay (``RayClusterProvisioned`` never flips back); callers pass
+    it along once every pod was ready. ``replica_failure`` is ``(reason, message)`` of a pod KubeRay
+    could not create.
+    """
+    all_ready = head_ready and ready_workers >= desired_workers
+    if not head_created:
+        head = _condition("HeadPodReady", False, "HeadPodNotFound", "Head Pod not found")
+    elif head_ready:
+        head = _condition("HeadPodReady", True, "HeadPodRunningAndReady", "")
+    else:
+        head = _condition(
+            "HeadPodReady", False, "ContainersNotReady", "containers with unready status: [ray-head]"
+        )
+    if provisioned or all_ready:
+        prov = _condition(
+            "RayClusterProvisioned",
+            True,
+            "AllPodRunningAndReadyFirstTime",
+            "All Ray Pods are ready for the first time",
+        )
+    else:
+        prov = _condition(
+            "RayClusterProvisioned",
+            False,
+            "RayClusterPodsProvisioning",
+            "RayCluster Pods are being provisioned for first time",
+        )
+    conditions = [head, prov]
+    if replica_failure is not None:
+        conditions.append(_condition("ReplicaFailure", True, *replica_failure))
+    status: dict[str, Any] = {
+        "desiredWorkerReplicas": desired_workers,
+        "minWorkerReplicas": desired_workers,
+        "maxWorkerReplicas": desired_workers,
+        "readyWorkerReplicas": ready_workers,
+        "availableWorkerReplicas": ready_workers,
+        "conditions": conditions,
+        "lastUpdateTime": _now(),
+    }
+    if all_ready:
+        status["state"] = "ready"
+    return status
+
+
+def desired_worker_replicas(ray_job: Mapping[str, Any]) -> int:
+    """KubeRay's ``desiredWorkerReplicas``: the sum of replicas x numOfHosts over worker groups."""
+    cluster_spec = (ray_job.get("spec") or {}).get("rayClusterSpec") or {}
+    return sum(
+        int(group.get("replicas") or 0) * int(group.get("numOfHosts") or 1)
+        for group in cluster_spec.get("workerGroupSpecs") or []
+    )
+
+
 class KubeRayStandIn:
-    """Plays KubeRay's (and the launcher's) part: tests patch RayJob status the way KubeRay would."""
+    """Plays KubeRay's (and the launcher's) part: tests patch RayJob status the way KubeRay would.
+
+    Like KubeRay, it creates a RayCluster named ``<rayjob>-<5 random characters>`` labelled with the
+    RayJob it came from, reports its pods' startup in the RayCluster's status, and mirrors that
+    status into the RayJob's ``status.rayClusterStatus`` (which is what makes the RayJob change, and
+    so reach the operator, while the cluster starts).
+    """
 
     def __init__(self, api: ApiClient) -> None:
         self._api = api
 
     async def set_status(self, namespace: str, ray_job: str, status: Mapping[str, Any]) -> None:
-        """Patch a RayJob's status; cluster name, dashboard and times are filled in as KubeRay does."""
+        """Patch a RayJob's status; cluster name, dashboard and times are filled in as KubeRay does.
+
+        ``Initializing`` creates the RayCluster (no pods ready yet); ``Running`` first makes all its
+        pods ready (KubeRay submits only then); ``Suspended`` deletes it, as KubeRay does.
+        """
         full = dict(status)
         deployment = full.get("jobDeploymentStatus")
-        if deployment in ("Initializing", "Running", "Complete", "Failed"):
-            full.setdefault("rayClusterName", f"{ray_job}-raycluster-x7k2p")
-            head = f"{ray_job}-raycluster-x7k2p-head-svc.{namespace}.svc.cluster.local"
-            full.setdefault("dashboardURL", f"{head}:8265")
+        cluster: dict[str, Any] | None = None
+        if deployment in ("Initializing", "Running"):
+            cluster = await self._ensure_cluster(namespace, ray_job)
+            if deployment == "Running" and (cluster.get("status") or {}).get("state") != "ready":
+                workers = int((cluster.get("status") or {}).get("desiredWorkerReplicas") or 0)
+                cluster = await self._patch_cluster(
+                    namespace,
+                    cluster,
+                    cluster_status(workers, head_created=True, head_ready=True, ready_workers=workers),
+                )
+        elif deployment in ("Complete", "Failed"):
+            cluster = await self._find_cluster(namespace, ray_job)
+        elif deployment == "Suspended":
+            found = await self._find_cluster(namespace, ray_job)
+            if found is not None:
+                await self._api.delete(RAY_CLUSTERS_RESOURCE, namespace, found["metadata"]["name"])
+            full.update({"rayClusterName": None, "dashboardURL": None, "rayClusterStatus": None})
+        if cluster is not None:
+            name = cluster["metadata"]["name"]
+            full.setdefault("rayClusterName", name)
+            full.setdefault("dashboardURL", f"{name}-head-svc.{namespace}.svc.cluster.local:8265")
+            full.setdefault("rayClusterStatus", cluster.get("status") or {})
         if deployment == "Running":
             full.setdefault("startTime", _now())
         if deployment in ("Complete", "Failed"):
             full.setdefault("endTime", _now())
         await self._api.patch(RAY_JOBS_RESOURCE, namespace, ray_job, {"status": full}, subresource="status")
+
+    async def cluster_pods(
+        self, namespace: str, ray_job: str, *, head_ready: bool, ready_workers: int
+    ) -> dict[str, Any]:
+        """Report the RayJob's cluster pods as KubeRay would: the head and ``ready_workers`` ready.
+
+        Returns the RayCluster. Clears any ReplicaFailure (KubeRay removes it once pods are created).
+        """
+        cluster = await self._ensure_cluster(namespace, ray_job)
+        old = cluster.get("status") or {}
+        workers = int(old.get("desiredWorkerReplicas") or 0)
+        provisioned = any(
+            c.get("type") == "RayClusterProvisioned" and c.get("status") == "True"
+            for c in old.get("conditions") or []
+        )
+        new = cluster_status(
+            workers,
+            head_created=True,
+            head_ready=head_ready,
+            ready_workers=ready_workers,
+            provisioned=provisioned,
+        )
+        return await self._patch_cluster(namespace, cluster, new, ray_job)
+
+    async def replica_failure(
+        self, namespace: str, ray_job: str, reason: str, message: str
+    ) -> dict[str, Any]:
+        """KubeRay could not create a pod (quota, admission webhook, ...): ``ReplicaFailure`` True."""
+        cluster = await self._ensure_cluster(namespace, ray_job)
+        old = cluster.get("status") or {}
+        head_ready = any(
+            c.get("type") == "HeadPodReady" and c.get("status") == "True" for c in old.get("conditions") or []
+        )
+        new = cluster_status(
+            int(old.get("desiredWorkerReplicas") or 0),
+            head_created=head_ready,
+            head_ready=head_ready,
+            ready_workers=int(old.get("readyWorkerReplicas") or 0),
+            replica_failure=(reason, message),
+        )
+        return await self._patch_cluster(namespace, cluster, new, ray_job)
+
+    async def _find_cluster(self, namespace: str, ray_job: str) -> dict[str, Any] | None:
+        for item in await self._api.list(RAY_CLUSTERS_RESOURCE, namespace):
+            labels = (item.get("metadata") or {}).get("labels") or {}
+            if labels.get(ORIGINATED_FROM_NAME) == ray_job and labels.get(ORIGINATED_FROM_CRD) == "RayJob":
+                return item
+        return None
+
+    async def _ensure_cluster(self, namespace: str, ray_job: str) -> dict[str, Any]:
+        """The RayJob's RayCluster, created from its ``rayClusterSpec`` the way KubeRay does."""
+        found = await self._find_cluster(namespace, ray_job)
+        if found is not None:
+            return found
+        owner = await self._api.get(RAY_JOBS_RESOURCE, namespace, ray_job)
+        if owner is None:
+            raise LookupError(f"RayJob {namespace}/{ray_job} does not exist")
+        meta = owner.get("metadata") or {}
+        suffix = "".join(secrets.choice(_NAME_ALPHABET) for _ in range(5))
+        cluster = {
+            "apiVersion": "ray.io/v1",
+            "kind": "RayCluster",
+            "metadata": {
+                "name": f"{ray_job}-{suffix}",
+                "namespace": namespace,
+                "labels": {
+                    **(meta.get("labels") or {}),
+                    ORIGINATED_FROM_NAME: ray_job,
+                    ORIGINATED_FROM_CRD: "RayJob",
+                },
+                "ownerReferences": [
+                    {
+                        "apiVersion": "ray.io/v1",
+                        "kind": "RayJob",
+                        "name": ray_job,
+                        "uid": meta.get("uid"),
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
+            },
+            "spec": (owner.get("spec") or {}).get("rayClusterSpec") or {},
+        }
+        created = await self._api.create(RAY_CLUSTERS_RESOURCE, cluster)
+        return await self._patch_cluster(namespace, created, cluster_status(desired_worker_replicas(owner)))
+
+    async def _patch_cluster(
+        self,
+        namespace: str,
+        cluster: Mapping[str, Any],
+        status: Mapping[str, Any],
+        mirror_to: str | None = None,
+    ) -> dict[str, Any]:
+        """Write the RayCluster's status; with ``mirror_to``, copy it into that RayJob's status too."""
+        name = cluster["metadata"]["name"]
+        # A merge patch would keep keys the new status drops (state, the ReplicaFailure condition):
+        # null them explicitly, as a full status update by KubeRay would.
+        old = cluster.get("status") or {}
+        patch = {**{k: None for k in old if k not in status}, **status}
+        updated = await self._api.patch(
+            RAY_CLUSTERS_RESOURCE, namespace, name, {"status": patch}, subresource="status"
+        )
+        if mirror_to is not None:
+            mirrored = {"rayClusterName": name, "rayClusterStatus": {**patch}}
+            await self._api.patch(
+                RAY_JOBS_RESOURCE, namespace, mirror_to, {"status": mirrored}, subresource="status"
+            )
+        return updated
 
     async def report_progress(self, namespace: str, job: str, step: int, total: int) -> None:
         """What the launcher does after each training step: patch ``status.progress`` only."""

@@ -1,0 +1,169 @@
+"""ClusterReady follows the RayCluster KubeRay creates for the RayJob: pod progress, then ready.
+
+KubeRay is emulated (``KubeRayStandIn``): it creates the RayCluster, reports its pods' startup in
+the RayCluster's status and mirrors that into the RayJob, as KubeRay does; the operator only reads
+the RayCluster.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import kmock
+import pytest
+from operator_harness import NAMESPACE, Cluster, StartOperator, job_manifest
+
+from flashrl_operator.emulation import (
+    CLUSTER_STARTING,
+    JOBS_RESOURCE,
+    RAY_CLUSTERS_RESOURCE,
+    RAY_JOBS_RESOURCE,
+    SUBMITTED,
+    eventually,
+)
+
+pytestmark = pytest.mark.kmock
+
+QUOTA_ERROR = (
+    'pods "{name}-gpu-worker-7xk2p" is forbidden: exceeded quota: gpu-quota, requested: '
+    "nvidia.com/gpu=8, used: nvidia.com/gpu=8, limited: nvidia.com/gpu=8"
+)
+
+
+def condition(status: dict[str, Any], ctype: str) -> dict[str, Any]:
+    return next(c for c in status.get("conditions") or [] if c["type"] == ctype)
+
+
+async def wait_cluster_ready(
+    cluster: Cluster, name: str, state: str, reason: str, message_part: str
+) -> dict[str, Any]:
+    """Wait for ClusterReady with this status and reason and a message containing ``message_part``."""
+
+    async def probe() -> dict[str, Any] | None:
+        status = await cluster.status(name)
+        if not status.get("conditions"):
+            return None
+        ready = condition(status, "ClusterReady")
+        matches = (ready["status"], ready["reason"]) == (state, reason) and message_part in ready["message"]
+        return status if matches else None
+
+    return await eventually(probe, f"ClusterReady={state} ({reason}) saying {message_part!r}")
+
+
+async def test_cluster_ready_shows_pod_progress_then_turns_true(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    await start_operator()
+    await cluster.api.create(JOBS_RESOURCE, job_manifest("kappa"))
+    await cluster.wait_for(RAY_JOBS_RESOURCE, "kappa")
+
+    await cluster.kuberay.set_status(NAMESPACE, "kappa", CLUSTER_STARTING)
+    status = await wait_cluster_ready(
+        cluster, "kappa", "False", "ClusterStarting", "head pod not created yet, 0/1 GPU workers ready"
+    )
+    assert status["phase"] == "Starting"
+    ray_job = await cluster.api.get(RAY_JOBS_RESOURCE, NAMESPACE, "kappa")
+    assert ray_job is not None
+    cluster_name = ray_job["status"]["rayClusterName"]
+    assert re.fullmatch(r"kappa-[a-z0-9]{5}", cluster_name)
+    assert status["rayClusterName"] == cluster_name
+    ray_cluster = await cluster.api.get(RAY_CLUSTERS_RESOURCE, NAMESPACE, cluster_name)
+    assert ray_cluster is not None
+    assert ray_cluster["metadata"]["labels"]["ray.io/originated-from-cr-name"] == "kappa"
+    assert ray_cluster["metadata"]["labels"]["ray.io/originated-from-crd"] == "RayJob"
+
+    await cluster.kuberay.cluster_pods(NAMESPACE, "kappa", head_ready=True, ready_workers=0)
+    status = await wait_cluster_ready(
+        cluster, "kappa", "False", "ClusterStarting", "head pod ready, 0/1 GPU workers ready"
+    )
+    assert status["phase"] == "Starting"
+    assert status["message"] == "Creating the Ray cluster: head pod ready, 0/1 GPU workers ready"
+    not_ready_since = condition(status, "ClusterReady")["lastTransitionTime"]
+
+    await cluster.kuberay.cluster_pods(NAMESPACE, "kappa", head_ready=True, ready_workers=1)
+    status = await wait_cluster_ready(cluster, "kappa", "True", "AllPodsReady", "all pods ready")
+    # The RayJob still says Initializing: the cluster is what tells the pods are ready.
+    assert status["phase"] == "Starting"
+    assert "waiting for KubeRay to submit" in status["message"]
+    ready_since = condition(status, "ClusterReady")["lastTransitionTime"]
+    assert ready_since >= not_ready_since
+
+    await cluster.kuberay.set_status(NAMESPACE, "kappa", SUBMITTED)
+
+    async def submitted() -> dict[str, Any] | None:
+        status = await cluster.status("kappa")
+        return status if status["message"] == "Ray cluster is ready; the job was submitted" else None
+
+    status = await eventually(submitted, "the Submitted message")
+    ready = condition(status, "ClusterReady")
+    assert (ready["status"], ready["reason"]) == ("True", "AllPodsReady")
+    assert ready["lastTransitionTime"] == ready_since  # no flip on the way
+    # The operator only reads RayClusters (one by name); KubeRay (the stand-in) made the one there is.
+    by_operator = [
+        r.action
+        for r in cluster.server[kmock.resource(RAY_CLUSTERS_RESOURCE)]
+        if r.headers.get("User-Agent") == "flashrl-operator"
+    ]
+    assert by_operator and set(by_operator) == {kmock.action.FETCH}
+    assert cluster.server.creations[("rayclusters", NAMESPACE, cluster_name)] == 1
+
+
+async def test_replica_failure_shows_kuberays_message_until_the_pods_come_up(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    await start_operator()
+    await cluster.api.create(JOBS_RESOURCE, job_manifest("lambda"))
+    await cluster.wait_for(RAY_JOBS_RESOURCE, "lambda")
+    await cluster.kuberay.set_status(NAMESPACE, "lambda", CLUSTER_STARTING)
+    await cluster.kuberay.cluster_pods(NAMESPACE, "lambda", head_ready=True, ready_workers=0)
+    await wait_cluster_ready(cluster, "lambda", "False", "ClusterStarting", "head pod ready")
+
+    await cluster.kuberay.replica_failure(
+        NAMESPACE, "lambda", "FailedCreateWorkerPod", QUOTA_ERROR.format(name="lambda")
+    )
+    status = await wait_cluster_ready(
+        cluster, "lambda", "False", "ReplicaFailure", "exceeded quota: gpu-quota"
+    )
+    message = condition(status, "ClusterReady")["message"]
+    assert "FailedCreateWorkerPod" in message
+    # KubeRay keeps the RayJob Initializing (until preRunningDeadlineSeconds): still Starting, saying why.
+    assert status["phase"] == "Starting"
+    assert "exceeded quota: gpu-quota" in status["message"]
+
+    # The quota frees up: KubeRay creates the pod and drops ReplicaFailure.
+    await cluster.kuberay.cluster_pods(NAMESPACE, "lambda", head_ready=True, ready_workers=1)
+    status = await wait_cluster_ready(cluster, "lambda", "True", "AllPodsReady", "all pods ready")
+    assert "quota" not in status["message"]
+
+
+async def test_a_refused_cluster_read_falls_back_to_the_ray_job(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    """RBAC without RayCluster reads (an older chart): ClusterReady still follows the RayJob."""
+    (
+        cluster.server[kmock.action.FETCH][kmock.resource(RAY_CLUSTERS_RESOURCE)]
+        << 403
+        << {
+            "kind": "Status",
+            "reason": "Forbidden",
+            "message": 'rayclusters.ray.io is forbidden: cannot get resource "rayclusters"',
+        }
+    )
+    await start_operator()
+    await cluster.api.create(JOBS_RESOURCE, job_manifest("mu"))
+    await cluster.wait_for(RAY_JOBS_RESOURCE, "mu")
+    await cluster.kuberay.set_status(NAMESPACE, "mu", CLUSTER_STARTING)
+    status = await cluster.wait_phase("mu", "Starting")
+    assert status["message"] == "Creating the Ray cluster"
+    ready = condition(status, "ClusterReady")
+    assert (ready["status"], ready["reason"]) == ("False", "ClusterStarting")
+    assert ready["message"] == "Waiting for the Ray cluster's pods to be ready"
+    await cluster.kuberay.set_status(NAMESPACE, "mu", SUBMITTED)
+    await wait_cluster_ready(cluster, "mu", "True", "ClusterReady", "is ready")
+    tried = [
+        r
+        for r in cluster.server[kmock.resource(RAY_CLUSTERS_RESOURCE)]
+        if r.headers.get("User-Agent") == "flashrl-operator"
+    ]
+    assert tried, "the operator never tried to read the RayCluster"
