@@ -17,7 +17,6 @@ import os
 import platform
 import re
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -34,7 +33,14 @@ import yaml
 from aiohttp import web
 
 from flashrl_api import load_documents, parse_job
-from flashrl_operator.emulation import JOBS_RESOURCE, ApiClient, EmulatedApiServer, eventually, watch_started
+from flashrl_operator.emulation import (
+    JOBS_RESOURCE,
+    ApiClient,
+    EmulatedApiServer,
+    eventually,
+    free_port,
+    watch_started,
+)
 from flashrl_operator.render import render
 
 JOBS = 1000
@@ -84,12 +90,6 @@ def render_time(jobs: list[dict[str, Any]]) -> float:
     for raw in jobs:
         render(parse_job(raw))
     return time.perf_counter() - started
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class PeakRss:

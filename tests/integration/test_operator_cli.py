@@ -6,7 +6,6 @@ import asyncio
 import io
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -16,17 +15,11 @@ import yaml
 from operator_harness import NAMESPACE, Cluster, StartOperator, job_manifest
 
 from flashrl_operator.demo import run_demo
-from flashrl_operator.emulation import JOBS_RESOURCE, RAY_JOBS_RESOURCE, eventually
+from flashrl_operator.emulation import JOBS_RESOURCE, RAY_JOBS_RESOURCE, eventually, free_port
 
 pytestmark = pytest.mark.kmock
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def write_kubeconfig(path: Path, server: str) -> None:

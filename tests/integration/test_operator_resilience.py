@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 from typing import Any
 
 import aiohttp
@@ -11,7 +10,7 @@ import kmock
 import pytest
 from operator_harness import NAMESPACE, Cluster, StartOperator, job_manifest
 
-from flashrl_operator.emulation import JOBS_RESOURCE, RAY_JOBS_RESOURCE, TRAINING, eventually
+from flashrl_operator.emulation import JOBS_RESOURCE, RAY_JOBS_RESOURCE, TRAINING, eventually, free_port
 
 pytestmark = pytest.mark.kmock
 
@@ -117,12 +116,6 @@ async def test_invalid_child_is_reported_without_retrying(
     accepted = next(c for c in status["conditions"] if c["type"] == "Accepted")
     assert (accepted["status"], accepted["reason"]) == ("False", "ChildRejected")
     assert await cluster.api.get(RAY_JOBS_RESOURCE, NAMESPACE, "bad-child") is None
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def test_metrics_and_health_endpoints(cluster: Cluster, start_operator: StartOperator) -> None:

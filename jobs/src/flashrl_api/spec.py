@@ -11,10 +11,9 @@ Field docstrings become the CRD descriptions shown by ``kubectl explain``.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from flashrl_api._base import ApiModel
 from flashrl_api.pins import default_trainer_image
@@ -35,7 +34,6 @@ _OVERRIDE_KEY = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_@\-]+)*"
 #: A verl Hydra override: ``key=value``, ``+key=value`` (add), ``++key=value`` (force) or ``~key[=value]``
 #: (delete). The ``=value`` is part of the pattern, so the API server refuses a bare key as we do.
 OVERRIDE_PATTERN = rf"^(~{_OVERRIDE_KEY}(=.*)?|(\+\+|\+)?{_OVERRIDE_KEY}=.*)$"
-_OVERRIDE_RE = re.compile(OVERRIDE_PATTERN, re.DOTALL)
 
 
 class ModelSpec(ApiModel):
@@ -344,14 +342,6 @@ class SchedulingSpec(ApiModel):
     """PriorityClass for the Ray pods."""
 
 
-def _check_override(value: str) -> str:
-    if not _OVERRIDE_RE.match(value):
-        raise ValueError(f"{value!r} is not a Hydra override of the form key=value")
-    if not value.startswith("~") and "=" not in value:
-        raise ValueError(f"{value!r} has no '=value'")
-    return value
-
-
 Override = Annotated[str, Field(min_length=3, max_length=4096, pattern=OVERRIDE_PATTERN)]
 
 
@@ -397,8 +387,3 @@ class FlashRLJobSpec(ApiModel):
 
     overrides: list[Override] = Field(default_factory=list, max_length=256)
     """Extra verl Hydra overrides (key=value), applied last; checked against the pinned verl config."""
-
-    @field_validator("overrides")
-    @classmethod
-    def _overrides_are_hydra(cls, values: list[str]) -> list[str]:
-        return [_check_override(v) for v in values]

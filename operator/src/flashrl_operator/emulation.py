@@ -20,6 +20,7 @@ import asyncio
 import datetime
 import itertools
 import secrets
+import socket
 import time
 import uuid
 from collections import Counter
@@ -38,6 +39,13 @@ RAY_CLUSTERS_RESOURCE: Final = "ray.io/v1/rayclusters"
 ALL_VERBS: Final = {"get", "list", "watch", "create", "patch", "update", "delete"}
 
 T = TypeVar("T")
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (for the metrics and health servers)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def _now() -> str:
