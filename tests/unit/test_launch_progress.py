@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import json
+import sys
 from datetime import UTC, datetime
 
 import pytest
 
-from flashrl_jobs import contract
+from flashrl_jobs import cli, contract
 from flashrl_jobs.engine_env import pod_env
 from flashrl_jobs.process import shell_exit_code
 from flashrl_jobs.progress import StepParser, progress_patch, status_path
@@ -61,6 +63,33 @@ def test_wait_for_gpus_logs_changes_and_proceeds_on_available() -> None:
         "6/8 GPUs registered on 1 node(s) (6 available), waiting up to 58s more",
         "8/8 GPUs registered on 2 node(s) (8 available), proceeding",
     ]
+
+
+def test_available_gpus_of_a_node_not_yet_listed_alive_do_not_open_the_gate() -> None:
+    """Ray's resource view can run ahead of its node table: wait until both agree."""
+    clock = FakeClock()
+    counts = iter([GpuCount(2, 4, 1), GpuCount(4, 4, 2)])
+    lines: list[str] = []
+    result = wait_for_gpus(lambda: next(counts), 4, 60, lines.append, clock=clock, pause=clock.pause)
+    assert result.count == GpuCount(4, 4, 2)
+    assert lines == [
+        "2/4 GPUs registered on 1 node(s) (4 available), waiting up to 60s more",
+        "4/4 GPUs registered on 2 node(s) (4 available), proceeding",
+    ]
+
+
+def test_launcher_log_lines_are_written_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One write per line, so another thread's output cannot split a progress line."""
+    writes: list[str] = []
+
+    class Recorder(io.StringIO):
+        def write(self, text: str) -> int:
+            writes.append(text)
+            return len(text)
+
+    monkeypatch.setattr(sys, "stderr", Recorder())
+    cli.log("4/4 GPUs registered on 2 node(s) (4 available), proceeding")
+    assert writes == ["flashrl-launch: 4/4 GPUs registered on 2 node(s) (4 available), proceeding\n"]
 
 
 def test_registered_but_busy_gpus_time_out_with_a_distinct_reason() -> None:

@@ -36,7 +36,10 @@ PROG = "flashrl-launch"
 
 def log(message: str) -> None:
     """Launcher progress on stderr (Ray's job log and ``kubectl logs`` both show it)."""
-    print(f"{PROG}: {message}", file=sys.stderr, flush=True)
+    # One write per line: with unbuffered stderr, print() writes the text and the newline
+    # separately, and Ray's own log lines from other threads could land in between.
+    sys.stderr.write(f"{PROG}: {message}\n")
+    sys.stderr.flush()
 
 
 class _Parser(argparse.ArgumentParser):

@@ -189,7 +189,12 @@ def wait_for_gpus(
     clock: Callable[[], float] = time.monotonic,
     pause: Callable[[float], None] = time.sleep,
 ) -> GateResult:
-    """Poll ``read`` until ``available >= required``; ``EXIT_GPU_TIMEOUT`` after ``timeout`` seconds."""
+    """Poll ``read`` until enough GPUs are registered and available; ``EXIT_GPU_TIMEOUT`` at the deadline.
+
+    Ray's node table and its resource view are updated separately, so a joining worker's GPUs can
+    show up as available a moment before its node is listed alive (or the other way round). Both
+    must reach ``required`` in the same reading, so the line that says "proceeding" is consistent.
+    """
     start = clock()
     deadline = start + timeout
     last_line = ""
@@ -197,7 +202,7 @@ def wait_for_gpus(
     while True:
         count = read()
         now = clock()
-        if count.available >= required:
+        if count.available >= required and count.registered >= required:
             log(f"{count.describe(required)}, proceeding")
             return GateResult(count=count, waited_seconds=now - start)
         line = count.describe(required)
