@@ -54,7 +54,20 @@ BREAKING: dict[str, dict[str, Any]] = {
     "sequence-parallel-divides-gpus": {"training": {"ulyssesSequenceParallelSize": 3}},
     "rollouts-divide-over-gpus": {"rollout": {"n": 5}, "resources": {"nodes": 3}},
     "overlong-buffer-fits-response": {"training": {"maxResponseLength": 1024}},
+    "env-names-not-reserved": {"env": [{"name": "NCCL_DEBUG", "value": "INFO"}, {"name": "FLASHRL_SPEC"}]},
 }
+
+#: Reserved names, and near misses that are allowed (prefix and case matter, whole names only).
+ENV_CHOICES: list[list[dict[str, str]]] = [
+    [],
+    [{"name": "NCCL_IB_HCA", "value": "mlx5_0,mlx5_1"}, {"name": "NCCL_SOCKET_IFNAME", "value": "eth0"}],
+    [{"name": "RAY_ADDRESS", "value": "10.0.0.1:6379"}],
+    [{"name": "RAY_ADDRESSES"}, {"name": "XFLASHRL_A"}, {"name": "flashrl_lower"}],
+    [{"name": "NCCL_DEBUG", "value": "INFO"}, {"name": "CUDA_VISIBLE_DEVICES", "value": "0"}],
+    [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}],
+    [{"name": "FLASHRL_TERMINATION_LOG", "value": "/tmp/x"}],
+    [{"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"}],
+]
 
 
 def test_every_rule_has_a_breaking_case() -> None:
@@ -91,6 +104,7 @@ def _random_spec(rng: random.Random) -> dict[str, Any]:
             "maxResponseLength": rng.choice([1024, 4096, 20480]),
             "overlongBuffer": {"enabled": rng.random() < 0.7, "length": rng.choice([512, 4096, 8192])},
         },
+        "env": rng.choice(ENV_CHOICES),
     }
 
 

@@ -179,6 +179,15 @@ def test_optional_fields_are_plain_types_without_defaults() -> None:
     assert rdma["type"] == "object" and "default" not in rdma
 
 
+def test_env_is_a_list_map_keyed_by_name() -> None:
+    """The API server refuses duplicate names and server-side apply merges entries by name."""
+    env = spec_schema()["properties"]["env"]
+    assert env["x-kubernetes-list-type"] == "map"
+    assert env["x-kubernetes-list-map-keys"] == ["name"]
+    assert env["items"]["required"] == ["name"]
+    assert env["items"]["properties"]["value"]["default"] == ""
+
+
 def test_status_schema_and_conditions_map() -> None:
     status = root_schema()["properties"]["status"]
     conditions = status["properties"]["conditions"]
@@ -288,6 +297,9 @@ BAD_SPECS: list[tuple[str, dict[str, Any], str]] = [
     ("rdma-missing-name", {"resources": {"rdma": {"count": 2}}}, "spec.resources.rdma.resourceName"),
     ("pull-policy", {"images": {"pullPolicy": "Sometimes"}}, "spec.images.pullPolicy"),
     ("secret-name", {"secretRefs": ["Bad_Name"]}, "spec.secretRefs[0]"),
+    ("env-name", {"env": [{"name": "NCCL-IB-HCA", "value": "mlx5_0"}]}, "spec.env[0].name"),
+    ("env-no-name", {"env": [{"value": "x"}]}, "spec.env[0].name"),
+    ("env-unknown-key", {"env": [{"name": "A", "valueFrom": {}}]}, "spec.env[0].valueFrom"),
     ("too-many-loggers", {"training": {"loggers": ["console"] * 5}}, "spec.training.loggers"),
     ("no-loggers", {"training": {"loggers": []}}, "spec.training.loggers"),
     ("logger-enum", {"training": {"loggers": ["stdout"]}}, "spec.training.loggers[0]"),
@@ -346,7 +358,19 @@ def test_every_rule_is_a_spec_validation_reported_at_its_field() -> None:
 def _cel_field_refs(cel: str) -> set[str]:
     import re
 
-    return {m.group(1) for m in re.finditer(r"self\.([A-Za-z.]+[A-Za-z])", cel)}
+    refs = set()
+    for match in re.finditer(r"self\.((?:[A-Za-z]+\.)*[A-Za-z]+)(\()?", cel):
+        path = match.group(1)
+        # ``self.env.all(...)`` reads ``env``: a trailing segment followed by "(" is a macro call.
+        refs.add(path.rsplit(".", 1)[0] if match.group(2) else path)
+    return refs
+
+
+def test_cel_field_refs_skip_macro_calls() -> None:
+    assert _cel_field_refs("self.env.all(e, e.name != 'A') && self.training.miniBatchSize > 0") == {
+        "env",
+        "training.miniBatchSize",
+    }
 
 
 def test_no_transition_rules() -> None:

@@ -206,6 +206,7 @@ def test_load_job_file(tmp_path: Path) -> None:
     [
         ({"overrides": ["trainer.x"]}, "must be a Hydra override: key=value, +key=value (add)"),
         ({"secretRefs": ["HF"]}, "must be a DNS-1123 label"),
+        ({"env": [{"name": "NCCL-IB-HCA", "value": "mlx5_0"}]}, "must be an environment variable name"),
         (
             {"resources": {"cpu": "lots"}},
             "must be a Kubernetes quantity such as 64, 500m or 512Gi, got 'lots'",
@@ -216,6 +217,21 @@ def test_pattern_mismatches_read_as_advice(spec: dict[str, Any], message: str) -
     _, problems = spec_problems(spec)
     (problem,) = problems
     assert message in problem.message
+
+
+def test_env_names_must_be_unique() -> None:
+    env = [{"name": "NCCL_DEBUG", "value": "INFO"}, {"name": "NCCL_DEBUG", "value": "TRACE"}]
+    _, problems = spec_problems({"env": env})
+    assert [str(p) for p in problems] == [
+        "spec.env: duplicate variable 'NCCL_DEBUG' (each name may appear once)"
+    ]
+
+
+def test_env_item_paths() -> None:
+    _, problems = spec_problems(
+        {"env": [{"name": "A", "value": "1"}, {"value": "2"}, {"name": "B", "valu": "3"}]}
+    )
+    assert [p.path for p in problems] == ["spec.env[1].name", "spec.env[2].valu"]
 
 
 @pytest.mark.parametrize("override", ["a.b=1", "+a.b=c", "++a.b=", "~a.b", "~a.b=1", "a.b@x=[1,2]"])

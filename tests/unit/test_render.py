@@ -374,6 +374,28 @@ def test_worker_pod_targets_the_gpu_pool() -> None:
     assert env_of(c) == pod_env(job.spec)
 
 
+def test_spec_env_reaches_every_ray_container_and_overrides_engine_defaults() -> None:
+    env = [
+        {"name": "NCCL_IB_HCA", "value": "mlx5_0,mlx5_1"},
+        {"name": "NCCL_SOCKET_IFNAME", "value": "eth0"},
+        {"name": "NCCL_DEBUG", "value": "INFO"},
+    ]
+    job = make_job({"env": env, "secretRefs": ["hf-token"]})
+    cluster = ray_job_of(job)["spec"]["rayClusterSpec"]
+    head = cluster["headGroupSpec"]["template"]["spec"]["containers"][0]
+    worker = worker_group(job)["template"]["spec"]["containers"][0]
+    expected = {**pod_env(job.spec), "NCCL_IB_HCA": "mlx5_0,mlx5_1", "NCCL_SOCKET_IFNAME": "eth0"}
+    expected["NCCL_DEBUG"] = "INFO"
+    assert env_of(worker) == expected
+    assert env_of(head) == {**expected, "NVIDIA_VISIBLE_DEVICES": "void"}
+    # One entry per name: a duplicate would leave the winner to the container runtime.
+    for container in (head, worker):
+        names = [e["name"] for e in container["env"]]
+        assert len(names) == len(set(names))
+        # Explicit env wins over envFrom in Kubernetes, so spec.env also beats a Secret's keys.
+        assert container["envFrom"] == [{"secretRef": {"name": "hf-token"}}]
+
+
 def test_worker_shared_memory_is_explicit() -> None:
     pod = worker_group(make_job({"resources": {"sharedMemory": "128Gi"}}))["template"]["spec"]
     shm = [m for m in pod["containers"][0]["volumeMounts"] if m["mountPath"] == "/dev/shm"]

@@ -68,6 +68,7 @@ BREAKING: list[tuple[str, dict[str, Any]]] = [
     ("sequence-parallel-divides-gpus", {"training": {"ulyssesSequenceParallelSize": 16}}),
     ("rollouts-divide-over-gpus", {"rollout": {"n": 5}, "resources": {"gpusPerNode": 6}}),
     ("overlong-buffer-fits-response", {"training": {"maxResponseLength": 2048}}),
+    ("env-names-not-reserved", {"env": [{"name": "CUDA_VISIBLE_DEVICES", "value": "0,1"}]}),
 ]
 
 
@@ -108,3 +109,23 @@ def test_several_rules_report_in_rule_order() -> None:
         "spec.training.miniBatchSize",
         "spec.training.overlongBuffer.length",
     ]
+
+
+@pytest.mark.parametrize(
+    ("name", "named_as"),
+    [
+        ("NVIDIA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"),
+        ("CUDA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"),
+        ("RAY_ADDRESS", "RAY_ADDRESS"),
+        ("FLASHRL_SPEC", "FLASHRL_*"),
+    ],
+)
+def test_reserved_env_names_are_refused_at_spec_env(name: str, named_as: str) -> None:
+    _, problems = spec_problems({"env": [{"name": "NCCL_IB_HCA", "value": "mlx5_0"}, {"name": name}]})
+    assert [p.path for p in problems] == ["spec.env"]
+    assert named_as in problems[0].message
+
+
+def test_env_near_misses_of_reserved_names_are_allowed() -> None:
+    spec = parse_spec({"env": [{"name": "RAY_DEDUP_LOGS", "value": "0"}, {"name": "MY_FLASHRL_X"}]})
+    assert violations(spec) == []

@@ -16,7 +16,13 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from flashrl_api.rules import violations
-from flashrl_api.spec import DNS_LABEL_PATTERN, OVERRIDE_PATTERN, QUANTITY_PATTERN, FlashRLJobSpec
+from flashrl_api.spec import (
+    DNS_LABEL_PATTERN,
+    ENV_NAME_PATTERN,
+    OVERRIDE_PATTERN,
+    QUANTITY_PATTERN,
+    FlashRLJobSpec,
+)
 from flashrl_api.status import FlashRLJobStatus
 
 GROUP = "flashrl.dev"
@@ -101,6 +107,7 @@ _PATTERN_NAMES = {
     DNS_LABEL_PATTERN: "a DNS-1123 label (lower-case letters, digits and '-', starting and ending "
     "with a letter or digit)",
     QUANTITY_PATTERN: "a Kubernetes quantity such as 64, 500m or 512Gi",
+    ENV_NAME_PATTERN: "an environment variable name (letters, digits and '_', not starting with a digit)",
 }
 
 

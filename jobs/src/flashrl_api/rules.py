@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from flashrl_api.spec import FlashRLJobSpec
+from flashrl_api.spec import RESERVED_ENV_NAMES, RESERVED_ENV_PREFIX, FlashRLJobSpec, is_reserved_env_name
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,9 @@ class Rule:
     cel: str
     message: str
     check: Callable[[FlashRLJobSpec], bool]
+
+
+_RESERVED_CEL = ", ".join(f"'{name}'" for name in RESERVED_ENV_NAMES)
 
 
 def _world(spec: FlashRLJobSpec) -> int:
@@ -80,6 +83,14 @@ RULES: tuple[Rule, ...] = (
             (not s.training.overlong_buffer.enabled)
             or s.training.overlong_buffer.length <= s.training.max_response_length
         ),
+    ),
+    Rule(
+        name="env-names-not-reserved",
+        path="env",
+        cel=f"self.env.all(e, !(e.name in [{_RESERVED_CEL}]) && !e.name.startsWith('{RESERVED_ENV_PREFIX}'))",
+        message=f"must not set {', '.join(RESERVED_ENV_NAMES)} or {RESERVED_ENV_PREFIX}* variables "
+        "(the operator and the launcher set them)",
+        check=lambda s: not any(is_reserved_env_name(var.name) for var in s.env),
     ),
 )
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from flashrl_api._base import ApiModel
 from flashrl_api.pins import default_trainer_image
@@ -29,6 +29,20 @@ Quantity = Annotated[str, Field(pattern=QUANTITY_PATTERN, max_length=32)]
 #: A DNS-1123 label: names of Secrets, PVCs, priority classes, LocalQueues.
 DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 DnsName = Annotated[str, Field(pattern=DNS_LABEL_PATTERN, min_length=1, max_length=253)]
+
+#: An environment variable name as the operator accepts it: a C identifier.
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+#: Variables the operator or the launcher own: GPU visibility (the CPU-only head hides the node's GPUs,
+#: Ray assigns them to actors) and the Ray address the launcher hands to verl.
+RESERVED_ENV_NAMES: tuple[str, ...] = ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "RAY_ADDRESS")
+#: Prefix of the launcher's own settings (spec path, API server, termination log).
+RESERVED_ENV_PREFIX = "FLASHRL_"
+
+
+def is_reserved_env_name(name: str) -> bool:
+    """True for a variable a FlashRLJob may not set (see :data:`RESERVED_ENV_NAMES`)."""
+    return name in RESERVED_ENV_NAMES or name.startswith(RESERVED_ENV_PREFIX)
+
 
 _OVERRIDE_KEY = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_@\-]+)*"
 #: A verl Hydra override: ``key=value``, ``+key=value`` (add), ``++key=value`` (force) or ``~key[=value]``
@@ -342,6 +356,16 @@ class SchedulingSpec(ApiModel):
     """PriorityClass for the Ray pods."""
 
 
+class EnvVar(ApiModel):
+    """An environment variable set in every Ray container."""
+
+    name: str = Field(min_length=1, max_length=256, pattern=ENV_NAME_PATTERN)
+    """Variable name, e.g. NCCL_IB_HCA."""
+
+    value: str = Field(default="", max_length=32768)
+    """Literal value. Credentials belong in a Secret listed in secretRefs, not here."""
+
+
 Override = Annotated[str, Field(min_length=3, max_length=4096, pattern=OVERRIDE_PATTERN)]
 
 
@@ -381,9 +405,29 @@ class FlashRLJobSpec(ApiModel):
     secret_refs: list[DnsName] = Field(default_factory=list, max_length=16)
     """Secrets exposed as environment variables in every Ray pod (e.g. HF_TOKEN, WANDB_API_KEY)."""
 
+    env: list[EnvVar] = Field(
+        default_factory=list,
+        max_length=64,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    """Extra environment variables for every Ray container (head and GPU workers), e.g. NCCL_IB_HCA and
+    NCCL_SOCKET_IFNAME for RDMA, or NCCL_DEBUG=INFO. They take precedence over the engine defaults (HF_HOME,
+    NCCL_DEBUG, ...) and over secretRefs; GPU visibility, RAY_ADDRESS and FLASHRL_* are reserved."""
+
     dry_run: bool = False
     """Do everything up to starting verl (compose its config, bring up the Ray cluster, wait for every
     GPU to join), then finish without training: a smoke test of the node pool, images and config."""
 
     overrides: list[Override] = Field(default_factory=list, max_length=256)
     """Extra verl Hydra overrides (key=value), applied last; checked against the pinned verl config."""
+
+    @field_validator("env")
+    @classmethod
+    def _env_names_unique(cls, env: list[EnvVar]) -> list[EnvVar]:
+        # The CRD declares env a list-map keyed by name, so the API server refuses duplicates too.
+        seen: set[str] = set()
+        for var in env:
+            if var.name in seen:
+                raise ValueError(f"duplicate variable {var.name!r} (each name may appear once)")
+            seen.add(var.name)
+        return env

@@ -301,6 +301,8 @@ def _list_of_models(
     for key in ("minItems", "maxItems"):
         if key in node:
             out[key] = node[key]
+    # A list-map (items keyed by a field) is declared on the field itself.
+    out.update({k: v for k, v in node.items() if k.startswith("x-kubernetes-list-")})
     return out
 
 

@@ -67,7 +67,8 @@ def storage_mounts(spec: FlashRLJobSpec) -> list[dict[str, Any]]:
 
 
 def _env(spec: FlashRLJobSpec, extra: dict[str, str] | None = None) -> list[dict[str, str]]:
-    merged = {**pod_env(spec), **(extra or {})}
+    # spec.env overrides the engine defaults; ``extra`` holds reserved names spec.env cannot set.
+    merged = {**pod_env(spec), **{var.name: var.value for var in spec.env}, **(extra or {})}
     return [{"name": k, "value": v} for k, v in merged.items()]
 
 
