@@ -16,6 +16,7 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("flashrl.dev", "flashrljobs/status"): {"get", "patch"},
     ("ray.io", "rayjobs"): {"get", "list", "watch", "create", "patch"},
     ("ray.io", "rayclusters"): {"get"},
+    ("", "pods"): {"list"},
     ("", "configmaps"): {"get", "create", "patch"},
     ("", "serviceaccounts"): {"get", "create", "patch"},
     ("rbac.authorization.k8s.io", "roles"): {"get", "create", "patch"},

@@ -105,6 +105,9 @@ def test_demo_runs_the_whole_lifecycle() -> None:
     assert "created rayjob rl/qwen3-8b-dapo-fp8" in text
     assert "kind: RayJob" in text
     assert "step 3/150" in text
+    # The stuck GPU worker is named with the scheduler's reason, then the cluster comes up.
+    assert "condition ClusterReady=False (PodUnschedulable)" in text
+    assert "Warning PodUnschedulable" in text
 
 
 def test_demo_rejects_an_invalid_manifest(tmp_path: Path) -> None:

@@ -17,10 +17,13 @@ from operator_harness import NAMESPACE, Cluster, StartOperator, job_manifest
 from flashrl_operator.emulation import (
     CLUSTER_STARTING,
     JOBS_RESOURCE,
+    PODS_RESOURCE,
     RAY_CLUSTERS_RESOURCE,
     RAY_JOBS_RESOURCE,
     SUBMITTED,
     eventually,
+    image_pull_backoff,
+    unschedulable,
 )
 
 pytestmark = pytest.mark.kmock
@@ -167,3 +170,68 @@ async def test_a_refused_cluster_read_falls_back_to_the_ray_job(
         if r.headers.get("User-Agent") == "flashrl-operator"
     ]
     assert tried, "the operator never tried to read the RayCluster"
+
+
+NO_GPU = "0/4 nodes are available: 4 Insufficient nvidia.com/gpu. preemption: 0/4 nodes are available."
+
+
+async def test_pods_that_cannot_start_are_named_with_the_cause(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    """The scheduler and kubelet explain on the pods; the job says which pod and why while Starting.
+
+    The emulated KubeRay also plays the scheduler and kubelet here (``stuck_pod``). Pods are not
+    watched: the detail arrives with the periodic resync, shortened for the test.
+    """
+    await start_operator(resync_interval=1.0)
+    await cluster.api.create(JOBS_RESOURCE, job_manifest("nu"))
+    await cluster.wait_for(RAY_JOBS_RESOURCE, "nu")
+    await cluster.kuberay.set_status(NAMESPACE, "nu", CLUSTER_STARTING)
+    await cluster.kuberay.cluster_pods(NAMESPACE, "nu", head_ready=True, ready_workers=0)
+    await wait_cluster_ready(
+        cluster, "nu", "False", "ClusterStarting", "head pod ready, 0/1 GPU workers ready"
+    )
+
+    worker = await cluster.kuberay.stuck_pod(NAMESPACE, "nu", unschedulable(NO_GPU))
+    status = await wait_cluster_ready(cluster, "nu", "False", "PodUnschedulable", NO_GPU)
+    assert (status["phase"], status["reason"]) == ("Starting", "PodUnschedulable")
+    assert status["message"] == (
+        "Creating the Ray cluster: head pod ready, 0/1 GPU workers ready; "
+        f"GPU worker pod {worker}: PodUnschedulable: {NO_GPU}"
+    )
+
+    # A second cause: the more actionable one leads, both pods are named.
+    other = await cluster.kuberay.stuck_pod(NAMESPACE, "nu", image_pull_backoff("ray-worker", "trainer:typo"))
+    status = await wait_cluster_ready(
+        cluster, "nu", "False", "ImagePullFailed", 'Back-off pulling image "trainer:typo"'
+    )
+    assert status["reason"] == "ImagePullFailed"
+    assert status["message"].index(other) < status["message"].index(worker)
+
+    async def warned() -> list[str] | None:
+        reasons = [e["reason"] for e in await cluster.events_for("nu") if e.get("type") == "Warning"]
+        return reasons if {"PodUnschedulable", "ImagePullFailed"} <= set(reasons) else None
+
+    reasons = await eventually(warned, "a Warning Event per new cause")
+    assert reasons.count("PodUnschedulable") == 1  # once per new cause, not on every resync
+
+    # Fixed: KubeRay recreates the pods and they come up; nothing is left of the diagnosis.
+    await cluster.kuberay.delete_pods(NAMESPACE, "nu")
+    await cluster.kuberay.cluster_pods(NAMESPACE, "nu", head_ready=True, ready_workers=1)
+    status = await wait_cluster_ready(cluster, "nu", "True", "AllPodsReady", "all pods ready")
+    assert status.get("reason") is None
+    assert "PodUnschedulable" not in status["message"] and "ImagePullFailed" not in status["message"]
+
+    # The operator only lists pods, always narrowed to this cluster's label.
+    ray_job = await cluster.api.get(RAY_JOBS_RESOURCE, NAMESPACE, "nu")
+    assert ray_job is not None
+    by_operator = [
+        r
+        for r in cluster.server[kmock.resource(PODS_RESOURCE)]
+        if r.headers.get("User-Agent") == "flashrl-operator"
+    ]
+    assert by_operator
+    assert {r.action for r in by_operator} == {kmock.action.LIST}
+    assert {r.params.get("labelSelector") for r in by_operator} == {
+        f"ray.io/cluster={ray_job['status']['rayClusterName']}"
+    }

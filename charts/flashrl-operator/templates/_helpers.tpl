@@ -95,6 +95,11 @@ namespaced Role (watchNamespaces mode). No wildcards.
 - apiGroups: ["ray.io"]
   resources: ["rayclusters"]
   verbs: ["get"]
+# The RayCluster's pods, listed by the ray.io/cluster label only while the cluster is starting,
+# so ClusterReady can say why a pod is not (Unschedulable, image pull, missing Secret).
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list"]
 # Per-job ConfigMap (spec + verl overrides) and the launcher's ServiceAccount.
 - apiGroups: [""]
   resources: ["configmaps", "serviceaccounts"]

@@ -79,7 +79,9 @@ class FlashRLJobStatus(ApiModel):
 
     reason: str | None = None
     """Failure reason, copied from KubeRay (AppFailed, DeadlineExceeded, PreRunningDeadlineExceeded,
-    SubmissionFailed, ...) or our own (InvalidSpec, ImmutableFieldChanged, ...)."""
+    SubmissionFailed, ...) or our own (InvalidSpec, ImmutableFieldChanged, ...); or, while Starting,
+    what keeps the Ray pods from starting (PodUnschedulable, ImagePullFailed, ContainerConfigError,
+    ContainerCrashLooping)."""
 
     message: str | None = None
     """Human-readable detail for the phase or failure."""

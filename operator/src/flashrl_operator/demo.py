@@ -4,9 +4,10 @@ The operator here is the real one (the same kopf handlers, reconciler and status
 a cluster). Its surroundings are emulated in-process and the output says so: the Kubernetes API
 server is kmock's in-memory emulator on 127.0.0.1, and KubeRay (plus the launcher's progress
 reports) is played by :class:`~flashrl_operator.emulation.KubeRayStandIn`, which creates the RayCluster
-and patches RayJob and RayCluster status the way KubeRay would (there are no pods: their startup is
-made up step by step). Every wait has a deadline; on any failure the demo says what it was
-waiting for and exits non-zero. It always stops the operator thread and the server.
+and patches RayJob and RayCluster status the way KubeRay would (their pods' startup is made up step by
+step; the one pod that exists is a GPU worker the emulated scheduler cannot place for a while).
+Every wait has a deadline; on any failure the demo says what it was waiting for and exits non-zero.
+It always stops the operator thread and the server.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from flashrl_operator.emulation import (
     EmulatedApiServer,
     KubeRayStandIn,
     eventually,
+    unschedulable,
     watch_started,
 )
 from flashrl_operator.handlers import OperatorConfig
@@ -104,6 +106,10 @@ class DemoFailedError(Exception):
     """The lifecycle did not complete; the message says where it stopped."""
 
 
+#: What the scheduler says when every GPU node is busy (the demo's one stuck pod).
+NO_FREE_GPU: Final = "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+
+
 async def _lifecycle(manifest: dict[str, Any], out: TextIO, deadline: float) -> None:
     namespace = str(manifest["metadata"].get("namespace") or "default")
     manifest = {**manifest, "metadata": {**manifest["metadata"], "namespace": namespace}}
@@ -112,8 +118,8 @@ async def _lifecycle(manifest: dict[str, Any], out: TextIO, deadline: float) -> 
         url = str(http.url).rstrip("/")
         print(
             "NOTE: the Kubernetes API server and KubeRay are EMULATED in this demo "
-            f"(kmock's in-memory API server at {url}; the RayCluster and RayJob/RayCluster status are\n"
-            "      made the way KubeRay would, with no pods behind them).\n"
+            f"(kmock's in-memory API server at {url}; the RayCluster, its status and one stuck pod are\n"
+            "      made the way KubeRay and the scheduler would; no container runs).\n"
             "      The operator is the real one: the same handlers, reconciler and status mapping as "
             "in a cluster.\n",
             file=out,
@@ -127,6 +133,8 @@ async def _lifecycle(manifest: dict[str, Any], out: TextIO, deadline: float) -> 
             scanning=False,
             retry_delay=0.5,
             request_timeout=10.0,
+            # Pods are not watched: a stuck pod shows up at the next resync, every second here.
+            resync_interval=1.0,
         )
         operator = OperatorThread(config)
         api = ApiClient(url)
@@ -209,7 +217,14 @@ async def _play(
     timeline.say("KubeRay (emulated)", "RayCluster status: head pod ready")
     await kuberay.cluster_pods(namespace, name, head_ready=True, ready_workers=0)
     await until("ClusterReady to show the head pod ready", cluster_says("head pod ready"))
-    timeline.say("KubeRay (emulated)", f"RayCluster status: {workers}/{workers} GPU worker pods ready")
+    timeline.say("scheduler (emulated)", f"a GPU worker pod does not fit yet: {NO_FREE_GPU}")
+    await kuberay.stuck_pod(namespace, name, unschedulable(NO_FREE_GPU))
+    await until("the job to name the unschedulable pod", lambda s: s.get("reason") == "PodUnschedulable")
+    timeline.say(
+        "KubeRay (emulated)",
+        f"GPU nodes free up; RayCluster status: {workers}/{workers} GPU worker pods ready",
+    )
+    await kuberay.delete_pods(namespace, name)
     await kuberay.cluster_pods(namespace, name, head_ready=True, ready_workers=workers)
     await until("ClusterReady=True", ready)
     steps: list[tuple[str, dict[str, Any], str, Any]] = [

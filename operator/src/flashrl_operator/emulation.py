@@ -7,8 +7,9 @@ KubeRay either: :class:`KubeRayStandIn` patches RayJob status the way KubeRay wo
 (``jobDeploymentStatus``, ``jobStatus``, ``reason``, ``message``), creates the RayJob's RayCluster
 and walks its status through pod startup (conditions, replica counts, mirrored into the RayJob's
 ``status.rayClusterStatus``), and reports training progress the way the launcher in the head pod
-would, so the operator's reactions can be watched end to end. No pods exist: the RayCluster status
-is made up step by step by whoever drives the stand-in.
+would, so the operator's reactions can be watched end to end. The RayCluster status is made up step
+by step by whoever drives the stand-in; pods exist only when it is told to make one that cannot start
+(:meth:`KubeRayStandIn.stuck_pod`, with the status the scheduler or kubelet would have written).
 
 kmock is a test dependency (the ``dev`` extra); this module imports it and is only imported by
 ``flashrl demo``, ``python -m bench`` and the integration tests.
@@ -36,6 +37,7 @@ from flashrl_api import GROUP, KIND, PLURAL, SINGULAR, VERSION
 JOBS_RESOURCE: Final = f"{GROUP}/{VERSION}/{PLURAL}"
 RAY_JOBS_RESOURCE: Final = "ray.io/v1/rayjobs"
 RAY_CLUSTERS_RESOURCE: Final = "ray.io/v1/rayclusters"
+PODS_RESOURCE: Final = "v1/pods"
 ALL_VERBS: Final = {"get", "list", "watch", "create", "patch", "update", "delete"}
 
 T = TypeVar("T")
@@ -143,6 +145,20 @@ class EmulatedApiServer(kmock.KubernetesEmulator):
     async def _serve_update(self, request: kmock.Request) -> kmock.Payload:
         obj = self._exact(request)
         return obj.last.raw if obj is not None else await super()._serve_update(request)
+
+    async def _serve_list(self, request: kmock.Request) -> kmock.Payload:
+        """kmock's list, narrowed by an equality ``labelSelector`` (``a=b,c=d``) as the API server does."""
+        payload = await super()._serve_list(request)
+        selector = request.params.get("labelSelector") or ""
+        wanted = dict(term.split("=", 1) for term in selector.split(",") if "=" in term)
+        if not wanted or not isinstance(payload, dict):
+            return payload
+        items = [
+            item
+            for item in payload.get("items") or []
+            if all(((item.get("metadata") or {}).get("labels") or {}).get(k) == v for k, v in wanted.items())
+        ]
+        return {**payload, "items": items}
 
 
 def object_path(
@@ -307,6 +323,31 @@ def desired_worker_replicas(ray_job: Mapping[str, Any]) -> int:
     )
 
 
+def unschedulable(message: str) -> dict[str, Any]:
+    """A pod status as the scheduler leaves it when no node fits."""
+    condition = {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": message,
+        "lastTransitionTime": _now(),
+    }
+    return {"phase": "Pending", "conditions": [condition]}
+
+
+def image_pull_backoff(container: str, image: str) -> dict[str, Any]:
+    """A pod status as the kubelet leaves it when the image cannot be pulled."""
+    message = f'Back-off pulling image "{image}"'
+    waiting = {"reason": "ImagePullBackOff", "message": message}
+    return {
+        "phase": "Pending",
+        "conditions": [{"type": "PodScheduled", "status": "True"}],
+        "containerStatuses": [
+            {"name": container, "ready": False, "restartCount": 0, "state": {"waiting": waiting}}
+        ],
+    }
+
+
 class KubeRayStandIn:
     """Plays KubeRay's (and the launcher's) part: tests patch RayJob status the way KubeRay would.
 
@@ -395,6 +436,50 @@ class KubeRayStandIn:
             replica_failure=(reason, message),
         )
         return await self._patch_cluster(namespace, cluster, new, ray_job)
+
+    async def stuck_pod(
+        self, namespace: str, ray_job: str, pod_status: Mapping[str, Any], *, node_type: str = "worker"
+    ) -> str:
+        """A pod of the RayJob's cluster that cannot start, as KubeRay names and labels it.
+
+        ``pod_status`` is what the scheduler or the kubelet wrote (see :func:`unschedulable` and
+        :func:`image_pull_backoff`); neither exists here, so the stand-in writes it. Returns the name.
+        """
+        cluster = await self._ensure_cluster(namespace, ray_job)
+        cluster_name = cluster["metadata"]["name"]
+        suffix = "".join(secrets.choice(_NAME_ALPHABET) for _ in range(5))
+        group = "head" if node_type == "head" else "gpu-worker"
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": f"{cluster_name}-{group}-{suffix}",
+                "namespace": namespace,
+                "labels": {
+                    "ray.io/cluster": cluster_name,
+                    "ray.io/node-type": node_type,
+                    "ray.io/group": "headgroup" if node_type == "head" else "gpu",
+                },
+            },
+            "spec": {"containers": [{"name": f"ray-{node_type}", "image": "trainer"}]},
+        }
+        created = await self._api.create(PODS_RESOURCE, pod)
+        name = str(created["metadata"]["name"])
+        await self._api.patch(
+            PODS_RESOURCE, namespace, name, {"status": dict(pod_status)}, subresource="status"
+        )
+        return name
+
+    async def delete_pods(self, namespace: str, ray_job: str) -> None:
+        """Delete every pod of the RayJob's cluster (e.g. once the cause is fixed KubeRay recreates them)."""
+        cluster = await self._find_cluster(namespace, ray_job)
+        if cluster is None:
+            return
+        for pod in await self._api.list(PODS_RESOURCE, namespace):
+            if ((pod.get("metadata") or {}).get("labels") or {}).get("ray.io/cluster") == cluster["metadata"][
+                "name"
+            ]:
+                await self._api.delete(PODS_RESOURCE, namespace, pod["metadata"]["name"])
 
     async def _find_cluster(self, namespace: str, ray_job: str) -> dict[str, Any] | None:
         for item in await self._api.list(RAY_CLUSTERS_RESOURCE, namespace):

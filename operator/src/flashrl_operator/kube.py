@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime
 import json
 import logging
+import urllib.parse
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -63,6 +64,8 @@ RAY_JOB: Final = Resource("ray.io/v1", "RayJob", "rayjobs")
 #: Created by KubeRay for a RayJob; the operator only reads it (``get``) for ClusterReady.
 RAY_CLUSTER: Final = Resource("ray.io/v1", "RayCluster", "rayclusters")
 EVENT: Final = Resource("v1", "Event", "events")
+#: The RayCluster's pods; the operator only lists them (``list``) while a cluster is starting.
+POD: Final = Resource("v1", "Pod", "pods")
 
 #: Every kind the operator reads or writes (the RBAC in docs/operator.md lists the same).
 RESOURCES: Final[dict[tuple[str, str], Resource]] = {
@@ -76,6 +79,7 @@ RESOURCES: Final[dict[tuple[str, str], Resource]] = {
         RAY_CLUSTER,
         FLASHRL_JOB,
         EVENT,
+        POD,
     )
 }
 
@@ -198,6 +202,19 @@ class KubeClient:
             if exc.status == 404:
                 return None
             raise
+
+    async def list_objects(
+        self, resource: Resource, namespace: str, label_selector: str
+    ) -> list[dict[str, Any]]:
+        """Objects of one namespace matching ``label_selector`` (an empty list when there are none)."""
+        query = urllib.parse.urlencode({"labelSelector": label_selector})
+        body = await self._request(
+            "GET",
+            f"{resource.path(namespace)}?{query}",
+            f"list {resource.plural} in {namespace} ({label_selector})",
+        )
+        items = body.get("items")
+        return [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []
 
     async def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         """Create ``obj``; raises :class:`ConflictError` if it exists."""

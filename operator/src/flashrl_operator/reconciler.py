@@ -24,6 +24,7 @@ from flashrl_operator.children import SPEC_ANNOTATION, drift_patch, immutable_ch
 from flashrl_operator.conditions import find_condition
 from flashrl_operator.kube import (
     FLASHRL_JOB,
+    POD,
     RAY_CLUSTER,
     RAY_JOB,
     ConflictError,
@@ -34,6 +35,7 @@ from flashrl_operator.kube import (
     resource_of,
 )
 from flashrl_operator.metrics import OperatorMetrics, parse_time
+from flashrl_operator.pod_diagnosis import CLUSTER_LABEL, POD_PROBLEM_REASONS, PodProblem, pod_problems
 from flashrl_operator.render import render
 from flashrl_operator.status_mapping import (
     REASON_CHILD_REJECTED,
@@ -45,6 +47,7 @@ from flashrl_operator.status_mapping import (
     is_final,
     phase_changed,
     should_read_cluster,
+    should_read_pods,
     status_patch,
 )
 
@@ -81,6 +84,7 @@ class Reconciler:
         self._first_seen: dict[str, datetime.datetime] = {}
         self._override_cache: dict[tuple[str, ...], list[str]] = {}
         self._cluster_read_refused = False
+        self._pods_read_refused = False
 
     async def reconcile(self, namespace: str, name: str) -> None:
         """Reconcile the job ``namespace/name`` if it still exists.
@@ -200,6 +204,7 @@ class Reconciler:
             immutable = immutable_changes(recorded if isinstance(recorded, str) else None, job.spec.to_wire())
 
         ray_view = RayJobView.of(ray_live) if ray_live is not None else None
+        cluster_view = await self._ray_cluster(namespace, ray_view, previous)
         obs = Observation(
             generation=generation,
             rejected=rejected,
@@ -208,7 +213,8 @@ class Reconciler:
             queued=queued,
             ray_job_name=ray_job_name,
             ray_job=ray_view,
-            ray_cluster=await self._ray_cluster(namespace, ray_view, previous),
+            ray_cluster=cluster_view,
+            pod_problems=await self._pod_problems(namespace, ray_view, cluster_view),
             previous=previous,
         )
         await self._write_status(body, previous, desired_status(obs, now), uid, created)
@@ -232,6 +238,26 @@ class Reconciler:
                 logger.warning("Cannot read RayClusters (%s); ClusterReady comes from the RayJob alone", exc)
             return None
         return RayClusterView.of(live) if live is not None else None
+
+    async def _pod_problems(
+        self, namespace: str, ray_job: RayJobView | None, cluster: RayClusterView | None
+    ) -> tuple[PodProblem, ...]:
+        """Why the starting cluster's pods are not ready (one LIST by label), or nothing.
+
+        Like the RayCluster read, a refused LIST (RBAC from an older chart) only costs the detail.
+        """
+        if cluster is None or not cluster.name or not should_read_pods(ray_job, cluster):
+            return ()
+        try:
+            pods = await self._kube.list_objects(POD, namespace, f"{CLUSTER_LABEL}={cluster.name}")
+        except RejectedError as exc:
+            if not self._pods_read_refused:
+                self._pods_read_refused = True
+                logger.warning(
+                    "Cannot list pods (%s); ClusterReady will not say why pods are not starting", exc
+                )
+            return ()
+        return pod_problems(pods)
 
     async def _write_status(
         self,
@@ -261,3 +287,8 @@ class Reconciler:
             await self._kube.post_event(
                 involved, "Warning", REASON_IMMUTABLE, str(new_accepted.get("message"))
             )
+        blocked = desired.get("reason")
+        if blocked in POD_PROBLEM_REASONS and previous.get("reason") != blocked:
+            # Still Starting (no phase Event), but a pod cannot start: say so once per new cause.
+            logger.warning("FlashRLJob %s/%s: %s", namespace, name, desired.get("message"))
+            await self._kube.post_event(involved, "Warning", str(blocked), str(desired.get("message") or ""))

@@ -21,6 +21,7 @@ from typing import Any
 
 from flashrl_api import TERMINAL_PHASES, Phase
 from flashrl_operator.conditions import Verdict, merge_conditions, truncate
+from flashrl_operator.pod_diagnosis import POD_PROBLEM_REASONS, PodProblem, problems_summary
 
 #: KubeRay ``jobDeploymentStatus`` values (``rayjob_types.go``).
 DEPLOYMENT_INITIALIZING = "Initializing"
@@ -253,6 +254,22 @@ def should_read_cluster(rj: RayJobView | None, previous: Mapping[str, Any]) -> b
     )
 
 
+def should_read_pods(rj: RayJobView | None, rc: RayClusterView | None) -> bool:
+    """Whether the cluster's pods are worth a LIST: it is starting and not every pod is ready yet.
+
+    Once KubeRay has seen every pod ready (or submitted the job) pod problems no longer decide the
+    status, so a running job costs no pod reads.
+    """
+    return (
+        rj is not None
+        and rc is not None
+        and rj.deployment in (DEPLOYMENT_INITIALIZING, DEPLOYMENT_WAITING)
+        and not rc.all_pods_ready
+        and not rc.suspending.true
+        and not rc.suspended.true
+    )
+
+
 @dataclass(frozen=True)
 class Observation:
     """Everything one reconcile learned that the status depends on."""
@@ -283,6 +300,9 @@ class Observation:
 
     ray_cluster: RayClusterView | None = None
     """The RayCluster the RayJob names, or ``None`` (not named yet, not read, or gone)."""
+
+    pod_problems: tuple[PodProblem, ...] = ()
+    """Why some of the cluster's pods are not starting (read only while the cluster starts)."""
 
     previous: Mapping[str, Any] = field(default_factory=dict)
     """The status as last written (any keys; only owned ones are read)."""
@@ -365,11 +385,23 @@ def _ray_phase(obs: Observation, rj: RayJobView) -> PhaseDecision:
             "Starting", "Retrying", rj.message or "Retrying after a failure with a new Ray cluster"
         )
     if dep in (DEPLOYMENT_INITIALIZING, DEPLOYMENT_WAITING):
+        if obs.pod_problems and obs.ray_cluster is not None and not obs.ray_cluster.replica_failure.true:
+            return PhaseDecision(
+                "Starting", obs.pod_problems[0].reason, _pods_message(obs.ray_cluster, obs.pod_problems)
+            )
         return PhaseDecision("Starting", REASON_CLUSTER_STARTING, _starting_message(obs.ray_cluster))
     # No deployment status yet: KubeRay has not seen the RayJob (or is not installed).
     if rj.spec_suspend and (obs.suspend_requested or obs.queued):
         return _suspended(obs)
     return PhaseDecision("Pending", "WaitingForKubeRay", "RayJob created; waiting for KubeRay to act on it")
+
+
+def _pods_message(rc: RayClusterView, problems: tuple[PodProblem, ...]) -> str:
+    """Progress and what blocks it.
+
+    E.g. ``Creating the Ray cluster: head pod ready, 0/1 GPU workers ready; GPU worker pod x: ...``.
+    """
+    return f"Creating the Ray cluster: {cluster_progress(rc)}; {problems_summary(problems)}"
 
 
 def _starting_message(rc: RayClusterView | None) -> str:
@@ -413,7 +445,7 @@ def cluster_ready_check(obs: Observation, decision: PhaseDecision) -> Verdict:
     if decision.phase == "Suspended":
         return Verdict("False", "ClusterSuspended", "The Ray cluster is deleted while the job is suspended")
     if obs.ray_cluster is not None:
-        verdict = cluster_status_check(obs.ray_cluster, rj)
+        verdict = cluster_status_check(obs.ray_cluster, rj, obs.pod_problems)
         if verdict is not None:
             return verdict
     if rj.deployment == DEPLOYMENT_RUNNING or (
@@ -424,11 +456,14 @@ def cluster_ready_check(obs: Observation, decision: PhaseDecision) -> Verdict:
     return Verdict("False", REASON_CLUSTER_STARTING, "Waiting for the Ray cluster's pods to be ready")
 
 
-def cluster_status_check(rc: RayClusterView, rj: RayJobView) -> Verdict | None:
-    """ClusterReady from the RayCluster's conditions; ``None`` when they do not decide it.
+def cluster_status_check(
+    rc: RayClusterView, rj: RayJobView, problems: tuple[PodProblem, ...] = ()
+) -> Verdict | None:
+    """ClusterReady from the RayCluster's conditions and its pods; ``None`` when they do not decide it.
 
     A ReplicaFailure wins (the cluster is not whole, whatever it was before). Once the RayJob runs,
-    KubeRay already judged the cluster ready, so missing pod information cannot undo that.
+    KubeRay already judged the cluster ready, so missing pod information cannot undo that. Before
+    that, a pod problem (unschedulable, image pull, container config) names the pod and the cause.
     """
     if rc.replica_failure.true:
         return Verdict("False", REASON_REPLICA_FAILURE, replica_failure_message(rc))
@@ -436,6 +471,8 @@ def cluster_status_check(rc: RayClusterView, rj: RayJobView) -> Verdict | None:
         return Verdict("False", "ClusterSuspended", f"RayCluster {rc.name} is suspended")
     if rc.all_pods_ready:
         return Verdict("True", REASON_ALL_PODS_READY, _ready_message(rc))
+    if problems and rj.deployment != DEPLOYMENT_RUNNING:
+        return Verdict("False", problems[0].reason, f"RayCluster {rc.name}: {problems_summary(problems)}")
     if rj.deployment == DEPLOYMENT_RUNNING or not rc.reports_pods:
         return None
     return Verdict("False", REASON_CLUSTER_STARTING, f"RayCluster {rc.name}: {cluster_progress(rc)}")
@@ -508,7 +545,7 @@ def desired_status(obs: Observation, now: str) -> dict[str, Any]:
         "dashboardUrl": keep("dashboardUrl", rj.dashboard_url if rj else None),
         "startTime": keep("startTime", rj.start_time if rj else None),
         "completionTime": completion,
-        "reason": decision.reason if decision.is_failure else None,
+        "reason": decision.reason if decision.is_failure or decision.reason in POD_PROBLEM_REASONS else None,
         "message": truncate(decision.message, MAX_STATUS_MESSAGE),
     }
     return status
