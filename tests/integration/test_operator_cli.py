@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
 import os
 import signal
@@ -10,12 +11,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import kmock
 import pytest
 import yaml
 from operator_harness import NAMESPACE, Cluster, StartOperator, job_manifest
 
 from flashrl_operator.demo import run_demo
-from flashrl_operator.emulation import JOBS_RESOURCE, RAY_JOBS_RESOURCE, eventually, free_port
+from flashrl_operator.emulation import JOBS_RESOURCE, RAY_JOBS_RESOURCE, ApiClient, eventually, free_port
 
 pytestmark = pytest.mark.kmock
 
@@ -79,6 +81,76 @@ async def test_operator_command_uses_kubeconfig_and_watches_one_namespace(
             pytest.fail(f"flashrl operator did not stop on SIGTERM:\n{output.decode()[-2000:]}")
     assert proc.returncode == 0, output.decode()[-2000:]
     assert b'"message"' in output  # --log-format json
+
+
+#: A kubeconfig credential plugin, as EKS's `aws eks get-token` behaves: prints an ExecCredential
+#: with the current token (from a file the test rotates) and counts its calls.
+TOKEN_PLUGIN = """
+import json, pathlib
+here = pathlib.Path(__file__).parent
+with (here / "calls").open("a") as calls:
+    calls.write("x")
+print(json.dumps({"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",
+                  "status": {"token": (here / "token").read_text().strip(),
+                             "expirationTimestamp": "2099-01-01T00:00:00Z"}}))
+"""
+
+
+async def test_operator_command_gets_tokens_from_a_kubeconfig_exec_plugin(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """An EKS/GKE-style kubeconfig: no token in it, a command that prints one; then the token rotates."""
+    plugin = tmp_path / "get-token"
+    plugin.write_text(f"#!{sys.executable}\n{TOKEN_PLUGIN}")
+    plugin.chmod(0o755)
+    (tmp_path / "token").write_text("token-1")
+    write_kubeconfig(tmp_path / "kubeconfig", cluster.url.rstrip("/"))
+    config = yaml.safe_load((tmp_path / "kubeconfig").read_text())
+    config["users"] = [
+        {
+            "name": "u",
+            "user": {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "./get-token"}},
+        }
+    ]
+    (tmp_path / "kubeconfig").write_text(yaml.safe_dump(config))
+    # The emulated API server now checks bearer tokens; the test itself uses an admin token.
+    cluster.server.accepted_tokens = frozenset({"admin", "token-1"})
+    admin = ApiClient(cluster.url, token="admin")
+    as_admin = dataclasses.replace(cluster, api=admin)
+    env = {**os.environ, "KUBECONFIG": str(tmp_path / "kubeconfig")}
+    cmd = [sys.executable, "-m", "flashrl_operator.cli", "operator", "--metrics-port", str(free_port())]
+    cmd += ["--health-port", str(free_port())]
+    proc = subprocess.Popen(  # noqa: ASYNC220  (started once; waited for in a thread)
+        cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    try:
+        await admin.create(JOBS_RESOURCE, job_manifest("before-rotation"))
+        await as_admin.wait_phase("before-rotation", "Pending")
+        assert (tmp_path / "calls").read_text()  # the plugin was run
+
+        # The token rotates: the old one is refused from now on, the plugin hands out the new one.
+        (tmp_path / "token").write_text("token-2")
+        cluster.server.accepted_tokens = frozenset({"admin", "token-2"})
+        await admin.create(JOBS_RESOURCE, job_manifest("after-rotation"))
+        await as_admin.wait_for(RAY_JOBS_RESOURCE, "after-rotation", deadline_s=30)
+        await as_admin.wait_phase("after-rotation", "Pending")
+        # The operator's own client (not only kopf's) moved to the new token.
+        by_operator = [
+            r.headers.get("Authorization")
+            for r in cluster.server[kmock.resource(RAY_JOBS_RESOURCE)]
+            if r.headers.get("User-Agent") == "flashrl-operator"
+        ]
+        assert by_operator[0] == "Bearer token-1" and "Bearer token-2" in by_operator
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            output, _ = await asyncio.to_thread(proc.communicate, timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            output, _ = proc.communicate()
+        await admin.close()
+    assert proc.returncode == 0, output.decode()[-3000:]
+    assert len((tmp_path / "calls").read_text()) >= 2, output.decode()[-3000:]
 
 
 async def test_namespaced_operator_ignores_others(cluster: Cluster, start_operator: StartOperator) -> None:

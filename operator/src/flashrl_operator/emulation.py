@@ -77,6 +77,10 @@ class EmulatedApiServer(kmock.KubernetesEmulator):
     #: the benchmark bounds it, tests keep everything for their assertions.
     keep_requests: int | None = None
 
+    #: Bearer tokens the emulator accepts (None: it checks nothing, like kmock). With a set, any
+    #: other request is answered 401 as an API server answers an expired or unknown token.
+    accepted_tokens: frozenset[str] | None = None
+
     async def _handle(self, request: kmock.Request) -> web.StreamResponse:
         if self.keep_requests is None:
             return await self._handle_one(request)
@@ -91,6 +95,11 @@ class EmulatedApiServer(kmock.KubernetesEmulator):
             self._in_flight.discard(id(request))
 
     async def _handle_one(self, request: kmock.Request) -> web.StreamResponse:
+        if self.accepted_tokens is not None:
+            given = request.headers.get("Authorization", "")
+            if given.removeprefix("Bearer ") not in self.accepted_tokens or not given.startswith("Bearer "):
+                status = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Unauthorized"}
+                return web.json_response({**status, "message": "Unauthorized", "code": 401}, status=401)
         data = request.data
         if request.resource is not None and isinstance(data, dict):
             meta = data.setdefault("metadata", {})
@@ -178,9 +187,12 @@ def object_path(
 class ApiClient:
     """What a user's kubectl would do, over plain HTTP against the emulator."""
 
-    def __init__(self, base_url: str) -> None:
+    def __init__(self, base_url: str, token: str | None = None) -> None:
         self._base = base_url.rstrip("/")
-        self._session = aiohttp.ClientSession(headers={"Connection": "close"})
+        headers = {"Connection": "close"}
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        self._session = aiohttp.ClientSession(headers=headers)
 
     async def close(self) -> None:
         """Close the connection pool."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +21,7 @@ import kopf
 
 from flashrl_api import GROUP, KIND, PLURAL, VERSION
 from flashrl_operator.children import owner_name
+from flashrl_operator.credentials import CredentialError
 from flashrl_operator.kube import KubeClient, resolve_credentials
 from flashrl_operator.metrics import MetricsServer, OperatorMetrics
 from flashrl_operator.reconciler import Reconciler
@@ -116,19 +118,34 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
     config = ctx.config
 
+    def credentials(settings: kopf.OperatorSettings) -> kopf.ConnectionInfo | None:
+        return resolve_credentials(settings, config.server)
+
     @kopf.on.login(registry=registry)
     async def login(settings: kopf.OperatorSettings, **_: Any) -> kopf.ConnectionInfo | None:
         # An explicit login handler also disables kopf's implicit logins: no accidental clusters.
-        return resolve_credentials(settings, config.server)
+        # kopf calls it again when the credentials expire or are refused.
+        try:
+            return await asyncio.to_thread(credentials, settings)
+        except CredentialError as exc:
+            raise kopf.LoginError(str(exc)) from exc
 
     @kopf.on.startup(registry=registry)
     async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
-        info = resolve_credentials(settings, config.server)
+        try:
+            info = await asyncio.to_thread(credentials, settings)
+        except CredentialError as exc:
+            raise kopf.PermanentError(f"cannot get Kubernetes credentials: {exc}") from exc
         if info is None:
             raise kopf.PermanentError(
                 "no Kubernetes credentials: not in a pod with a service account, and no kubeconfig"
             )
-        ctx.kube = KubeClient.connect(info, config.request_timeout, config.retry_delay)
+        ctx.kube = KubeClient.connect(
+            info,
+            config.request_timeout,
+            config.retry_delay,
+            credentials=functools.partial(credentials, settings),
+        )
         ctx.reconciler = Reconciler(ctx.kube, ctx.metrics, check_overrides=config.check_overrides)
         if config.metrics_port is not None:
             ctx.metrics_server = MetricsServer(ctx.metrics, config.bind_host, config.metrics_port)

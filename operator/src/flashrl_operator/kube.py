@@ -10,20 +10,26 @@ keeps the rest of the operator pure and makes the retry policy one decision inst
   which kopf retries with backoff;
 * any other 4xx (422 validation, 403 RBAC, 400) is :class:`RejectedError`: retrying cannot help, so the
   caller reports which object and why in a condition.
+* 401 renews the credentials once and repeats the request (see :class:`KubeClient`); a second 401 is
+  transient too: the operator's credentials are at fault, not the job.
 
 Credentials come from the same place kopf's login takes them (:func:`resolve_credentials`): an
 explicit server (tests, the demo), else the pod's service account, else ``$KUBECONFIG`` and its
-current context, read when called so a changed environment is honoured.
+current context (running its ``exec`` credential plugin, if it names one), read when called so a
+changed environment or a rotated token is honoured.
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import datetime
 import json
 import logging
+import os
 import urllib.parse
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -31,6 +37,7 @@ import aiohttp
 import kopf
 
 from flashrl_api import GROUP, KIND, PLURAL, VERSION
+from flashrl_operator.credentials import CredentialError, load_exec_config, run_exec_plugin
 
 logger = logging.getLogger(__name__)
 
@@ -119,12 +126,52 @@ class RejectedError(ApiError):
 
 
 def resolve_credentials(
-    settings: kopf.OperatorSettings, server: str | None = None
+    settings: kopf.OperatorSettings, server: str | None = None, environ: Mapping[str, str] | None = None
 ) -> kopf.ConnectionInfo | None:
-    """Credentials like kubectl's: explicit server, else in-cluster service account, else kubeconfig."""
+    """Credentials like kubectl's: explicit server, else in-cluster service account, else kubeconfig.
+
+    A kubeconfig user with an ``exec`` credential plugin (EKS, GKE, AKS) gets its token or client
+    certificate, and their expiry, from running the plugin (:mod:`flashrl_operator.credentials`).
+    Blocking (it may read files and run a command): call it off the event loop.
+    Raises :class:`~flashrl_operator.credentials.CredentialError` when the plugin fails.
+    """
     if server is not None:
         return kopf.ConnectionInfo(server=server)
-    return kopf.login_with_service_account(settings=settings) or kopf.login_with_kubeconfig(settings=settings)
+    info = kopf.login_with_service_account(settings=settings)
+    if info is not None:
+        return info
+    info = kopf.login_with_kubeconfig(settings=settings)
+    if info is None:
+        return None
+    env = os.environ if environ is None else environ
+    plugin = load_exec_config(env)
+    if plugin is None:
+        return info
+    issued = run_exec_plugin(plugin, env)
+    if issued.client_certificate_data is not None:
+        info = dataclasses.replace(
+            info,
+            certificate_path=None,
+            private_key_path=None,
+            certificate_data=issued.client_certificate_data,
+            private_key_data=issued.client_key_data,
+        )
+    return dataclasses.replace(info, token=issued.token or info.token, expiration=issued.expiration)
+
+
+#: Credentials are renewed this long before they expire, so no request goes out with a stale token.
+RENEW_BEFORE_EXPIRY: Final = datetime.timedelta(seconds=60)
+
+
+def _session_for(info: kopf.ConnectionInfo, request_timeout: float) -> aiohttp.ClientSession:
+    ssl_context = info.as_ssl_context() if info.server.startswith("https") else None
+    connector = aiohttp.TCPConnector(ssl=ssl_context if ssl_context is not None else False, limit=64)
+    return aiohttp.ClientSession(
+        connector=connector,
+        headers={**info.as_http_headers(), "User-Agent": COMPONENT},
+        timeout=aiohttp.ClientTimeout(total=request_timeout),
+        trust_env=info.trust_env,
+    )
 
 
 def now_rfc3339() -> str:
@@ -133,41 +180,108 @@ def now_rfc3339() -> str:
 
 
 class KubeClient:
-    """Typed helpers for the few calls the operator makes. Create and close it in the same loop."""
+    """Typed helpers for the few calls the operator makes. Create and close it in the same loop.
 
-    def __init__(self, session: aiohttp.ClientSession, server: str, retry_delay: float = 1.0) -> None:
+    With a ``credentials`` source (see :meth:`connect`) the client renews its credentials shortly
+    before they expire and once after an HTTP 401 (a rotated service-account token, an expired
+    plugin token), then repeats the request once. Requests already in flight finish on the old
+    connection pool, which is closed when the last of them is done.
+    """
+
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        server: str,
+        retry_delay: float = 1.0,
+        *,
+        credentials: Callable[[], kopf.ConnectionInfo | None] | None = None,
+        expiration: datetime.datetime | None = None,
+        request_timeout: float = 30.0,
+    ) -> None:
         self._session = session
         self._server = server.rstrip("/")
         self._retry_delay = retry_delay
+        self._credentials = credentials
+        self._expiration = _aware(expiration)
+        self._request_timeout = request_timeout
+        self._renewals = 0
+        self._renew_lock = asyncio.Lock()
+        self._in_flight: dict[aiohttp.ClientSession, int] = {}
+        self._retired: set[aiohttp.ClientSession] = set()
 
     @classmethod
     def connect(
-        cls, info: kopf.ConnectionInfo, request_timeout: float = 30.0, retry_delay: float = 1.0
+        cls,
+        info: kopf.ConnectionInfo,
+        request_timeout: float = 30.0,
+        retry_delay: float = 1.0,
+        credentials: Callable[[], kopf.ConnectionInfo | None] | None = None,
     ) -> KubeClient:
-        """A client for ``info`` (server, CA, client certificate and key, token or basic auth)."""
-        ssl_context = info.as_ssl_context() if info.server.startswith("https") else None
-        connector = aiohttp.TCPConnector(ssl=ssl_context if ssl_context is not None else False, limit=64)
-        session = aiohttp.ClientSession(
-            connector=connector,
-            headers={**info.as_http_headers(), "User-Agent": COMPONENT},
-            timeout=aiohttp.ClientTimeout(total=request_timeout),
-            trust_env=info.trust_env,
+        """A client for ``info`` (server, CA, client certificate and key, token or basic auth).
+
+        ``credentials`` (blocking; run in a thread) gives fresh credentials when these expire or are
+        refused; typically :func:`resolve_credentials` bound to the operator's settings.
+        """
+        return cls(
+            _session_for(info, request_timeout),
+            info.server,
+            retry_delay,
+            credentials=credentials,
+            expiration=info.expiration,
+            request_timeout=request_timeout,
         )
-        return cls(session, info.server, retry_delay)
+
+    @property
+    def renewals(self) -> int:
+        """How many times the credentials were renewed."""
+        return self._renewals
 
     async def close(self) -> None:
-        """Release the connection pool."""
-        await self._session.close()
+        """Release the connection pools."""
+        for session in (*self._retired, self._session):
+            await session.close()
+        self._retired.clear()
 
-    async def _request(
-        self, method: str, path: str, what: str, body: Any = None, content_type: str | None = None
-    ) -> dict[str, Any]:
-        headers = {"Content-Type": content_type} if content_type else {}
+    async def _renew(self, seen: int, what: str) -> None:
+        """Fetch fresh credentials, unless another request already did since ``seen``."""
+        if self._credentials is None:
+            return
+        async with self._renew_lock:
+            if self._renewals != seen:
+                return
+            try:
+                info = await asyncio.to_thread(self._credentials)
+            except CredentialError as exc:
+                raise kopf.TemporaryError(
+                    f"{what}: cannot renew credentials: {exc}", delay=self._retry_delay
+                ) from exc
+            if info is None:
+                raise kopf.TemporaryError(f"{what}: no credentials to renew with", delay=self._retry_delay)
+            old, self._session = self._session, _session_for(info, self._request_timeout)
+            self._expiration = _aware(info.expiration)
+            self._renewals += 1
+            logger.info(
+                "Renewed the API credentials%s",
+                f" (valid until {info.expiration})" if info.expiration else "",
+            )
+            if self._in_flight.get(old, 0):
+                self._retired.add(old)
+            else:
+                await old.close()
+
+    def _expiring(self) -> bool:
+        return self._expiration is not None and (
+            datetime.datetime.now(datetime.UTC) >= self._expiration - RENEW_BEFORE_EXPIRY
+        )
+
+    async def _send(
+        self, method: str, path: str, what: str, body: Any, headers: Mapping[str, str]
+    ) -> tuple[int, str, str | None]:
+        session = self._session
+        self._in_flight[session] = self._in_flight.get(session, 0) + 1
         try:
-            async with self._session.request(method, self._server + path, json=body, headers=headers) as resp:
-                text = await resp.text()
-                status = resp.status
-                retry_after = resp.headers.get("Retry-After")
+            async with session.request(method, self._server + path, json=body, headers=dict(headers)) as resp:
+                return resp.status, await resp.text(), resp.headers.get("Retry-After")
         except TimeoutError:
             raise kopf.TemporaryError(
                 f"{what}: the API server did not answer in time", delay=self._retry_delay
@@ -176,6 +290,25 @@ class KubeClient:
             raise kopf.TemporaryError(
                 f"{what}: {type(exc).__name__}: {exc}", delay=self._retry_delay
             ) from exc
+        finally:
+            left = self._in_flight.pop(session) - 1
+            if left:
+                self._in_flight[session] = left
+            elif session in self._retired:
+                self._retired.discard(session)
+                await session.close()
+
+    async def _request(
+        self, method: str, path: str, what: str, body: Any = None, content_type: str | None = None
+    ) -> dict[str, Any]:
+        headers = {"Content-Type": content_type} if content_type else {}
+        if self._expiring():
+            await self._renew(self._renewals, what)
+        seen = self._renewals
+        status, text, retry_after = await self._send(method, path, what, body, headers)
+        if status == 401 and self._credentials is not None:
+            await self._renew(seen, what)
+            status, text, retry_after = await self._send(method, path, what, body, headers)
         if status < 300:
             return _json_object(text)
         payload = _json_object(text)
@@ -185,6 +318,12 @@ class KubeClient:
             raise ApiError(what, status, reason or "NotFound", message)
         if status == 409:
             raise ConflictError(what, status, reason or "AlreadyExists", message)
+        if status == 401:
+            # The operator's credentials, not the job, are at fault: never fail a job for it.
+            raise kopf.TemporaryError(
+                f"{what}: the API server refused the operator's credentials (HTTP 401): {message}",
+                delay=self._retry_delay,
+            )
         if status == 429 or status >= 500:
             delay = self._retry_delay
             if retry_after and retry_after.isdigit():
@@ -300,6 +439,13 @@ class KubeClient:
             )
         except (ApiError, kopf.TemporaryError) as exc:
             logger.warning("Event not posted: %s", exc)
+
+
+def _aware(moment: datetime.datetime | None) -> datetime.datetime | None:
+    """kopf allows naive expiry times, meaning UTC."""
+    if moment is None or moment.tzinfo is not None:
+        return moment
+    return moment.replace(tzinfo=datetime.UTC)
 
 
 def _json_object(text: str) -> dict[str, Any]:
