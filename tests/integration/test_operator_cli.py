@@ -45,6 +45,18 @@ def write_kubeconfig(path: Path, server: str) -> None:
     )
 
 
+async def stop_operator_process(proc: subprocess.Popen[bytes]) -> bytes:
+    """SIGTERM the operator and return its output; kill it (and fail) if it does not stop in time."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        output, _ = await asyncio.to_thread(proc.communicate, timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        output, _ = proc.communicate()
+        pytest.fail(f"flashrl operator did not stop on SIGTERM:\n{output.decode()[-2000:]}")
+    return bytes(output)
+
+
 async def test_operator_command_uses_kubeconfig_and_watches_one_namespace(
     cluster: Cluster, tmp_path: Path
 ) -> None:
@@ -72,13 +84,7 @@ async def test_operator_command_uses_kubeconfig_and_watches_one_namespace(
         status = await cluster.wait_phase("from-cli", "Pending")
         assert status["rayJobName"] == "from-cli"
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            output, _ = await asyncio.to_thread(proc.communicate, timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            output, _ = proc.communicate()
-            pytest.fail(f"flashrl operator did not stop on SIGTERM:\n{output.decode()[-2000:]}")
+        output = await stop_operator_process(proc)
     assert proc.returncode == 0, output.decode()[-2000:]
     assert b'"message"' in output  # --log-format json
 
@@ -142,13 +148,8 @@ async def test_operator_command_gets_tokens_from_a_kubeconfig_exec_plugin(
         ]
         assert by_operator[0] == "Bearer token-1" and "Bearer token-2" in by_operator
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            output, _ = await asyncio.to_thread(proc.communicate, timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            output, _ = proc.communicate()
         await admin.close()
+        output = await stop_operator_process(proc)
     assert proc.returncode == 0, output.decode()[-3000:]
     assert len((tmp_path / "calls").read_text()) >= 2, output.decode()[-3000:]
 
