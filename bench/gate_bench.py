@@ -34,8 +34,10 @@ from flashrl_jobs.ray_gate import connect, gate, gpu_count
 
 GPUS = 8
 ORIGIN_SLEEP = 5.0
-#: When the worker's `ray start` begins, relative to the driver.
-WORKER_DELAYS = (0.0, 3.0)
+#: When the worker's `ray start` begins, relative to the driver: together, a little late (about when a
+#: `sleep 5` ends, so either outcome), and late enough that the sleep is certainly too short (a worker
+#: pod scheduled on a node that was busy, or pulling a multi-GB image, is later still).
+WORKER_DELAYS = (0.0, 3.0, 10.0)
 
 
 def _quiet(_line: str) -> None:
@@ -133,6 +135,8 @@ def run() -> str:
             "A fixed sleep is either too short (verl fails with `Total available GPUs ... is less than total",
             "desired GPUs`) or wasted time; the gate starts the driver as soon as the GPUs are available and",
             "fails with a reason and exit code 75 after `lifecycle.gpuWaitTimeoutSeconds` otherwise.",
+            "The 3 s worker registers close to when the sleep ends, so that row's outcome for the sleep",
+            "differs from run to run (it is a race); the 10 s row is not close.",
             "",
         ]
     )
