@@ -55,7 +55,37 @@ BREAKING: dict[str, dict[str, Any]] = {
     "rollouts-divide-over-gpus": {"rollout": {"n": 5}, "resources": {"nodes": 3}},
     "overlong-buffer-fits-response": {"training": {"maxResponseLength": 1024}},
     "env-names-not-reserved": {"env": [{"name": "NCCL_DEBUG", "value": "INFO"}, {"name": "FLASHRL_SPEC"}]},
+    "node-selector-keys-are-label-keys": {
+        "resources": {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100"}}
+    },
+    "tolerations-are-consistent": {"resources": {"tolerations": [{"operator": "Exists", "value": "x"}]}},
 }
+
+#: Node selectors: valid keys (plain, prefixed, long prefix) and invalid ones (shape, length, owned key).
+NODE_SELECTOR_CHOICES: list[dict[str, str]] = [
+    {},
+    {"cloud.google.com/gke-nodepool": "h20-pool", "topology.kubernetes.io/zone": "us-east-1a"},
+    {"pool": ""},
+    {"-bad": "x"},
+    {"a/b/c": "x"},
+    {"x" * 64: "v"},
+    {"example.com/" + "x" * 63: "v"},
+    {"nvidia.com/gpu.product": "NVIDIA-H20"},
+    {"Example.com/pool": "x"},
+]
+
+#: Tolerations as Kubernetes accepts them, and the combinations it refuses.
+TOLERATION_CHOICES: list[list[dict[str, object]]] = [
+    [],
+    [{"key": "dedicated", "value": "training", "effect": "NoSchedule"}],
+    [{"operator": "Exists"}],
+    [{"key": "k", "operator": "Exists", "value": ""}],
+    [{"key": "k", "effect": "NoExecute", "tolerationSeconds": 30}],
+    [{"operator": "Exists", "value": "v"}],
+    [{"value": "v"}],
+    [{"key": "k", "tolerationSeconds": 30}],
+    [{"key": "k", "effect": "NoSchedule", "tolerationSeconds": 0}],
+]
 
 #: Reserved names, and near misses that are allowed (prefix and case matter, whole names only).
 ENV_CHOICES: list[list[dict[str, str]]] = [
@@ -95,7 +125,12 @@ def test_disabled_overlong_buffer_is_not_checked() -> None:
 def _random_spec(rng: random.Random) -> dict[str, Any]:
     return {
         "rollout": {"n": rng.choice([1, 2, 3, 5, 8, 16]), "tensorParallelSize": rng.choice([1, 2, 3, 4, 8])},
-        "resources": {"nodes": rng.choice([1, 2, 3, 4]), "gpusPerNode": rng.choice([1, 2, 4, 6, 8])},
+        "resources": {
+            "nodes": rng.choice([1, 2, 3, 4]),
+            "gpusPerNode": rng.choice([1, 2, 4, 6, 8]),
+            "nodeSelector": rng.choice(NODE_SELECTOR_CHOICES),
+            "tolerations": rng.choice(TOLERATION_CHOICES),
+        },
         "training": {
             "promptBatchSize": rng.choice([1, 8, 24, 32, 48]),
             "generationBatchSize": rng.choice([8, 32, 96]),

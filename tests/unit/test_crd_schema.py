@@ -298,6 +298,21 @@ BAD_SPECS: list[tuple[str, dict[str, Any], str]] = [
     ("pull-policy", {"images": {"pullPolicy": "Sometimes"}}, "spec.images.pullPolicy"),
     ("secret-name", {"secretRefs": ["Bad_Name"]}, "spec.secretRefs[0]"),
     ("env-name", {"env": [{"name": "NCCL-IB-HCA", "value": "mlx5_0"}]}, "spec.env[0].name"),
+    (
+        "toleration-operator",
+        {"resources": {"tolerations": [{"key": "k", "operator": "In"}]}},
+        "spec.resources.tolerations[0].operator",
+    ),
+    (
+        "toleration-effect",
+        {"resources": {"tolerations": [{"key": "k", "effect": "NoRun"}]}},
+        "spec.resources.tolerations[0].effect",
+    ),
+    (
+        "node-selector-value",
+        {"resources": {"nodeSelector": {"pool": "h20 pool"}}},
+        "spec.resources.nodeSelector.pool",
+    ),
     ("env-no-name", {"env": [{"value": "x"}]}, "spec.env[0].name"),
     ("env-unknown-key", {"env": [{"name": "A", "valueFrom": {}}]}, "spec.env[0].valueFrom"),
     ("too-many-loggers", {"training": {"loggers": ["console"] * 5}}, "spec.training.loggers"),

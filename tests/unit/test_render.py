@@ -396,6 +396,32 @@ def test_spec_env_reaches_every_ray_container_and_overrides_engine_defaults() ->
         assert container["envFrom"] == [{"secretRef": {"name": "hf-token"}}]
 
 
+def test_extra_node_labels_and_taints_reach_only_the_gpu_workers() -> None:
+    job = make_job(
+        {
+            "resources": {
+                "nodeSelector": {"cloud.google.com/gke-nodepool": "h20-reserved"},
+                "tolerations": [
+                    {"key": "dedicated", "value": "training", "effect": "NoSchedule"},
+                    {"operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+                ],
+            }
+        }
+    )
+    pod = worker_group(job)["template"]["spec"]
+    assert pod["nodeSelector"] == {
+        "cloud.google.com/gke-nodepool": "h20-reserved",
+        "nvidia.com/gpu.product": "NVIDIA-H20",
+    }
+    assert pod["tolerations"] == [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+        {"key": "dedicated", "operator": "Equal", "value": "training", "effect": "NoSchedule"},
+        {"operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+    ]
+    head = ray_job_of(job)["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
+    assert "nodeSelector" not in head and "tolerations" not in head
+
+
 def test_worker_shared_memory_is_explicit() -> None:
     pod = worker_group(make_job({"resources": {"sharedMemory": "128Gi"}}))["template"]["spec"]
     shm = [m for m in pod["containers"][0]["volumeMounts"] if m["mountPath"] == "/dev/shm"]

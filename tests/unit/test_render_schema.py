@@ -61,7 +61,13 @@ JOBS: dict[str, dict[str, Any]] = {
             "nodes": 4,
             "gpusPerNode": 8,
             "rdma": {"resourceName": "nvidia.com/hostdev", "count": 8},
+            "nodeSelector": {"cloud.google.com/gke-nodepool": "h20", "pool": ""},
+            "tolerations": [
+                {"key": "dedicated", "value": "training", "effect": "NoSchedule"},
+                {"key": "maintenance", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 600},
+            ],
         },
+        "env": [{"name": "NCCL_IB_HCA", "value": "mlx5"}],
         "images": {"trainer": "registry.local/t:1", "pullPolicy": "Always", "pullSecrets": ["a", "b"]},
         "storage": {
             "modelCache": {"claimName": "hf", "mountPath": "/models"},

@@ -69,6 +69,8 @@ BREAKING: list[tuple[str, dict[str, Any]]] = [
     ("rollouts-divide-over-gpus", {"rollout": {"n": 5}, "resources": {"gpusPerNode": 6}}),
     ("overlong-buffer-fits-response", {"training": {"maxResponseLength": 2048}}),
     ("env-names-not-reserved", {"env": [{"name": "CUDA_VISIBLE_DEVICES", "value": "0,1"}]}),
+    ("node-selector-keys-are-label-keys", {"resources": {"nodeSelector": {"pool name": "a"}}}),
+    ("tolerations-are-consistent", {"resources": {"tolerations": [{"value": "training"}]}}),
 ]
 
 

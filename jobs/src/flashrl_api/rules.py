@@ -8,10 +8,18 @@ the same inputs, so the two cannot disagree silently.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from flashrl_api.spec import RESERVED_ENV_NAMES, RESERVED_ENV_PREFIX, FlashRLJobSpec, is_reserved_env_name
+from flashrl_api.spec import (
+    GPU_PRODUCT_LABEL,
+    LABEL_KEY_PATTERN,
+    RESERVED_ENV_NAMES,
+    RESERVED_ENV_PREFIX,
+    FlashRLJobSpec,
+    is_reserved_env_name,
+)
 
 
 @dataclass(frozen=True)
@@ -28,6 +36,9 @@ class Rule:
 
 
 _RESERVED_CEL = ", ".join(f"'{name}'" for name in RESERVED_ENV_NAMES)
+
+
+_LABEL_KEY = re.compile(LABEL_KEY_PATTERN)
 
 
 def _world(spec: FlashRLJobSpec) -> int:
@@ -82,6 +93,33 @@ RULES: tuple[Rule, ...] = (
         check=lambda s: (
             (not s.training.overlong_buffer.enabled)
             or s.training.overlong_buffer.length <= s.training.max_response_length
+        ),
+    ),
+    Rule(
+        name="node-selector-keys-are-label-keys",
+        path="resources.nodeSelector",
+        cel="self.resources.nodeSelector.all(k, "
+        f"k.matches(r'{LABEL_KEY_PATTERN}') && k != '{GPU_PRODUCT_LABEL}')",
+        message=f"keys must be label keys (an optional DNS prefix and '/', then up to 63 characters), and "
+        f"{GPU_PRODUCT_LABEL} is set by resources.gpuProduct",
+        check=lambda s: all(
+            _LABEL_KEY.match(k) is not None and k != GPU_PRODUCT_LABEL for k in s.resources.node_selector
+        ),
+    ),
+    Rule(
+        name="tolerations-are-consistent",
+        path="resources.tolerations",
+        cel="self.resources.tolerations.all(t, "
+        "(t.operator == 'Exists' || (has(t.key) && t.key != '')) && "
+        "(t.operator != 'Exists' || !has(t.value) || t.value == '') && "
+        "(!has(t.tolerationSeconds) || (has(t.effect) && t.effect == 'NoExecute')))",
+        message="an Equal toleration needs a key, an Exists toleration takes no value, and "
+        "tolerationSeconds needs effect NoExecute (as Kubernetes requires)",
+        check=lambda s: all(
+            (t.operator == "Exists" or bool(t.key))
+            and (t.operator != "Exists" or not t.value)
+            and (t.toleration_seconds is None or t.effect == "NoExecute")
+            for t in s.resources.tolerations
         ),
     ),
     Rule(

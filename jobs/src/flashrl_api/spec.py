@@ -252,6 +252,39 @@ class RdmaSpec(ApiModel):
     """Devices per worker pod."""
 
 
+#: Node label set by GPU Feature Discovery, matched against resources.gpuProduct. The node selector
+#: may not set it a second time (it could only disagree).
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+
+#: A label or taint key: an optional DNS-subdomain prefix and "/", then a name of up to 63 characters.
+LABEL_KEY_PATTERN = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+#: A label or taint value (may be empty).
+LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+LabelValue = Annotated[str, Field(max_length=63, pattern=LABEL_VALUE_PATTERN)]
+
+
+class Toleration(ApiModel):
+    """A taint the GPU worker pods tolerate (Kubernetes' toleration, same fields and meaning)."""
+
+    key: str | None = Field(default=None, max_length=317, pattern=LABEL_KEY_PATTERN)
+    """Taint key; omitted with operator Exists to tolerate every taint."""
+
+    operator: Literal["Equal", "Exists"] = "Equal"
+    """Equal matches key and value; Exists matches the key (any value)."""
+
+    value: LabelValue | None = None
+    """Taint value for operator Equal."""
+
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    """Taint effect to match; omitted matches every effect."""
+
+    toleration_seconds: int | None = Field(default=None, ge=0)
+    """With effect NoExecute: how long the pod stays bound after the taint appears."""
+
+
 class ResourcesSpec(ApiModel):
     """The GPU node pool the Ray workers run on."""
 
@@ -280,6 +313,14 @@ class ResourcesSpec(ApiModel):
 
     rdma: RdmaSpec | None = None
     """Optional RDMA devices; adds the IPC_LOCK capability."""
+
+    node_selector: dict[str, LabelValue] = Field(default_factory=dict, max_length=32)
+    """Labels the GPU nodes must also have (e.g. a node pool or zone), besides the
+    nvidia.com/gpu.product label that gpuProduct sets."""
+
+    tolerations: list[Toleration] = Field(default_factory=list, max_length=32)
+    """Taints of the GPU nodes the worker pods tolerate, besides any nvidia.com/gpu taint (always
+    tolerated), e.g. a dedicated=training:NoSchedule taint on a reserved pool."""
 
     head: HeadSpec = Field(default_factory=HeadSpec)
     """The Ray head pod."""

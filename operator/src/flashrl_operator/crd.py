@@ -53,6 +53,7 @@ _KEPT_KEYWORDS: Final = (
     "maxLength",
     "minItems",
     "maxItems",
+    "maxProperties",
 )
 
 PRINTER_COLUMNS: Final[tuple[dict[str, Any], ...]] = (
@@ -190,6 +191,12 @@ def _scalar(node: Mapping[str, Any], defs: Mapping[str, Any], where: str) -> dic
         if exclusive in node:
             out[bound] = node[exclusive]
             out[exclusive] = True
+    if out["type"] == "object":
+        # A string map (e.g. a node selector): structural only with its value schema.
+        values = node.get("additionalProperties")
+        if not isinstance(values, Mapping):
+            raise CrdGenerationError(f"{where}: an object that is not a model needs typed values")
+        out["additionalProperties"] = _scalar(values, defs, f"{where}{{}}")
     if out["type"] == "array":
         items = node.get("items")
         if items is None:

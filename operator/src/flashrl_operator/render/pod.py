@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from flashrl_api import FlashRLJob, FlashRLJobSpec
-from flashrl_api.spec import VolumeSpec
+from flashrl_api.spec import GPU_PRODUCT_LABEL, VolumeSpec
 from flashrl_jobs.contract import SPEC_DIR
 from flashrl_jobs.engine_env import pod_env
 from flashrl_operator.render.labels import labels
@@ -27,8 +27,6 @@ from flashrl_operator.render.names import child_names
 HEAD_CONTAINER: Final = "ray-head"
 WORKER_CONTAINER: Final = "ray-worker"
 GPU_RESOURCE: Final = "nvidia.com/gpu"
-#: Node label set by GPU Feature Discovery.
-GPU_PRODUCT_LABEL: Final = "nvidia.com/gpu.product"
 SPEC_VOLUME: Final = "flashrl-spec"
 SHM_VOLUME: Final = "dshm"
 SHM_PATH: Final = "/dev/shm"
@@ -150,8 +148,8 @@ def worker_template(job: FlashRLJob) -> dict[str, Any]:
         container["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
     pod: dict[str, Any] = {
         "automountServiceAccountToken": False,
-        "nodeSelector": {GPU_PRODUCT_LABEL: res.gpu_product},
-        "tolerations": [dict(GPU_TOLERATION)],
+        "nodeSelector": {**res.node_selector, GPU_PRODUCT_LABEL: res.gpu_product},
+        "tolerations": [dict(GPU_TOLERATION), *(t.to_wire() for t in res.tolerations)],
         "containers": [container],
         "volumes": [
             {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": res.shared_memory}},
