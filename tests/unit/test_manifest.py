@@ -219,6 +219,21 @@ def test_pattern_mismatches_read_as_advice(spec: dict[str, Any], message: str) -
     assert message in problem.message
 
 
+@pytest.mark.parametrize("key", ["pool name", "-pool", "a/b/c", "x" * 64, "Example.com/pool", "/pool"])
+def test_node_selector_keys_must_be_label_keys(key: str) -> None:
+    _, problems = spec_problems({"resources": {"nodeSelector": {"pool": "a", key: "b"}}})
+    assert [p.path for p in problems] == ["spec.resources.nodeSelector"]
+    assert problems[0].message.startswith(f"{key!r} is not a label key")
+
+
+@pytest.mark.parametrize(
+    "key", ["pool", "cloud.google.com/gke-nodepool", "example.com/" + "x" * 63, "a_b.c-d"]
+)
+def test_label_keys_accepted(key: str) -> None:
+    _, problems = spec_problems({"resources": {"nodeSelector": {key: "v"}}})
+    assert problems == []
+
+
 def test_env_names_must_be_unique() -> None:
     env = [{"name": "NCCL_DEBUG", "value": "INFO"}, {"name": "NCCL_DEBUG", "value": "TRACE"}]
     _, problems = spec_problems({"env": env})

@@ -69,7 +69,10 @@ BREAKING: list[tuple[str, dict[str, Any]]] = [
     ("rollouts-divide-over-gpus", {"rollout": {"n": 5}, "resources": {"gpusPerNode": 6}}),
     ("overlong-buffer-fits-response", {"training": {"maxResponseLength": 2048}}),
     ("env-names-not-reserved", {"env": [{"name": "CUDA_VISIBLE_DEVICES", "value": "0,1"}]}),
-    ("node-selector-keys-are-label-keys", {"resources": {"nodeSelector": {"pool name": "a"}}}),
+    (
+        "node-selector-leaves-gpu-product-to-gpu-product",
+        {"resources": {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H20"}}},
+    ),
     ("tolerations-are-consistent", {"resources": {"tolerations": [{"value": "training"}]}}),
 ]
 

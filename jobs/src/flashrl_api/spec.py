@@ -11,6 +11,7 @@ Field docstrings become the CRD descriptions shown by ``kubectl explain``.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
@@ -263,6 +264,7 @@ LABEL_KEY_PATTERN = (
 )
 #: A label or taint value (may be empty).
 LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+_LABEL_KEY = re.compile(LABEL_KEY_PATTERN)
 LabelValue = Annotated[str, Field(max_length=63, pattern=LABEL_VALUE_PATTERN)]
 
 
@@ -324,6 +326,18 @@ class ResourcesSpec(ApiModel):
 
     head: HeadSpec = Field(default_factory=HeadSpec)
     """The Ray head pod."""
+
+    @field_validator("node_selector")
+    @classmethod
+    def _label_keys(cls, selector: dict[str, str]) -> dict[str, str]:
+        # Checked here, not in CEL: the API server cannot bound the cost of a regex over map keys.
+        bad = [key for key in selector if _LABEL_KEY.match(key) is None]
+        if bad:
+            raise ValueError(
+                f"{bad[0]!r} is not a label key (an optional DNS subdomain prefix and '/', then a name of "
+                "at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit)"
+            )
+        return selector
 
 
 class ImagesSpec(ApiModel):
