@@ -381,6 +381,30 @@ def _cel_field_refs(cel: str) -> set[str]:
     return refs
 
 
+def test_cel_rules_iterate_only_bounded_collections() -> None:
+    """The API server estimates each rule's worst-case cost from the schema and refuses the CRD when it
+    is over budget: every collection a rule iterates needs maxItems, and its strings a maxLength."""
+    import re
+
+    schema = spec_schema()
+    iterated = 0
+    for validation in schema["x-kubernetes-validations"]:
+        for match in re.finditer(
+            r"self\.((?:[A-Za-z]+\.)*[A-Za-z]+)\.(all|exists|exists_one|map|filter)\(", validation["rule"]
+        ):
+            node = schema
+            for part in match.group(1).split("."):
+                node = node["properties"][part]
+            iterated += 1
+            assert "maxItems" in node, f"{match.group(1)} is iterated but unbounded"
+            items = node["items"]
+            strings = [items] if items.get("type") == "string" else list(items.get("properties", {}).values())
+            for leaf in strings:
+                if leaf.get("type") == "string":
+                    assert "maxLength" in leaf or "enum" in leaf, f"{match.group(1)}: unbounded string"
+    assert iterated >= 2  # env and tolerations are iterated
+
+
 def test_cel_field_refs_skip_macro_calls() -> None:
     assert _cel_field_refs("self.env.all(e, e.name != 'A') && self.training.miniBatchSize > 0") == {
         "env",
