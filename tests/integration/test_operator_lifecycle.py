@@ -12,6 +12,7 @@ from flashrl_operator.emulation import (
     SUBMITTED,
     SUCCEEDED,
     TRAINING,
+    eventually,
     failed,
 )
 
@@ -85,8 +86,6 @@ async def test_kuberay_transitions_drive_phase_conditions_and_events(
     async def cluster_ready() -> bool:
         return conditions(await cluster.status("beta"))["ClusterReady"] == ("True", "AllPodsReady")
 
-    from flashrl_operator.emulation import eventually
-
     await eventually(cluster_ready, "ClusterReady=True")
     await cluster.kuberay.set_status(NAMESPACE, "beta", TRAINING)
     status = await cluster.wait_phase("beta", "Running")
@@ -134,8 +133,6 @@ async def test_kuberay_failure_reason_is_copied(cluster: Cluster, start_operator
     assert status["message"] == "The RayJob exceeded activeDeadlineSeconds"
     assert conditions(status)["Failed"] == ("True", "DeadlineExceeded")
 
-    from flashrl_operator.emulation import eventually
-
     async def warning() -> list[dict[str, object]] | None:
         found = [e for e in await cluster.events_for("gamma") if e["type"] == "Warning"]
         return found or None
@@ -149,6 +146,36 @@ async def test_kuberay_failure_reason_is_copied(cluster: Cluster, start_operator
     status = await cluster.wait_phase("gamma", "Failed")
     assert await cluster.api.get(RAY_JOBS_RESOURCE, NAMESPACE, "gamma") is None
     assert cluster.server.creations[("rayjobs", NAMESPACE, "gamma")] == 1
+
+
+async def test_a_launcher_failure_is_named_by_its_exit_code(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    """KubeRay says AppFailed with Ray's log tail; the job says GPUWaitTimeout and the launcher's words."""
+    await start_operator()
+    await cluster.api.create(JOBS_RESOURCE, job_manifest("delta"))
+    await cluster.wait_for(RAY_JOBS_RESOURCE, "delta")
+    await cluster.kuberay.set_status(NAMESPACE, "delta", SUBMITTED)
+    await cluster.wait_phase("delta", "Starting")
+    reason = (
+        "timed out after 600s waiting for 8 available GPU(s): 0/8 GPUs registered on 0 node(s) (0 available)"
+    )
+    ray_message = (
+        "Job entrypoint command failed with exit code 75, last available logs (truncated to 20,000 chars):\n"
+        "flashrl-launch: Connecting to the Ray head at delta-head-svc:6379\n"
+        f"flashrl-launch: {reason}"
+    )
+    await cluster.kuberay.set_status(NAMESPACE, "delta", failed("AppFailed", ray_message))
+    status = await cluster.wait_phase("delta", "Failed")
+    assert status["reason"] == "GPUWaitTimeout"
+    assert status["message"] == f"flashrl-launch exited with 75: {reason}"
+    assert conditions(status)["Failed"] == ("True", "GPUWaitTimeout")
+
+    async def warning() -> list[dict[str, object]] | None:
+        found = [e for e in await cluster.events_for("delta") if e["type"] == "Warning"]
+        return found or None
+
+    assert (await eventually(warning, "a Warning event for the failure"))[0]["reason"] == "GPUWaitTimeout"
 
 
 async def test_invalid_spec_fails_with_the_field_path_and_creates_nothing(

@@ -11,6 +11,7 @@ import yaml
 from local_ray import LocalRay
 
 from flashrl_jobs import contract
+from flashrl_operator.launcher_failure import launcher_failure
 
 pytestmark = pytest.mark.ray
 
@@ -36,6 +37,14 @@ def test_times_out_with_exit_code_and_termination_message(
     message = (tmp_path / "termination-log").read_text()
     assert message.startswith("timed out after 2s waiting for 16 available GPU(s)")
     assert "never registered" in message
+    # What the operator will read: Ray's job message (the output's last lines) as KubeRay copies it.
+    ray_message = (
+        f"Job entrypoint command failed with exit code {contract.EXIT_GPU_TIMEOUT}, "
+        "last available logs (truncated to 20,000 chars):\n" + "\n".join(run.lines[-10:])
+    )
+    failure = launcher_failure(ray_message)
+    assert failure is not None
+    assert (failure.reason, failure.detail) == ("GPUWaitTimeout", message)
 
 
 def test_gate_opens_when_a_late_worker_brings_the_missing_gpus(

@@ -1,8 +1,11 @@
 """Failures the launcher reports, and where it reports them.
 
-Kubernetes shows the content of the container's termination-message file in ``kubectl describe pod``
-and in the pod status, so a launcher failure writes its one-paragraph reason there as well as to
-stderr. The operator can lift it into the FlashRLJob's status without parsing logs.
+A launcher failure prints its one-paragraph reason as its last line of output and writes it to the
+container's termination-message file. Inside a RayJob the launcher is the Ray job's driver, so the
+line is what counts: Ray puts the output's last lines into the job's message, KubeRay copies that
+into the RayJob, and the operator maps the exit code and this line to the FlashRLJob's reason
+(``flashrl_operator.launcher_failure``). The termination message serves runs where the launcher is
+the container's main process.
 """
 
 from __future__ import annotations

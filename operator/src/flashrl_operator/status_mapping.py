@@ -21,6 +21,7 @@ from typing import Any
 
 from flashrl_api import TERMINAL_PHASES, Phase
 from flashrl_operator.conditions import Verdict, merge_conditions, truncate
+from flashrl_operator.launcher_failure import launcher_failure
 from flashrl_operator.pod_diagnosis import POD_PROBLEM_REASONS, PodProblem, problems_summary
 
 #: KubeRay ``jobDeploymentStatus`` values (``rayjob_types.go``).
@@ -366,9 +367,13 @@ def _ray_phase(obs: Observation, rj: RayJobView) -> PhaseDecision:
     if dep == DEPLOYMENT_COMPLETE:
         if rj.job_status == JOB_SUCCEEDED:
             return PhaseDecision("Succeeded", "Succeeded", rj.message or "Training finished")
+        if (launcher := _launcher_failure(rj)) is not None:
+            return launcher
         reason = rj.reason or ("Stopped" if rj.job_status == JOB_STOPPED else "AppFailed")
         return PhaseDecision("Failed", reason, rj.message or f"Ray job ended as {rj.job_status or 'unknown'}")
     if dep == DEPLOYMENT_FAILED:
+        if (launcher := _launcher_failure(rj)) is not None:
+            return launcher
         return PhaseDecision("Failed", rj.reason or "Failed", rj.message or "KubeRay reported the job failed")
     if dep == DEPLOYMENT_VALIDATION_FAILED:
         return PhaseDecision(
@@ -381,6 +386,11 @@ def _ray_phase(obs: Observation, rj: RayJobView) -> PhaseDecision:
             return PhaseDecision("Running", "Running", "verl is training on the Ray cluster")
         return PhaseDecision("Starting", "Submitted", "Ray cluster is ready; the job was submitted")
     if dep == DEPLOYMENT_RETRYING:
+        failure = launcher_failure(rj.message)
+        if failure is not None:
+            return PhaseDecision(
+                "Starting", "Retrying", f"Retrying with a new Ray cluster after: {failure.describe()}"
+            )
         return PhaseDecision(
             "Starting", "Retrying", rj.message or "Retrying after a failure with a new Ray cluster"
         )
@@ -402,6 +412,19 @@ def _pods_message(rc: RayClusterView, problems: tuple[PodProblem, ...]) -> str:
     E.g. ``Creating the Ray cluster: head pod ready, 0/1 GPU workers ready; GPU worker pod x: ...``.
     """
     return f"Creating the Ray cluster: {cluster_progress(rc)}; {problems_summary(problems)}"
+
+
+def _launcher_failure(rj: RayJobView) -> PhaseDecision | None:
+    """Failed with the launcher's reason, when the Ray job failed in the launcher (or in verl).
+
+    Only for application failures: a deadline or a submission failure is KubeRay's to explain.
+    """
+    if rj.reason not in ("", "AppFailed") or rj.job_status not in ("", JOB_FAILED):
+        return None
+    failure = launcher_failure(rj.message)
+    if failure is None:
+        return None
+    return PhaseDecision("Failed", failure.reason, failure.describe())
 
 
 def _starting_message(rc: RayClusterView | None) -> str:

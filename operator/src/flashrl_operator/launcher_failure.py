@@ -1,0 +1,82 @@
+"""Why the launcher failed, read back from the RayJob's message (pure).
+
+The launcher (``flashrl-launch``) runs as the Ray job's entrypoint: a driver process inside the head
+pod, not a container's main process, so a container termination message never reaches Kubernetes
+while the cluster lives. What does reach it: when the entrypoint exits non-zero, Ray's job
+supervisor (``ray/dashboard/modules/job/job_supervisor.py``) sets the job's message to
+
+    Job entrypoint command failed with exit code 75, last available logs (truncated to 20,000 chars):
+    <the last lines of the driver's output>
+
+and KubeRay copies it into the RayJob's ``status.message``. The launcher's last line of output is
+always its reason, prefixed ``flashrl-launch: ``, and its exit code is one of
+:mod:`flashrl_jobs.contract`'s, so the FlashRLJob can say ``GPUWaitTimeout`` and the launcher's own
+words instead of KubeRay's generic ``AppFailed`` and a page of log tail.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Final
+
+from flashrl_jobs import contract
+
+#: How every launcher log line starts (``flashrl_jobs.cli.log``).
+LAUNCHER_PREFIX: Final = "flashrl-launch: "
+#: The launcher's line when verl itself failed (``flashrl_jobs.cli.train``).
+VERL_FAILED_PREFIX: Final = "verl exited with code "
+
+REASON_INVALID_CONFIG: Final = "InvalidConfig"
+REASON_RAY_UNREACHABLE: Final = "RayUnreachable"
+REASON_GPU_WAIT_TIMEOUT: Final = "GPUWaitTimeout"
+REASON_LAUNCHER_USAGE: Final = "LauncherUsage"
+REASON_TRAINER_FAILED: Final = "TrainerFailed"
+
+#: Reason per launcher exit code; any other non-zero code is verl's own.
+REASONS: Final[dict[int, str]] = {
+    contract.EXIT_USAGE: REASON_LAUNCHER_USAGE,
+    contract.EXIT_INVALID_CONFIG: REASON_INVALID_CONFIG,
+    contract.EXIT_RAY_UNREACHABLE: REASON_RAY_UNREACHABLE,
+    contract.EXIT_GPU_TIMEOUT: REASON_GPU_WAIT_TIMEOUT,
+}
+
+_EXIT_CODE = re.compile(r"entrypoint command failed with exit code (-?\d+)")
+
+
+@dataclass(frozen=True)
+class LauncherFailure:
+    """The launcher's exit code, the reason it maps to, and the launcher's last line."""
+
+    exit_code: int
+    reason: str
+    detail: str
+
+    def describe(self) -> str:
+        """E.g. ``flashrl-launch exited with 75: timed out after 600s waiting for 8 available GPU(s)``."""
+        return f"flashrl-launch exited with {self.exit_code}: {self.detail}"
+
+
+def launcher_failure(message: str) -> LauncherFailure | None:
+    """The launcher's failure in a Ray job message, or ``None`` when the message is not one.
+
+    ``None`` also when the exit code is not the launcher's and its last line is not about verl (the
+    process died some other way): then KubeRay's message is the better account.
+    """
+    found = _EXIT_CODE.search(message)
+    if found is None:
+        return None
+    code = int(found.group(1))
+    said = [
+        line.strip()[len(LAUNCHER_PREFIX) :]
+        for line in message.splitlines()
+        if line.strip().startswith(LAUNCHER_PREFIX)
+    ]
+    if not said:
+        return None
+    last = said[-1].strip()
+    if code in REASONS:
+        return LauncherFailure(code, REASONS[code], last)
+    if last.startswith(VERL_FAILED_PREFIX):
+        return LauncherFailure(code, REASON_TRAINER_FAILED, last)
+    return None
