@@ -8,7 +8,10 @@ supervisor (``ray/dashboard/modules/job/job_supervisor.py``) sets the job's mess
     Job entrypoint command failed with exit code 75, last available logs (truncated to 20,000 chars):
     <the last lines of the driver's output>
 
-and KubeRay copies it into the RayJob's ``status.message``. The launcher's last line of output is
+and KubeRay copies it into the RayJob's ``status.message`` with reason ``AppFailed`` (v1.7.0
+``ray-operator/controllers/ray/rayjob_controller.go``: ``Status.Message = jobInfo.Message``; in
+K8sJobMode a failed submitter keeps that message when the Ray job itself failed). The launcher's last
+line of output is
 always its reason, prefixed ``flashrl-launch: ``, and its exit code is one of
 :mod:`flashrl_jobs.contract`'s, so the FlashRLJob can say ``GPUWaitTimeout`` and the launcher's own
 words instead of KubeRay's generic ``AppFailed`` and a page of log tail.
