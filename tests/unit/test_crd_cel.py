@@ -59,6 +59,7 @@ BREAKING: dict[str, dict[str, Any]] = {
         "resources": {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100"}}
     },
     "tolerations-are-consistent": {"resources": {"tolerations": [{"operator": "Exists", "value": "x"}]}},
+    "head-tolerations-are-consistent": {"resources": {"head": {"tolerations": [{"value": "cpu"}]}}},
 }
 
 #: Node selectors with valid keys (key shape is a field check, see test_manifest), with and without
@@ -128,6 +129,7 @@ def _random_spec(rng: random.Random) -> dict[str, Any]:
             "gpusPerNode": rng.choice([1, 2, 4, 6, 8]),
             "nodeSelector": rng.choice(NODE_SELECTOR_CHOICES),
             "tolerations": rng.choice(TOLERATION_CHOICES),
+            "head": {"tolerations": rng.choice(TOLERATION_CHOICES)},
         },
         "training": {
             "promptBatchSize": rng.choice([1, 8, 24, 32, 48]),

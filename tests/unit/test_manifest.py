@@ -224,6 +224,8 @@ def test_node_selector_keys_must_be_label_keys(key: str) -> None:
     _, problems = spec_problems({"resources": {"nodeSelector": {"pool": "a", key: "b"}}})
     assert [p.path for p in problems] == ["spec.resources.nodeSelector"]
     assert problems[0].message.startswith(f"{key!r} is not a label key")
+    _, problems = spec_problems({"resources": {"head": {"nodeSelector": {key: "b"}}}})
+    assert [p.path for p in problems] == ["spec.resources.head.nodeSelector"]
 
 
 @pytest.mark.parametrize(

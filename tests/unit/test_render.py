@@ -422,6 +422,21 @@ def test_extra_node_labels_and_taints_reach_only_the_gpu_workers() -> None:
     assert "nodeSelector" not in head and "tolerations" not in head
 
 
+def test_the_head_can_be_placed_on_its_own_pool() -> None:
+    head_spec = {
+        "nodeSelector": {"pool": "cpu"},
+        "tolerations": [{"key": "dedicated", "value": "ray-head", "effect": "NoSchedule"}],
+    }
+    job = make_job({"resources": {"head": head_spec}})
+    head = ray_job_of(job)["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
+    assert head["nodeSelector"] == {"pool": "cpu"}
+    assert head["tolerations"] == [
+        {"key": "dedicated", "operator": "Equal", "value": "ray-head", "effect": "NoSchedule"}
+    ]
+    workers = worker_group(job)["template"]["spec"]
+    assert workers["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H20"}
+
+
 def test_worker_shared_memory_is_explicit() -> None:
     pod = worker_group(make_job({"resources": {"sharedMemory": "128Gi"}}))["template"]["spec"]
     shm = [m for m in pod["containers"][0]["volumeMounts"] if m["mountPath"] == "/dev/shm"]

@@ -62,6 +62,11 @@ JOBS: dict[str, dict[str, Any]] = {
             "gpusPerNode": 8,
             "rdma": {"resourceName": "nvidia.com/hostdev", "count": 8},
             "nodeSelector": {"cloud.google.com/gke-nodepool": "h20", "pool": ""},
+            "head": {
+                "cpu": "4",
+                "nodeSelector": {"pool": "cpu"},
+                "tolerations": [{"operator": "Exists", "effect": "NoSchedule"}],
+            },
             "tolerations": [
                 {"key": "dedicated", "value": "training", "effect": "NoSchedule"},
                 {"key": "maintenance", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 600},

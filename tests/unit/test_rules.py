@@ -74,6 +74,10 @@ BREAKING: list[tuple[str, dict[str, Any]]] = [
         {"resources": {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H20"}}},
     ),
     ("tolerations-are-consistent", {"resources": {"tolerations": [{"value": "training"}]}}),
+    (
+        "head-tolerations-are-consistent",
+        {"resources": {"head": {"tolerations": [{"key": "k", "tolerationSeconds": 5}]}}},
+    ),
 ]
 
 

@@ -8,7 +8,7 @@ the same inputs, so the two cannot disagree silently.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from flashrl_api.spec import (
@@ -16,6 +16,7 @@ from flashrl_api.spec import (
     RESERVED_ENV_NAMES,
     RESERVED_ENV_PREFIX,
     FlashRLJobSpec,
+    Toleration,
     is_reserved_env_name,
 )
 
@@ -38,6 +39,32 @@ _RESERVED_CEL = ", ".join(f"'{name}'" for name in RESERVED_ENV_NAMES)
 
 def _world(spec: FlashRLJobSpec) -> int:
     return spec.resources.nodes * spec.resources.gpus_per_node
+
+
+def _tolerations_consistent(tolerations: Sequence[Toleration]) -> bool:
+    return all(
+        (t.operator == "Exists" or bool(t.key))
+        and (t.operator != "Exists" or not t.value)
+        and (t.toleration_seconds is None or t.effect == "NoExecute")
+        for t in tolerations
+    )
+
+
+def _tolerations_rule(
+    name: str, path: str, tolerations: Callable[[FlashRLJobSpec], Sequence[Toleration]]
+) -> Rule:
+    """Kubernetes' own toleration checks, for one list of tolerations."""
+    return Rule(
+        name=name,
+        path=path,
+        cel=f"self.{path}.all(t, "
+        "(t.operator == 'Exists' || (has(t.key) && t.key != '')) && "
+        "(t.operator != 'Exists' || !has(t.value) || t.value == '') && "
+        "(!has(t.tolerationSeconds) || (has(t.effect) && t.effect == 'NoExecute')))",
+        message="an Equal toleration needs a key, an Exists toleration takes no value, and "
+        "tolerationSeconds needs effect NoExecute (as Kubernetes requires)",
+        check=lambda s: _tolerations_consistent(tolerations(s)),
+    )
 
 
 RULES: tuple[Rule, ...] = (
@@ -99,21 +126,13 @@ RULES: tuple[Rule, ...] = (
         message=f"must not set {GPU_PRODUCT_LABEL}: resources.gpuProduct sets it",
         check=lambda s: GPU_PRODUCT_LABEL not in s.resources.node_selector,
     ),
-    Rule(
-        name="tolerations-are-consistent",
-        path="resources.tolerations",
-        cel="self.resources.tolerations.all(t, "
-        "(t.operator == 'Exists' || (has(t.key) && t.key != '')) && "
-        "(t.operator != 'Exists' || !has(t.value) || t.value == '') && "
-        "(!has(t.tolerationSeconds) || (has(t.effect) && t.effect == 'NoExecute')))",
-        message="an Equal toleration needs a key, an Exists toleration takes no value, and "
-        "tolerationSeconds needs effect NoExecute (as Kubernetes requires)",
-        check=lambda s: all(
-            (t.operator == "Exists" or bool(t.key))
-            and (t.operator != "Exists" or not t.value)
-            and (t.toleration_seconds is None or t.effect == "NoExecute")
-            for t in s.resources.tolerations
-        ),
+    _tolerations_rule(
+        "tolerations-are-consistent", "resources.tolerations", lambda s: s.resources.tolerations
+    ),
+    _tolerations_rule(
+        "head-tolerations-are-consistent",
+        "resources.head.tolerations",
+        lambda s: s.resources.head.tolerations,
     ),
     Rule(
         name="env-names-not-reserved",

@@ -231,28 +231,6 @@ class TrainingSpec(ApiModel):
     """Where verl reports metrics. wandb needs WANDB_API_KEY (see secretRefs)."""
 
 
-class HeadSpec(ApiModel):
-    """The CPU-only Ray head pod (runs the GCS, the dashboard and the verl driver)."""
-
-    cpu: Quantity = "8"
-    """CPU request and limit."""
-
-    memory: Quantity = "32Gi"
-    """Memory request and limit."""
-
-
-class RdmaSpec(ApiModel):
-    """Optional RDMA devices for NCCL between nodes (InfiniBand or RoCE); requesting them adds the IPC_LOCK
-    capability to the worker pods."""
-
-    resource_name: str = Field(min_length=1, max_length=253, pattern=r"^[a-z0-9.\-]+/[A-Za-z0-9_.\-]+$")
-    """Extended resource name, e.g. rdma/hca_shared_devices_a, nvidia.com/hostdev or
-    vpc.amazonaws.com/efa."""
-
-    count: int = Field(default=1, ge=1, le=64)
-    """Devices per worker pod."""
-
-
 #: Node label set by GPU Feature Discovery, matched against resources.gpuProduct. The node selector
 #: may not set it a second time (it could only disagree).
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -285,6 +263,48 @@ class Toleration(ApiModel):
 
     toleration_seconds: int | None = Field(default=None, ge=0)
     """With effect NoExecute: how long the pod stays bound after the taint appears."""
+
+
+def _label_keys(selector: dict[str, str]) -> dict[str, str]:
+    """Node selector keys must be label keys. Checked by the models, not in CEL: the API server
+    cannot bound the cost of a regular expression over map keys (they have no length limit)."""
+    bad = [key for key in selector if _LABEL_KEY.match(key) is None]
+    if bad:
+        raise ValueError(
+            f"{bad[0]!r} is not a label key (an optional DNS subdomain prefix and '/', then a name of "
+            "at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit)"
+        )
+    return selector
+
+
+class HeadSpec(ApiModel):
+    """The CPU-only Ray head pod (runs the GCS, the dashboard and the verl driver)."""
+
+    cpu: Quantity = "8"
+    """CPU request and limit."""
+
+    memory: Quantity = "32Gi"
+    """Memory request and limit."""
+
+    node_selector: dict[str, LabelValue] = Field(default_factory=dict, max_length=32)
+    """Labels the head's node must have (e.g. a CPU pool); none by default."""
+
+    tolerations: list[Toleration] = Field(default_factory=list, max_length=32)
+    """Taints of that node the head pod tolerates; none by default."""
+
+    _node_selector_keys = field_validator("node_selector")(_label_keys)
+
+
+class RdmaSpec(ApiModel):
+    """Optional RDMA devices for NCCL between nodes (InfiniBand or RoCE); requesting them adds the IPC_LOCK
+    capability to the worker pods."""
+
+    resource_name: str = Field(min_length=1, max_length=253, pattern=r"^[a-z0-9.\-]+/[A-Za-z0-9_.\-]+$")
+    """Extended resource name, e.g. rdma/hca_shared_devices_a, nvidia.com/hostdev or
+    vpc.amazonaws.com/efa."""
+
+    count: int = Field(default=1, ge=1, le=64)
+    """Devices per worker pod."""
 
 
 class ResourcesSpec(ApiModel):
@@ -327,17 +347,7 @@ class ResourcesSpec(ApiModel):
     head: HeadSpec = Field(default_factory=HeadSpec)
     """The Ray head pod."""
 
-    @field_validator("node_selector")
-    @classmethod
-    def _label_keys(cls, selector: dict[str, str]) -> dict[str, str]:
-        # Checked here, not in CEL: the API server cannot bound the cost of a regex over map keys.
-        bad = [key for key in selector if _LABEL_KEY.match(key) is None]
-        if bad:
-            raise ValueError(
-                f"{bad[0]!r} is not a label key (an optional DNS subdomain prefix and '/', then a name of "
-                "at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit)"
-            )
-        return selector
+    _node_selector_keys = field_validator("node_selector")(_label_keys)
 
 
 class ImagesSpec(ApiModel):

@@ -113,7 +113,14 @@ def head_template(job: FlashRLJob) -> dict[str, Any]:
     env_from = _env_from(spec)
     if env_from:
         container["envFrom"] = env_from
+    head = spec.resources.head
+    placement: dict[str, Any] = {}
+    if head.node_selector:
+        placement["nodeSelector"] = dict(head.node_selector)
+    if head.tolerations:
+        placement["tolerations"] = [t.to_wire() for t in head.tolerations]
     pod: dict[str, Any] = {
+        **placement,
         "serviceAccountName": child_names(job).service_account,
         "containers": [container],
         "volumes": [
