@@ -19,7 +19,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,6 +26,8 @@ import time
 from pathlib import Path
 
 import psutil
+
+from flashrl_operator.emulation import free_port
 
 BIN = Path(sys.executable).parent
 LOOPBACK = "127.0.0.1"
@@ -42,12 +43,6 @@ _WORKER_START = (
     "sys.argv[0] = 'ray'\n"
     "main()\n"
 )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((LOOPBACK, 0))
-        return int(sock.getsockname()[1])
 
 
 class LocalRay:

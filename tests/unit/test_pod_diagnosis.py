@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from flashrl_operator.conditions import find_condition
+from flashrl_operator.emulation import unschedulable as unschedulable_status
 from flashrl_operator.pod_diagnosis import (
     MAX_DETAIL,
     REASON_CONTAINER_CONFIG,
@@ -36,8 +37,8 @@ def pod(name: str, node_type: str = "worker", **status: Any) -> dict[str, Any]:
 
 
 def unschedulable(name: str, message: str = NO_GPU) -> dict[str, Any]:
-    scheduled = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
-    return pod(name, conditions=[scheduled])
+    """A pod the scheduler could not place (the status the emulated scheduler also writes)."""
+    return pod(name, **unschedulable_status(message))
 
 
 def waiting(

@@ -18,7 +18,6 @@ kmock is a test dependency (the ``dev`` extra); this module imports it and is on
 from __future__ import annotations
 
 import asyncio
-import datetime
 import itertools
 import secrets
 import socket
@@ -33,6 +32,7 @@ import kmock
 from aiohttp import web
 
 from flashrl_api import GROUP, KIND, PLURAL, SINGULAR, VERSION
+from flashrl_operator.kube import now_rfc3339
 
 JOBS_RESOURCE: Final = f"{GROUP}/{VERSION}/{PLURAL}"
 RAY_JOBS_RESOURCE: Final = "ray.io/v1/rayjobs"
@@ -48,10 +48,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class EmulatedApiServer(kmock.KubernetesEmulator):
@@ -105,7 +101,7 @@ class EmulatedApiServer(kmock.KubernetesEmulator):
             meta = data.setdefault("metadata", {})
             if request.action == kmock.action.CREATE:
                 meta.setdefault("uid", str(uuid.uuid4()))
-                meta.setdefault("creationTimestamp", _now())
+                meta.setdefault("creationTimestamp", now_rfc3339())
                 meta.setdefault("generation", 1)
                 meta["resourceVersion"] = str(next(self._versions))
             elif request.action == kmock.action.UPDATE and request.name is not None:
@@ -267,7 +263,7 @@ def _condition(ctype: str, status: bool, reason: str, message: str) -> dict[str,
         "status": "True" if status else "False",
         "reason": reason,
         "message": message,
-        "lastTransitionTime": _now(),
+        "lastTransitionTime": now_rfc3339(),
     }
 
 
@@ -319,7 +315,7 @@ def cluster_status(
         "readyWorkerReplicas": ready_workers,
         "availableWorkerReplicas": ready_workers,
         "conditions": conditions,
-        "lastUpdateTime": _now(),
+        "lastUpdateTime": now_rfc3339(),
     }
     if all_ready:
         status["state"] = "ready"
@@ -342,7 +338,7 @@ def unschedulable(message: str) -> dict[str, Any]:
         "status": "False",
         "reason": "Unschedulable",
         "message": message,
-        "lastTransitionTime": _now(),
+        "lastTransitionTime": now_rfc3339(),
     }
     return {"phase": "Pending", "conditions": [condition]}
 
@@ -403,9 +399,9 @@ class KubeRayStandIn:
             full.setdefault("dashboardURL", f"{name}-head-svc.{namespace}.svc.cluster.local:8265")
             full.setdefault("rayClusterStatus", cluster.get("status") or {})
         if deployment == "Running":
-            full.setdefault("startTime", _now())
+            full.setdefault("startTime", now_rfc3339())
         if deployment in ("Complete", "Failed"):
-            full.setdefault("endTime", _now())
+            full.setdefault("endTime", now_rfc3339())
         await self._api.patch(RAY_JOBS_RESOURCE, namespace, ray_job, {"status": full}, subresource="status")
 
     async def cluster_pods(
@@ -562,7 +558,7 @@ class KubeRayStandIn:
 
     async def report_progress(self, namespace: str, job: str, step: int, total: int) -> None:
         """What the launcher does after each training step: patch ``status.progress`` only."""
-        progress = {"step": step, "totalSteps": total, "updateTime": _now()}
+        progress = {"step": step, "totalSteps": total, "updateTime": now_rfc3339()}
         patch = {"status": {"progress": progress}}
         await self._api.patch(JOBS_RESOURCE, namespace, job, patch, subresource="status")
 

@@ -67,7 +67,8 @@ class PodProblem:
         return f"{self.role} pod {self.pod}: {self.reason}: {self.detail}"
 
 
-def _text(value: Any) -> str:
+def as_text(value: Any) -> str:
+    """A string field of an API object as written, or ``""`` when absent or not a string."""
     return value if isinstance(value, str) else ""
 
 
@@ -82,12 +83,12 @@ def _container_problem(statuses: Any) -> tuple[str, str] | None:
         if not isinstance(status, Mapping):
             continue
         waiting = (status.get("state") or {}).get("waiting") or {}
-        kubelet_reason = _text(waiting.get("reason"))
+        kubelet_reason = as_text(waiting.get("reason"))
         reason = _WAITING_REASONS.get(kubelet_reason)
         if reason is None:
             continue
-        name = _text(status.get("name")) or "container"
-        detail = _text(waiting.get("message"))
+        name = as_text(status.get("name")) or "container"
+        detail = as_text(waiting.get("message"))
         if reason == REASON_CRASH_LOOP:
             last = ((status.get("lastState") or {}).get("terminated")) or {}
             exit_code = last.get("exitCode")
@@ -102,7 +103,7 @@ def pod_problem(pod: Mapping[str, Any]) -> PodProblem | None:
     if meta.get("deletionTimestamp"):
         return None
     status = pod.get("status") or {}
-    name = _text(meta.get("name")) or "?"
+    name = as_text(meta.get("name")) or "?"
     role = "head" if (meta.get("labels") or {}).get(NODE_TYPE_LABEL) == "head" else "GPU worker"
     found = _container_problem(status.get("initContainerStatuses")) or _container_problem(
         status.get("containerStatuses")
@@ -117,7 +118,7 @@ def pod_problem(pod: Mapping[str, Any]) -> PodProblem | None:
             and cond.get("reason") == "Unschedulable"
         ):
             return PodProblem(
-                name, role, REASON_UNSCHEDULABLE, _clip(_text(cond.get("message")) or "no node fits")
+                name, role, REASON_UNSCHEDULABLE, _clip(as_text(cond.get("message")) or "no node fits")
             )
     return None
 

@@ -83,8 +83,8 @@ class Reconciler:
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
         self._first_seen: dict[str, datetime.datetime] = {}
         self._override_cache: dict[tuple[str, ...], list[str]] = {}
-        self._cluster_read_refused = False
-        self._pods_read_refused = False
+        #: Reads the API server refused (RBAC from an older chart), each logged once.
+        self._refused_reads: set[str] = set()
 
     async def reconcile(self, namespace: str, name: str) -> None:
         """Reconcile the job ``namespace/name`` if it still exists.
@@ -233,9 +233,7 @@ class Reconciler:
         try:
             live = await self._kube.get(RAY_CLUSTER, namespace, ray_job.cluster_name)
         except RejectedError as exc:
-            if not self._cluster_read_refused:
-                self._cluster_read_refused = True
-                logger.warning("Cannot read RayClusters (%s); ClusterReady comes from the RayJob alone", exc)
+            self._refused_once("read RayClusters", exc, "ClusterReady comes from the RayJob alone")
             return None
         return RayClusterView.of(live) if live is not None else None
 
@@ -251,13 +249,15 @@ class Reconciler:
         try:
             pods = await self._kube.list_objects(POD, namespace, f"{CLUSTER_LABEL}={cluster.name}")
         except RejectedError as exc:
-            if not self._pods_read_refused:
-                self._pods_read_refused = True
-                logger.warning(
-                    "Cannot list pods (%s); ClusterReady will not say why pods are not starting", exc
-                )
+            self._refused_once("list pods", exc, "ClusterReady will not say why pods are not starting")
             return ()
         return pod_problems(pods)
+
+    def _refused_once(self, what: str, exc: RejectedError, consequence: str) -> None:
+        """A refused optional read costs only detail: say so once per kind of read, not per job."""
+        if what not in self._refused_reads:
+            self._refused_reads.add(what)
+            logger.warning("Cannot %s (%s); %s", what, exc, consequence)
 
     async def _write_status(
         self,

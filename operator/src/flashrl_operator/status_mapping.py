@@ -22,7 +22,7 @@ from typing import Any
 from flashrl_api import TERMINAL_PHASES, Phase
 from flashrl_operator.conditions import Verdict, merge_conditions, truncate
 from flashrl_operator.launcher_failure import launcher_failure
-from flashrl_operator.pod_diagnosis import POD_PROBLEM_REASONS, PodProblem, problems_summary
+from flashrl_operator.pod_diagnosis import POD_PROBLEM_REASONS, PodProblem, as_text, problems_summary
 
 #: KubeRay ``jobDeploymentStatus`` values (``rayjob_types.go``).
 DEPLOYMENT_INITIALIZING = "Initializing"
@@ -169,7 +169,7 @@ class RayClusterView:
         for cond in status.get("conditions") or []:
             if isinstance(cond, Mapping) and isinstance(cond.get("type"), str):
                 by_type[cond["type"]] = ClusterCondition(
-                    _text(cond.get("status")), _text(cond.get("reason")), _text(cond.get("message"))
+                    as_text(cond.get("status")), as_text(cond.get("reason")), as_text(cond.get("message"))
                 )
 
         def count(key: str) -> int | None:
@@ -177,8 +177,8 @@ class RayClusterView:
             return value if isinstance(value, int) and not isinstance(value, bool) else None
 
         return cls(
-            name=_text(meta.get("name")),
-            state=_text(status.get("state")),
+            name=as_text(meta.get("name")),
+            state=as_text(status.get("state")),
             provisioned=by_type.get(CLUSTER_PROVISIONED, ClusterCondition()),
             head_ready=by_type.get(CLUSTER_HEAD_POD_READY, ClusterCondition()),
             replica_failure=by_type.get(CLUSTER_REPLICA_FAILURE, ClusterCondition()),
@@ -202,10 +202,6 @@ class RayClusterView:
             or self.state
             or self.desired_workers is not None
         )
-
-
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else ""
 
 
 def cluster_progress(rc: RayClusterView) -> str:
