@@ -6,6 +6,7 @@ import json
 import signal
 import threading
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -15,19 +16,58 @@ import yaml
 from local_ray import LocalRay
 
 from flashrl_api import load_job_file
+from flashrl_jobs import contract
+from flashrl_jobs.deadline import RUNTIME_ENV_KEY
 from flashrl_jobs.verl_args import verl_overrides
+from flashrl_operator.launcher_failure import launcher_failure
 
 pytestmark = pytest.mark.ray
 
-#: Prints what verl's console logger prints (through Ray's actor prefix), then ends as told.
+#: Prints what verl's console logger prints (through Ray's actor prefix), saves checkpoints in verl's
+#: layout where verl would (trainer.default_local_dir, every trainer.save_freq steps and the last one,
+#: before the step's line), then ends as told. With FAKE_VERL_RAY=1 it also does what verl's
+#: main_ppo.run_ppo does with the config: ray.init with ray_kwargs.ray_init.runtime_env, then an actor
+#: (verl's trainer runs in the TaskRunner actor), and records what that actor's environment holds.
 FAKE_VERL = r"""
 import json, os, pathlib, signal, sys
 out = pathlib.Path(os.environ["FAKE_VERL_OUT"])
-out.write_text(json.dumps({"argv": sys.argv[1:], "ray_address": os.environ.get("RAY_ADDRESS")}))
+args = dict(a.lstrip("+").split("=", 1) for a in sys.argv[1:])
+seen = {"argv": sys.argv[1:], "ray_address": os.environ.get("RAY_ADDRESS"),
+        "driver_esi": os.environ.get("MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP")}
+if os.environ.get("FAKE_VERL_RAY") == "1":
+    import ray
+    from omegaconf import OmegaConf
+    from flashrl_jobs.verl_config import compose_config
+    config = compose_config(sys.argv[1:])
+    ray.init(runtime_env=OmegaConf.to_container(config.ray_kwargs.ray_init.runtime_env))
+
+    @ray.remote(num_cpus=0)
+    class TaskRunner:
+        def env(self, name):
+            return os.environ.get(name)
+
+    runner = TaskRunner.remote()
+    seen["actor_esi"] = ray.get(runner.env.remote("MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP"))
+    ray.shutdown()
+out.write_text(json.dumps(seen))
+ckpt = pathlib.Path(args["trainer.default_local_dir"])
+save_freq = int(args["trainer.save_freq"])
+last = int(os.environ.get("FAKE_VERL_LAST_STEP", "3"))
 print("Total training steps: 3", flush=True)
 print("\x1b[36m(TaskRunnerV1 pid=42)\x1b[0m step:0 - val-core/acc/mean@1:0.1", flush=True)
-for step in (1, 2, 3):
+for step in range(1, last + 1):
+    if step % save_freq == 0 or step == 3:
+        (ckpt / f"global_step_{step}" / "actor").mkdir(parents=True, exist_ok=True)
+        (ckpt / "latest_checkpointed_iteration.txt").write_text(str(step))
     print(f"(TaskRunnerV1 pid=42) step:{step} - actor/pg_loss:0.5 - timing_s/update_weights:1.25", flush=True)
+    sync = os.environ.get("FAKE_VERL_SYNC_URL")
+    if sync and step % save_freq == 0:
+        # A real step takes minutes; wait (bounded) until the launcher has reported this checkpoint.
+        import time, urllib.request
+        for _ in range(600):
+            if step in json.loads(urllib.request.urlopen(sync).read()):
+                break
+            time.sleep(0.1)
 if os.environ.get("FAKE_VERL_MODE") == "wait-for-signal":
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     print("waiting for a signal", flush=True)
@@ -56,6 +96,15 @@ class ApiServer:
                 self.end_headers()
                 self.wfile.write(b"{}")
 
+            def do_GET(self) -> None:
+                # The checkpoint steps received so far (the stand-in verl waits on them).
+                steps = [r["body"]["status"].get("checkpoint", {}).get("step") for r in outer.requests]
+                body = json.dumps([s for s in steps if s is not None]).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
             def log_message(self, *args: Any) -> None:
                 pass
 
@@ -82,15 +131,8 @@ def api() -> Iterator[Callable[[int], ApiServer]]:
         server.close()
 
 
-@pytest.fixture
-def setup(tmp_path: Path) -> dict[str, Any]:
-    (tmp_path / "stand_in").mkdir()
-    (tmp_path / "stand_in" / "fake_verl.py").write_text(FAKE_VERL)
-    sa = tmp_path / "sa"
-    sa.mkdir()
-    (sa / "token").write_text("test-token\n")
-    job = tmp_path / "spec" / "flashrljob.yaml"
-    job.parent.mkdir()
+def write_job(job: Path, checkpoints: Path, **extra: Any) -> None:
+    """The mounted FlashRLJob and, next to it, the exact override list the operator renders."""
     job.write_text(
         yaml.safe_dump(
             {
@@ -100,13 +142,26 @@ def setup(tmp_path: Path) -> dict[str, Any]:
                 "spec": {
                     "resources": {"nodes": 1, "gpusPerNode": 2},
                     "training": {"totalSteps": 3},
+                    "storage": {"checkpoints": {"mountPath": str(checkpoints)}},
                     "overrides": ["trainer.test_freq=10"],
+                    **extra,
                 },
             }
         )
     )
-    # What the operator mounts next to the spec: the exact override list.
     (job.parent / "verl-overrides.json").write_text(json.dumps(verl_overrides(load_job_file(job))))
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> dict[str, Any]:
+    (tmp_path / "stand_in").mkdir()
+    (tmp_path / "stand_in" / "fake_verl.py").write_text(FAKE_VERL)
+    sa = tmp_path / "sa"
+    sa.mkdir()
+    (sa / "token").write_text("test-token\n")
+    job = tmp_path / "spec" / "flashrljob.yaml"
+    job.parent.mkdir()
+    write_job(job, tmp_path / "checkpoints")
     env = {
         "PYTHONPATH": str(tmp_path / "stand_in"),
         "FAKE_VERL_OUT": str(tmp_path / "verl-run.json"),
@@ -145,7 +200,8 @@ def test_train_runs_verl_with_the_overrides_and_reports_each_step(
     assert last["headers"]["Content-Type"] == "application/merge-patch+json"
     progress = last["body"]["status"]["progress"]
     assert progress["totalSteps"] == 3 and progress["updateTime"].endswith("Z")
-    assert set(last["body"]) == {"status"} and set(last["body"]["status"]) == {"progress"}
+    # Only the launcher's own fields: progress, and the checkpoint of the last step (saved with it).
+    assert set(last["body"]) == {"status"} and set(last["body"]["status"]) <= {"progress", "checkpoint"}
 
 
 def test_verl_exit_code_propagates_and_a_failing_api_does_not_stop_training(
@@ -170,3 +226,74 @@ def test_sigterm_is_forwarded_to_verl_and_its_exit_code_returned(
     assert (setup["tmp"] / "signal").read_text() == str(int(signal.SIGTERM))
     assert "after forwarding signal 15" in (setup["tmp"] / "termination-log").read_text()
     assert "progress reporting is off" in run.output  # no API server configured: reported once, not fatal
+
+
+def test_train_reports_each_new_checkpoint_once_through_the_status(
+    ray_cluster: LocalRay, launch: Callable[..., Any], api: Callable[[int], ApiServer], setup: dict[str, Any]
+) -> None:
+    checkpoints = setup["tmp"] / "checkpoints"
+    write_job(setup["job"], checkpoints, checkpoint={"interval": 2})
+    server = api(200)
+    run = start_train(
+        launch,
+        ray_cluster,
+        setup,
+        FLASHRL_API_SERVER=server.url,
+        FLASHRL_ATTEMPT="2",
+        FAKE_VERL_SYNC_URL=server.url,
+    )
+    assert run.wait() == 0, run.output
+    reported = [
+        r["body"]["status"]["checkpoint"] for r in server.requests if "checkpoint" in r["body"]["status"]
+    ]
+    # verl saved at step 2 (the interval) and 3 (the last step): one PATCH each, in order.
+    assert [c["step"] for c in reported] == [2, 3], run.output
+    experiment = checkpoints / "DAPO-1" / "train-test"
+    assert reported[-1]["path"] == str(experiment / "global_step_3")
+    assert reported[-1]["attempt"] == 2 and reported[-1]["time"].endswith("Z")
+    assert "Checkpoint of step 3 saved" in run.output and "(attempt 2)" in run.output
+    assert json.loads(setup["out"].read_text())["driver_esi"] is None  # no deadline, no variable
+
+
+def test_a_resume_that_runs_no_step_is_stopped_early_not_success(
+    ray_cluster: LocalRay, launch: Callable[..., Any], setup: dict[str, Any]
+) -> None:
+    experiment = setup["tmp"] / "checkpoints" / "DAPO-1" / "train-test"
+    (experiment / "global_step_1").mkdir(parents=True)
+    (experiment / "latest_checkpointed_iteration.txt").write_text("1")
+    run = start_train(launch, ray_cluster, setup, FAKE_VERL_LAST_STEP="0")
+    assert run.wait() == contract.EXIT_STOPPED_EARLY, run.output
+    assert "Checkpoint of step 1 found" in run.output
+    ray_message = (
+        f"Job entrypoint command failed with exit code {contract.EXIT_STOPPED_EARLY}, "
+        "last available logs (truncated to 20,000 chars):\n" + "\n".join(run.lines[-10:])
+    )
+    failure = launcher_failure(ray_message)
+    assert failure is not None and failure.reason == "StoppedEarly"
+    assert failure.detail.startswith("verl stopped early: it exited 0 at step 1 of 3")
+
+
+def test_a_read_only_checkpoint_directory_fails_before_verl_starts(
+    ray_cluster: LocalRay, launch: Callable[..., Any], setup: dict[str, Any]
+) -> None:
+    write_job(setup["job"], Path("/proc/self/checkpoints"))
+    run = start_train(launch, ray_cluster, setup)
+    assert run.wait() == contract.EXIT_CHECKPOINT_UNWRITABLE, run.output
+    assert not setup["out"].exists()  # verl never ran
+    said = (setup["tmp"] / "termination-log").read_text()
+    assert said.startswith("checkpoint directory /proc/self/checkpoints/DAPO-1/train-test is not writable")
+
+
+def test_with_a_deadline_the_variable_reaches_the_actor_through_verls_runtime_env(
+    ray_cluster: LocalRay, launch: Callable[..., Any], setup: dict[str, Any]
+) -> None:
+    write_job(setup["job"], setup["tmp"] / "checkpoints", lifecycle={"activeDeadlineSeconds": 7200})
+    start = "2026-01-02T03:00:00Z"
+    run = start_train(launch, ray_cluster, setup, FLASHRL_JOB_START_TIME=start, FAKE_VERL_RAY="1")
+    assert run.wait() == 0, run.output
+    expected = str(int(datetime(2026, 1, 2, 5, 0, 0, tzinfo=UTC).timestamp()))
+    seen = json.loads(setup["out"].read_text())
+    assert seen["actor_esi"] == expected, run.output  # what should_save_ckpt_esi would read in the actor
+    assert seen["driver_esi"] == expected
+    assert seen["argv"][-1] == f"++{RUNTIME_ENV_KEY}='{expected}'"
+    assert f"Deadline 2026-01-02T05:00:00Z (from $FLASHRL_JOB_START_TIME ({start}))" in run.output

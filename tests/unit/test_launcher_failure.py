@@ -43,6 +43,22 @@ def ray_message(code: int, *lines: str) -> str:
         (contract.EXIT_USAGE, "no Ray address: set RAY_ADDRESS or --ray-address", "LauncherUsage"),
         (1, "verl exited with code 1 on its own at step 17", "TrainerFailed"),
         (143, "verl exited with code 143 after forwarding signal 15 at step 3", "TrainerFailed"),
+        (
+            contract.EXIT_STOPPED_EARLY,
+            "verl stopped early: it exited 0 at step 5 of 150 (last step line 0, newest checkpoint 5)",
+            "StoppedEarly",
+        ),
+        (
+            contract.EXIT_CHECKPOINT_UNWRITABLE,
+            "checkpoint directory /checkpoints/j is not writable: Read-only file system (OSError errno 30)",
+            "CheckpointUnwritable",
+        ),
+        # verl's own code equal to a launcher code: the launcher's line says it was verl.
+        (
+            contract.EXIT_CHECKPOINT_UNWRITABLE,
+            "verl exited with code 73 on its own at step 2",
+            "TrainerFailed",
+        ),
     ],
 )
 def test_each_exit_code_maps_to_a_reason_with_the_launchers_last_line(

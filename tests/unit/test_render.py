@@ -183,13 +183,13 @@ def test_role_allows_only_this_jobs_status() -> None:
 
 @pytest.mark.parametrize("quantization", ["blockwise-fp8", "channel-fp8", "bf16"])
 def test_config_map_carries_the_exact_overrides(quantization: str) -> None:
-    job = make_job({"rollout": {"quantization": quantization}, "overrides": ["trainer.save_freq=20"]})
+    job = make_job({"rollout": {"quantization": quantization}, "overrides": ["trainer.test_freq=20"]})
     data = by_kind(render(job))["ConfigMap"]["data"]
     assert set(data) == {SPEC_FILE, OVERRIDES_FILE}
     overrides = json.loads(data[OVERRIDES_FILE])
     assert overrides == verl_overrides(job)
     assert all(isinstance(o, str) and "=" in o for o in overrides)
-    assert "trainer.save_freq=20" in overrides
+    assert "trainer.test_freq=20" in overrides
 
 
 def test_config_map_spec_parses_back_to_the_same_job() -> None:

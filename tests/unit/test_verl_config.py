@@ -78,7 +78,7 @@ def test_every_rejected_override_is_reported_at_its_index() -> None:
                     "trainer.n_gpus_per_node=4",
                     "+actor_rollout_ref.rollout.engine_kwargs.sglang.enable_metrics=True",
                     "data.bogus=1",
-                    "trainer.save_freq=[",
+                    "trainer.test_freq=[",
                     "+trainer.test_freq=3",
                 ]
             }

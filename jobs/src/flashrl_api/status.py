@@ -47,6 +47,22 @@ class Progress(ApiModel):
     """When the step was last reported (RFC 3339)."""
 
 
+class CheckpointRecord(ApiModel):
+    """The newest checkpoint verl finished, as the launcher read it from verl's tracker file."""
+
+    step: int = Field(ge=0)
+    """Training step the checkpoint holds (verl's ``latest_checkpointed_iteration.txt``)."""
+
+    time: str
+    """When verl finished writing it (the tracker file's modification time, RFC 3339)."""
+
+    path: str = Field(max_length=4096)
+    """Its directory inside the pods, ``<checkpoint mount>/<project>/<experiment>/global_step_<step>``."""
+
+    attempt: int | None = Field(default=None, ge=1)
+    """The attempt (Ray cluster) whose launcher reported it."""
+
+
 class FlashRLJobStatus(ApiModel):
     """Observed state of a FlashRLJob, written by the operator."""
 
@@ -85,3 +101,6 @@ class FlashRLJobStatus(ApiModel):
 
     message: str | None = None
     """Human-readable detail for the phase or failure."""
+
+    checkpoint: CheckpointRecord | None = None
+    """The newest checkpoint, reported by the launcher after each step (a retry resumes from it)."""

@@ -20,16 +20,22 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from flashrl_api import FlashRLJob, SpecError, load_job_file
 from flashrl_jobs import contract
+from flashrl_jobs.deadline import ESI_ENV, job_deadline
+from flashrl_jobs.ledger import WRITE_FAILURE_TEXTS, Ledger, free_bytes, probe_writable, rfc3339
 from flashrl_jobs.progress import StepParser, from_environment
 from flashrl_jobs.ray_gate import connection_abandoned, gate, parse_address
 from flashrl_jobs.termination import LaunchError, write_termination_message
-from flashrl_jobs.verl_args import ENTRY_MODULE, verl_overrides
+from flashrl_jobs.verl_args import ENTRY_MODULE, checkpoint_dir, verl_overrides
+
+if TYPE_CHECKING:
+    from flashrl_jobs.process import ChildResult
 
 PROG = "flashrl-launch"
 
@@ -201,37 +207,118 @@ def run(argv: Sequence[str] | None = None) -> int:
     return train(job, args.ray_address, args.entry_module)
 
 
+def attempt_number(env: Mapping[str, str]) -> int | None:
+    """``$FLASHRL_ATTEMPT`` (from 1), which the operator sets per attempt; ``None`` outside an operator."""
+    raw = env.get(contract.ATTEMPT_ENV, "").strip()
+    if not raw:
+        return None
+    if raw.isdecimal() and int(raw) >= 1:
+        return int(raw)
+    log(f"Ignoring ${contract.ATTEMPT_ENV}={raw[:32]!r}: not a positive integer")
+    return None
+
+
+def check_checkpoint_dir(directory: Path) -> None:
+    """Fail now, with a reason no retry can fix, when verl could not save a checkpoint there."""
+    problem = probe_writable(directory)
+    if problem is not None:
+        raise LaunchError(
+            contract.EXIT_CHECKPOINT_UNWRITABLE,
+            f"checkpoint directory {directory} is not writable: {problem}; check that "
+            "spec.storage.checkpoints is a writable claim with free space",
+        )
+    free = free_bytes(directory)
+    if free is not None:
+        log(f"Checkpoints go to {directory} ({free / 2**30:.1f} GiB free)")
+
+
 def train(job: FlashRLJob, address: str, entry_module: str) -> int:
-    """Run verl and report its steps; returns verl's exit code."""
+    """Run verl, report its steps and checkpoints; returns verl's exit code (or the launcher's)."""
     from flashrl_jobs.process import run_child
 
-    argv = [sys.executable or "python3", "-m", entry_module, *verl_overrides(job)]
+    checkpoints = Path(checkpoint_dir(job))
+    check_checkpoint_dir(checkpoints)
+    attempt = attempt_number(os.environ)
+    overrides = verl_overrides(job)
     env = dict(os.environ)
     env["RAY_ADDRESS"] = address
+    deadline = job_deadline(job, os.environ, datetime.now(UTC))
+    if deadline is not None:
+        # The driver's environment does not reach the trainer actor: runtime_env does (deadline.py).
+        overrides = [*overrides, deadline.override()]
+        env[ESI_ENV] = deadline.timestamp
+        log(
+            f"Deadline {rfc3339(deadline.expires)} (from {deadline.start_source}): "
+            f"{ESI_ENV}={deadline.timestamp} for verl"
+        )
+    argv = [sys.executable or "python3", "-m", entry_module, *overrides]
     parser = StepParser(total_steps=job.spec.training.total_steps)
     reporter = from_environment(job.metadata.get("namespace"), job.name, log)
+    ledger = Ledger(checkpoints, log)
+    if (resume := ledger.poll()) is not None:
+        mode = job.spec.checkpoint.resume_mode
+        log(f"Checkpoint of step {resume.step} found: {resume.path} (resumeMode {mode})")
+
+    def poll_ledger() -> None:
+        found = ledger.poll()
+        if found is not None:
+            log(f"Checkpoint of step {found.step} saved: {found.path}")
+            if reporter is not None:
+                reporter.report_checkpoint(found.to_status(attempt))
 
     def on_line(line: str) -> None:
         step = parser.feed(line)
-        if step is not None and reporter is not None:
-            reporter.report(step, parser.total_steps)
+        if step is not None:
+            if reporter is not None:
+                reporter.report(step, parser.total_steps)
+            poll_ledger()
 
-    log(f"Starting verl: {' '.join(argv[:3])} with {len(argv) - 3} overrides")
+    log(
+        f"Starting verl{f' (attempt {attempt})' if attempt else ''}: "
+        f"{' '.join(argv[:3])} with {len(argv) - 3} overrides"
+    )
     try:
         result = run_child(argv, env, on_line)
+        poll_ledger()
     finally:
         if reporter is not None:
             reporter.close()
+    return _outcome(job, result, parser, ledger)
+
+
+def _outcome(job: FlashRLJob, result: ChildResult, parser: StepParser, ledger: Ledger) -> int:
+    """The launcher's exit code and last line for how verl ended."""
+    saved = ledger.latest.step if ledger.latest is not None else 0
+    reached = max(parser.step, saved)
     if result.exit_code != 0:
         how = f"after forwarding signal {result.forwarded[0]}" if result.forwarded else "on its own"
+        unwritable = next((t for t in WRITE_FAILURE_TEXTS if any(t in line for line in result.tail)), None)
+        if unwritable is not None and (problem := probe_writable(ledger.directory)) is not None:
+            reason = (
+                f"checkpoint directory {ledger.directory} is not writable: {problem}; verl exited with code "
+                f"{result.exit_code} at step {parser.step} ({unwritable!r} in its output)"
+            )
+            write_termination_message(reason)
+            log(reason)
+            return contract.EXIT_CHECKPOINT_UNWRITABLE
         reason = f"verl exited with code {result.exit_code} {how} at step {parser.step}"
         if result.tail:
             reason += "; last output:\n" + "\n".join(result.tail)
         write_termination_message(reason)
         log(reason.splitlines()[0])
-    else:
-        log(f"verl finished at step {parser.step}")
-    return result.exit_code
+        return result.exit_code
+    total = parser.total_steps
+    if reached < total and (parser.step > 0 or saved > 0 or "console" in job.spec.training.loggers):
+        # verl issue #5725: a resume can run zero steps and exit 0. Not a success.
+        reason = (
+            f"verl stopped early: it exited 0 at step {reached} of {total} "
+            f"(last step line {parser.step}, newest checkpoint {saved or 'none'})"
+        )
+        write_termination_message(reason)
+        log(reason)
+        return contract.EXIT_STOPPED_EARLY
+    log(f"verl finished at step {reached}")
+    return contract.EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:

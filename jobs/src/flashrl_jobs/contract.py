@@ -22,9 +22,18 @@ SPEC_ENV: Final = "FLASHRL_SPEC"
 TERMINATION_LOG: Final = "/dev/termination-log"
 TERMINATION_LOG_ENV: Final = "FLASHRL_TERMINATION_LOG"
 
+#: Which attempt (Ray cluster) of the job this is, from 1; the operator sets it in every Ray pod.
+ATTEMPT_ENV: Final = "FLASHRL_ATTEMPT"
+#: RFC 3339 time from which ``lifecycle.activeDeadlineSeconds`` counts; the operator sets it in the pods.
+JOB_START_ENV: Final = "FLASHRL_JOB_START_TIME"
+
 # Launcher exit codes (documented in docs/launcher.md). verl's own exit code is passed through.
 EXIT_OK: Final = 0
 EXIT_USAGE: Final = 64
 EXIT_INVALID_CONFIG: Final = 65
 EXIT_RAY_UNREACHABLE: Final = 69
+#: verl exited 0 before the last training step (a resume that ran no step, an early stop).
+EXIT_STOPPED_EARLY: Final = 70
+#: The checkpoint directory cannot be written (read-only claim, full volume).
+EXIT_CHECKPOINT_UNWRITABLE: Final = 73
 EXIT_GPU_TIMEOUT: Final = 75

@@ -10,8 +10,9 @@ training logs ``step:0``, which is not a completed step. ``Total training steps:
 Reporting is best effort and stdlib only (urllib): a merge patch of
 ``/apis/flashrl.dev/v1alpha1/namespaces/<ns>/flashrljobs/<name>/status`` with the pod's service
 account (the renderer grants exactly ``get, patch`` on ``flashrljobs/status``). It runs on a
-background thread holding only the newest step, so a slow API server never stalls verl's output, and
-it sends at most one request per step. A failed request is logged and training goes on.
+background thread holding only the newest value of each field (``progress``, and ``checkpoint`` from
+:mod:`flashrl_jobs.ledger`), so a slow API server never stalls verl's output, and it sends at most one
+request per step. A failed request is logged and training goes on.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from flashrl_api import GROUP, PLURAL, VERSION
 
@@ -97,7 +98,8 @@ class ProgressReporter:
         self._ssl = ssl_context
         self._log = log
         self._cond = threading.Condition()
-        self._pending: tuple[int, int] | None = None
+        # Status fields waiting to be sent, newest value per field: one merge patch carries them all.
+        self._pending: dict[str, Any] = {}
         self._closed = False
         self._failures = 0
         self._thread = threading.Thread(target=self._run, name="progress-reporter", daemon=True)
@@ -105,8 +107,15 @@ class ProgressReporter:
 
     def report(self, step: int, total_steps: int) -> None:
         """Queue a step; an older one not yet sent is replaced (at most one request per step)."""
+        self._queue("progress", (step, total_steps))
+
+    def report_checkpoint(self, record: dict[str, Any]) -> None:
+        """Queue ``status.checkpoint`` (the ledger calls this once per new checkpoint)."""
+        self._queue("checkpoint", record)
+
+    def _queue(self, field: str, value: Any) -> None:
         with self._cond:
-            self._pending = (step, total_steps)
+            self._pending[field] = value
             self._cond.notify()
 
     def close(self, timeout: float = REQUEST_TIMEOUT_SECONDS) -> None:
@@ -119,18 +128,23 @@ class ProgressReporter:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while self._pending is None and not self._closed:
+                while not self._pending and not self._closed:
                     self._cond.wait()
-                if self._pending is None:
+                if not self._pending:
                     return
-                step, total = self._pending
-                self._pending = None
-            self._send(step, total)
+                pending, self._pending = self._pending, {}
+            self._send(pending)
 
-    def _send(self, step: int, total: int) -> None:
+    def _send(self, pending: dict[str, Any]) -> None:
+        status: dict[str, Any] = {}
+        if "progress" in pending:
+            step, total = pending["progress"]
+            status.update(json.loads(progress_patch(step, total, datetime.now(UTC)))["status"])
+        if "checkpoint" in pending:
+            status["checkpoint"] = pending["checkpoint"]
         request = urllib.request.Request(  # noqa: S310 - the URL is the in-cluster API server
             self._url,
-            data=progress_patch(step, total, datetime.now(UTC)),
+            data=json.dumps({"status": status}, separators=(",", ":")).encode(),
             method="PATCH",
             headers={
                 "Content-Type": "application/merge-patch+json",
@@ -146,9 +160,13 @@ class ProgressReporter:
         except (urllib.error.URLError, OSError, ValueError) as exc:
             self._failures += 1
             detail = f"HTTP {exc.code}" if isinstance(exc, urllib.error.HTTPError) else str(exc)
+            what = []
+            if "progress" in pending:
+                what.append("progress step {}/{}".format(*pending["progress"]))
+            if "checkpoint" in pending:
+                what.append(f"checkpoint step {pending['checkpoint'].get('step')}")
             self._log(
-                f"Could not report progress step {step}/{total} to the FlashRLJob ({detail}); "
-                "training continues"
+                f"Could not report {' and '.join(what)} to the FlashRLJob ({detail}); training continues"
             )
 
 

@@ -32,6 +32,10 @@ PROTECTED_KEYS: Final[Mapping[str, str]] = {
     "actor_rollout_ref.rollout.engine_kwargs.sglang.quantization": "spec.rollout.quantization",
     "actor_rollout_ref.rollout.calculate_log_probs": "spec.correction.tis (TIS needs rollout log-probs)",
     "trainer.default_local_dir": "spec.storage.checkpoints.mountPath",
+    # The operator's retries reason about the checkpoint interval: it must be the one verl uses.
+    "trainer.save_freq": "spec.checkpoint.interval",
+    "trainer.max_actor_ckpt_to_keep": "spec.checkpoint.keep",
+    "trainer.resume_mode": "spec.checkpoint.resumeMode",
 }
 
 Value = str | int | float | bool | None | list[str]
@@ -196,16 +200,41 @@ def _training(job: FlashRLJob) -> dict[str, Value]:
             "trainer.n_gpus_per_node": spec.resources.gpus_per_node,
             "trainer.val_before_train": t.validate_before_train,
             "trainer.test_freq": t.test_frequency,
-            "trainer.save_freq": t.save_frequency,
             "trainer.total_epochs": 1,
             "trainer.total_training_steps": t.total_steps,
-            "trainer.resume_mode": t.resume_mode,
-            "trainer.default_local_dir": (
-                f"{spec.storage.checkpoints.mount_path.rstrip('/')}/{t.project_name}/{experiment}"
-            ),
+            "trainer.default_local_dir": checkpoint_dir(job),
         }
     )
+    values.update(_checkpoint(spec))
     return values
+
+
+def checkpoint_dir(job: FlashRLJob) -> str:
+    """verl's ``trainer.default_local_dir``: ``global_step_<n>/`` and the tracker file live here."""
+    t = job.spec.training
+    experiment = t.experiment_name or job.name
+    return f"{job.spec.storage.checkpoints.mount_path.rstrip('/')}/{t.project_name}/{experiment}"
+
+
+#: What a resumable FSDP checkpoint holds in verl (``utils/checkpoint/checkpoint_manager.py``): sharded
+#: model and optimizer state, and ``extra`` (lr scheduler and RNG state).
+RESUMABLE_CONTENTS: Final = ("model", "optimizer", "extra")
+
+
+def _checkpoint(spec: FlashRLJobSpec) -> dict[str, Value]:
+    c = spec.checkpoint
+    actor = "actor_rollout_ref.actor.checkpoint."
+    contents = [*RESUMABLE_CONTENTS, *(["hf_model"] if c.hugging_face_model else [])]
+    return {
+        # verl saves when save_freq > 0 and (step % save_freq == 0 or it is the last step),
+        # trainer/ppo/v1/trainer_base.py fit().
+        "trainer.save_freq": c.interval,
+        "trainer.max_actor_ckpt_to_keep": c.keep,
+        "trainer.resume_mode": c.resume_mode,
+        actor + "save_contents": contents,
+        # verl's default load_contents is ${.save_contents}; a resume needs exactly the resumable set.
+        actor + "load_contents": list(RESUMABLE_CONTENTS),
+    }
 
 
 def generated_overrides(job: FlashRLJob) -> list[str]:

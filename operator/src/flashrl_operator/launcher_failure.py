@@ -35,6 +35,8 @@ REASON_RAY_UNREACHABLE: Final = "RayUnreachable"
 REASON_GPU_WAIT_TIMEOUT: Final = "GPUWaitTimeout"
 REASON_LAUNCHER_USAGE: Final = "LauncherUsage"
 REASON_TRAINER_FAILED: Final = "TrainerFailed"
+REASON_STOPPED_EARLY: Final = "StoppedEarly"
+REASON_CHECKPOINT_UNWRITABLE: Final = "CheckpointUnwritable"
 
 #: Reason per launcher exit code; any other non-zero code is verl's own.
 REASONS: Final[dict[int, str]] = {
@@ -42,6 +44,8 @@ REASONS: Final[dict[int, str]] = {
     contract.EXIT_INVALID_CONFIG: REASON_INVALID_CONFIG,
     contract.EXIT_RAY_UNREACHABLE: REASON_RAY_UNREACHABLE,
     contract.EXIT_GPU_TIMEOUT: REASON_GPU_WAIT_TIMEOUT,
+    contract.EXIT_STOPPED_EARLY: REASON_STOPPED_EARLY,
+    contract.EXIT_CHECKPOINT_UNWRITABLE: REASON_CHECKPOINT_UNWRITABLE,
 }
 
 _EXIT_CODE = re.compile(r"entrypoint command failed with exit code (-?\d+)")
@@ -78,8 +82,9 @@ def launcher_failure(message: str) -> LauncherFailure | None:
     if not said:
         return None
     last = said[-1].strip()
-    if code in REASONS:
-        return LauncherFailure(code, REASONS[code], last)
+    # verl's own exit code may collide with one of the launcher's: the launcher's line tells them apart.
     if last.startswith(VERL_FAILED_PREFIX):
         return LauncherFailure(code, REASON_TRAINER_FAILED, last)
+    if code in REASONS:
+        return LauncherFailure(code, REASONS[code], last)
     return None
