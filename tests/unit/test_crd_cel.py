@@ -53,6 +53,7 @@ BREAKING: dict[str, dict[str, Any]] = {
     "tensor-parallel-divides-node": {"rollout": {"tensorParallelSize": 3}},
     "sequence-parallel-divides-gpus": {"training": {"ulyssesSequenceParallelSize": 3}},
     "rollouts-divide-over-gpus": {"rollout": {"n": 5}, "resources": {"nodes": 3}},
+    "mini-batch-divides-over-data-parallel": {"training": {"miniBatchSize": 2}, "rollout": {"n": 1}},
     "overlong-buffer-fits-response": {"training": {"maxResponseLength": 1024}},
     "env-names-not-reserved": {"env": [{"name": "NCCL_DEBUG", "value": "INFO"}, {"name": "FLASHRL_SPEC"}]},
     "env-names-not-kuberay-managed": {"env": [{"name": "NCCL_DEBUG"}, {"name": "KUBERAY_GEN_RAY_START_CMD"}]},

@@ -66,7 +66,15 @@ BREAKING: list[tuple[str, dict[str, Any]]] = [
     ("mini-batch-divides-prompt-batch", {"training": {"miniBatchSize": 5}}),
     ("tensor-parallel-divides-node", {"rollout": {"tensorParallelSize": 16}}),
     ("sequence-parallel-divides-gpus", {"training": {"ulyssesSequenceParallelSize": 16}}),
-    ("rollouts-divide-over-gpus", {"rollout": {"n": 5}, "resources": {"gpusPerNode": 6}}),
+    (
+        "rollouts-divide-over-gpus",
+        {
+            "rollout": {"n": 5},
+            "resources": {"gpusPerNode": 6},
+            "training": {"ulyssesSequenceParallelSize": 6},
+        },
+    ),
+    ("mini-batch-divides-over-data-parallel", {"training": {"miniBatchSize": 1}, "rollout": {"n": 2}}),
     ("overlong-buffer-fits-response", {"training": {"maxResponseLength": 2048}}),
     ("env-names-not-reserved", {"env": [{"name": "CUDA_VISIBLE_DEVICES", "value": "0,1"}]}),
     ("env-names-not-kuberay-managed", {"env": [{"name": "RAY_CLUSTER_NAME", "value": "x"}]}),

@@ -123,6 +123,22 @@ RULES: tuple[Rule, ...] = (
         check=lambda s: (s.training.prompt_batch_size * s.rollout.n) % _world(s) == 0,
     ),
     Rule(
+        name="mini-batch-divides-over-data-parallel",
+        path="training.miniBatchSize",
+        cel="(self.resources.nodes * self.resources.gpusPerNode) % self.training.ulyssesSequenceParallelSize "
+        "!= 0 || (self.training.miniBatchSize * self.rollout.n) % ((self.resources.nodes * "
+        "self.resources.gpusPerNode) / self.training.ulyssesSequenceParallelSize) == 0",
+        message="training.miniBatchSize x rollout.n must be divisible by the data-parallel size (the GPU "
+        "count divided by training.ulyssesSequenceParallelSize): verl splits every mini batch over "
+        "those ranks (verl/workers/engine_workers.py:267)",
+        check=lambda s: (
+            _world(s) % s.training.ulysses_sequence_parallel_size != 0
+            or (s.training.mini_batch_size * s.rollout.n)
+            % (_world(s) // s.training.ulysses_sequence_parallel_size)
+            == 0
+        ),
+    ),
+    Rule(
         name="overlong-buffer-fits-response",
         path="training.overlongBuffer.length",
         cel="!self.training.overlongBuffer.enabled || "

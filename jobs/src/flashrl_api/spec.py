@@ -94,9 +94,10 @@ class RolloutSpec(ApiModel):
     gpu_memory_utilization: float = Field(default=0.70, gt=0.0, le=0.95)
     """Fraction of GPU memory SGLang reserves for weights and KV cache (mem_fraction_static)."""
 
-    temperature: float = Field(default=1.0, ge=0.0, le=10.0)
-    """Sampling temperature. Keep 1.0: the trainer's log-probs only model temperature, so other values
-    bias the importance ratios TIS corrects with."""
+    temperature: float = Field(default=1.0, gt=0.0, le=10.0)
+    """Sampling temperature, above 0 (verl samples validation too and refuses 0). Keep 1.0: the
+    trainer's log-probs only model temperature, so other values bias the importance ratios TIS
+    corrects with."""
 
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
     """Nucleus sampling. Keep 1.0 for unbiased TIS ratios."""

@@ -170,19 +170,22 @@ def check_overrides_file(job: FlashRLJob, overrides_file: Path) -> None:
 
 
 def compose_first(job: FlashRLJob) -> None:
-    """Compose verl's config for the job; any rejected override stops the launch here."""
-    from flashrl_jobs.verl_config import VerlConfigUnavailableError, check_user_overrides
+    """Compose verl's config for the job and run verl's own start-up checks on it; any problem stops
+    the launch here, before verl asks Ray for a single GPU. Checks that cannot run are logged."""
+    from flashrl_jobs.verl_config import VerlConfigUnavailableError, check_config
 
-    log("Composing verl's config")
+    log("Composing verl's config and running verl's start-up checks")
     try:
-        problems = check_user_overrides(job)
+        result = check_config(job)
     except VerlConfigUnavailableError as exc:
         raise LaunchError(contract.EXIT_INVALID_CONFIG, f"cannot compose verl's config: {exc}") from None
-    if problems:
+    if result.problems:
         raise LaunchError(
             contract.EXIT_INVALID_CONFIG,
-            "verl rejects the job's configuration:\n" + "\n".join(str(p) for p in problems),
+            "verl rejects the job's configuration:\n" + "\n".join(str(p) for p in result.problems),
         )
+    for note in result.skipped:
+        log(f"Not checked here: {note}")
 
 
 def run(argv: Sequence[str] | None = None) -> int:
