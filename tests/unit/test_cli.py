@@ -129,7 +129,7 @@ BAD_INPUTS: list[tuple[str, str, list[str]]] = [
     ),
     (
         "gpus-not-divisible",
-        HEAD + "spec: {rollout: {n: 5}, resources: {nodes: 3}}\n",
+        HEAD + "spec: {rollout: {n: 5}, resources: {nodes: 3}, training: {ulyssesSequenceParallelSize: 3}}\n",
         ["spec.rollout.n: training.promptBatchSize x rollout.n must be divisible by the GPU count"],
     ),
     (
@@ -193,6 +193,7 @@ def test_rule_violations_and_bad_overrides_are_reported_in_one_run(
 ) -> None:
     spec = {
         "resources": {"gpusPerNode": 6},
+        "training": {"ulyssesSequenceParallelSize": 6},
         "overrides": ["trainer.nnodes=2", "actor_rollout_ref.actor.no_such_key=1"],
     }
     code, out, err = _run(["validate", _write(tmp_path, HEAD + yaml.safe_dump({"spec": spec}))], capsys)
