@@ -48,13 +48,15 @@ def _python_verdicts(raw_spec: dict[str, Any]) -> dict[str, bool]:
 
 
 BREAKING: dict[str, dict[str, Any]] = {
-    "generation-batch-covers-prompt-batch": {"training": {"generationBatchSize": 16}},
+    "generation-batch-is-whole-prompt-batches": {"training": {"generationBatchSize": 80}},
     "mini-batch-divides-prompt-batch": {"training": {"miniBatchSize": 24}},
     "tensor-parallel-divides-node": {"rollout": {"tensorParallelSize": 3}},
     "sequence-parallel-divides-gpus": {"training": {"ulyssesSequenceParallelSize": 3}},
     "rollouts-divide-over-gpus": {"rollout": {"n": 5}, "resources": {"nodes": 3}},
     "overlong-buffer-fits-response": {"training": {"maxResponseLength": 1024}},
     "env-names-not-reserved": {"env": [{"name": "NCCL_DEBUG", "value": "INFO"}, {"name": "FLASHRL_SPEC"}]},
+    "env-names-not-kuberay-managed": {"env": [{"name": "NCCL_DEBUG"}, {"name": "KUBERAY_GEN_RAY_START_CMD"}]},
+    "fp8-rollout-needs-fp8-gpus": {"resources": {"gpuProduct": "Tesla-T4"}},
     "node-selector-leaves-gpu-product-to-gpu-product": {
         "resources": {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100"}}
     },
@@ -96,6 +98,23 @@ ENV_CHOICES: list[list[dict[str, str]]] = [
     [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}],
     [{"name": "FLASHRL_TERMINATION_LOG", "value": "/tmp/x"}],
     [{"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"}],
+    [{"name": "RAY_enable_autoscaler_v2", "value": "1"}],
+    [{"name": "REDIS_USERNAME"}, {"name": "RAY_START_ULIMIT_OPEN_FILES", "value": "1048576"}],
+    [{"name": "RAY_CLUSTER_NAMESPACE"}],
+]
+
+#: GPU products with and without FP8 tensor cores, GFD's spellings, and ones the table does not know.
+GPU_PRODUCT_CHOICES: list[str] = [
+    "NVIDIA-H20",
+    "NVIDIA-H100-80GB-HBM3",
+    "NVIDIA-L40S",
+    "NVIDIA-A100-SXM4-80GB",
+    "NVIDIA-A10G",
+    "Tesla-T4",
+    "Tesla-V100-SXM2-16GB-SHARED",
+    "NVIDIA-RTX-6000-Ada-Generation",
+    "Quadro-RTX-6000",
+    "Some-Future-GPU",
 ]
 
 
@@ -123,8 +142,13 @@ def test_disabled_overlong_buffer_is_not_checked() -> None:
 
 def _random_spec(rng: random.Random) -> dict[str, Any]:
     return {
-        "rollout": {"n": rng.choice([1, 2, 3, 5, 8, 16]), "tensorParallelSize": rng.choice([1, 2, 3, 4, 8])},
+        "rollout": {
+            "n": rng.choice([1, 2, 3, 5, 8, 16]),
+            "tensorParallelSize": rng.choice([1, 2, 3, 4, 8]),
+            "quantization": rng.choice(["blockwise-fp8", "channel-fp8", "bf16"]),
+        },
         "resources": {
+            "gpuProduct": rng.choice(GPU_PRODUCT_CHOICES),
             "nodes": rng.choice([1, 2, 3, 4]),
             "gpusPerNode": rng.choice([1, 2, 4, 6, 8]),
             "nodeSelector": rng.choice(NODE_SELECTOR_CHOICES),

@@ -21,7 +21,7 @@ from flashrl_api.manifest import (
     parse_spec,
     spec_problems,
 )
-from flashrl_api.rules import RULES, Rule, violations
+from flashrl_api.rules import RULES, Rule, spec_warnings, violations
 from flashrl_api.spec import FlashRLJobSpec
 from flashrl_api.status import PHASES, TERMINAL_PHASES, Condition, FlashRLJobStatus, Phase, Progress
 
@@ -50,5 +50,6 @@ __all__ = [
     "parse_job",
     "parse_spec",
     "spec_problems",
+    "spec_warnings",
     "violations",
 ]

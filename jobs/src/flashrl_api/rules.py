@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from flashrl_api.gpus import FP8_MIN_CAPABILITY, NO_FP8_PATTERN, gpu_family, lacks_fp8
+from flashrl_api.kuberay_env import KUBERAY_MANAGED_ENV, KUBERAY_MANAGED_ENV_NAMES
 from flashrl_api.spec import (
     GPU_PRODUCT_LABEL,
     RESERVED_ENV_NAMES,
@@ -32,9 +34,21 @@ class Rule:
     cel: str
     message: str
     check: Callable[[FlashRLJobSpec], bool]
+    #: A message naming the offending values, for the Python side (CEL messages are static).
+    explain: Callable[[FlashRLJobSpec], str] | None = None
+
+    def message_for(self, spec: FlashRLJobSpec) -> str:
+        """The message for a spec that breaks this rule: specific where the rule can say more."""
+        return self.explain(spec) if self.explain is not None else self.message
 
 
 _RESERVED_CEL = ", ".join(f"'{name}'" for name in RESERVED_ENV_NAMES)
+#: KubeRay's names the project does not already reserve for itself (RAY_ADDRESS is both).
+_KUBERAY_ONLY_ENV = tuple(name for name in KUBERAY_MANAGED_ENV_NAMES if not is_reserved_env_name(name))
+_KUBERAY_ENV_CEL = ", ".join(f"'{name}'" for name in _KUBERAY_ONLY_ENV)
+#: Rollout precisions that need FP8 tensor cores.
+FP8_QUANTIZATIONS: tuple[str, ...] = ("blockwise-fp8", "channel-fp8")
+_FP8_CEL = ", ".join(f"'{q}'" for q in FP8_QUANTIZATIONS)
 
 
 def _world(spec: FlashRLJobSpec) -> int:
@@ -69,11 +83,13 @@ def _tolerations_rule(
 
 RULES: tuple[Rule, ...] = (
     Rule(
-        name="generation-batch-covers-prompt-batch",
+        name="generation-batch-is-whole-prompt-batches",
         path="training.generationBatchSize",
-        cel="self.training.generationBatchSize >= self.training.promptBatchSize",
-        message="must be at least training.promptBatchSize (dynamic sampling fills a step from it)",
-        check=lambda s: s.training.generation_batch_size >= s.training.prompt_batch_size,
+        cel="self.training.generationBatchSize % self.training.promptBatchSize == 0",
+        message="must be a whole multiple of training.promptBatchSize: verl 0.9.1 keeps "
+        "generationBatchSize / promptBatchSize prompt batches in flight while dynamic sampling fills a "
+        "step (algorithm.filter_groups.max_inflight_gen_batches)",
+        check=lambda s: s.training.generation_batch_size % s.training.prompt_batch_size == 0,
     ),
     Rule(
         name="mini-batch-divides-prompt-batch",
@@ -142,9 +158,74 @@ RULES: tuple[Rule, ...] = (
         "(the operator and the launcher set them)",
         check=lambda s: not any(is_reserved_env_name(var.name) for var in s.env),
     ),
+    Rule(
+        name="env-names-not-kuberay-managed",
+        path="env",
+        cel=f"self.env.all(e, !(e.name in [{_KUBERAY_ENV_CEL}]))",
+        message="must not set a variable KubeRay v1.7.0 refuses, or sets itself, in Ray containers: "
+        f"{', '.join(_KUBERAY_ONLY_ENV)}",
+        check=lambda s: not any(var.name in _KUBERAY_ONLY_ENV for var in s.env),
+        explain=lambda s: _kuberay_env_explained(s),
+    ),
+    Rule(
+        name="fp8-rollout-needs-fp8-gpus",
+        path="rollout.quantization",
+        cel=f"!(self.rollout.quantization in [{_FP8_CEL}]) || "
+        f"!self.resources.gpuProduct.matches('{NO_FP8_PATTERN}')",
+        message="an FP8 rollout needs FP8 tensor cores (compute capability "
+        f"{FP8_MIN_CAPABILITY[0]}.{FP8_MIN_CAPABILITY[1]} or newer: L4, L40S, H100, H20, H200, B200, ...), "
+        "and resources.gpuProduct names an older GPU; use bf16 or an FP8-capable pool",
+        check=lambda s: (
+            s.rollout.quantization not in FP8_QUANTIZATIONS or not lacks_fp8(s.resources.gpu_product)
+        ),
+        explain=lambda s: _fp8_explained(s),
+    ),
 )
 
 
 def violations(spec: FlashRLJobSpec) -> list[tuple[str, str]]:
     """Return ``(path, message)`` for every rule the spec breaks, paths relative to ``spec``."""
-    return [(rule.path, rule.message) for rule in RULES if not rule.check(spec)]
+    return [(rule.path, rule.message_for(spec)) for rule in RULES if not rule.check(spec)]
+
+
+def _kuberay_env_explained(spec: FlashRLJobSpec) -> str:
+    managed = [var.name for var in spec.env if var.name in _KUBERAY_ONLY_ENV]
+    why = "; ".join(f"{name}: {KUBERAY_MANAGED_ENV[name]}" for name in managed)
+    return f"must not set variables KubeRay v1.7.0 refuses, or sets itself, in Ray containers ({why})"
+
+
+def _fp8_explained(spec: FlashRLJobSpec) -> str:
+    family = gpu_family(spec.resources.gpu_product)
+    what = "an older GPU"
+    if family is not None:
+        major, minor = family.capability
+        what = f"{family.name}, compute capability {major}.{minor}"
+    return (
+        f"{spec.rollout.quantization} needs FP8 tensor cores (compute capability "
+        f"{FP8_MIN_CAPABILITY[0]}.{FP8_MIN_CAPABILITY[1]} or newer), and resources.gpuProduct "
+        f"{spec.resources.gpu_product} is {what}; use bf16 or an FP8-capable pool (L40S, H100, H20, ...)"
+    )
+
+
+def spec_warnings(spec: FlashRLJobSpec) -> list[tuple[str, str]]:
+    """``(path, message)`` for what is accepted but may not do what the user expects."""
+    found: list[tuple[str, str]] = []
+    if spec.rollout.quantization in FP8_QUANTIZATIONS and gpu_family(spec.resources.gpu_product) is None:
+        found.append(
+            (
+                "resources.gpuProduct",
+                f"{spec.resources.gpu_product!r} is not in the GPU table (flashrl_api/gpus.py), so whether "
+                f"it has FP8 tensor cores for rollout.quantization {spec.rollout.quantization} was not "
+                "checked",
+            )
+        )
+    t = spec.training
+    if not t.dynamic_sampling.enabled and t.generation_batch_size != t.prompt_batch_size:
+        found.append(
+            (
+                "training.generationBatchSize",
+                "has no effect with training.dynamicSampling.enabled false: verl 0.9.1 generates one "
+                "prompt batch per step",
+            )
+        )
+    return found

@@ -148,9 +148,6 @@ class DynamicSamplingSpec(ApiModel):
     metric: str = Field(default="acc", min_length=1, max_length=64)
     """Per-sample metric compared across a group (``acc`` or ``reward``)."""
 
-    max_generation_batches: int = Field(default=10, ge=0)
-    """Give up after this many generation batches per step; 0 means no limit."""
-
 
 class TrainingSpec(ApiModel):
     """The RL algorithm, its batch geometry and optimiser."""
@@ -163,7 +160,9 @@ class TrainingSpec(ApiModel):
     """Prompts per training step (data.train_batch_size)."""
 
     generation_batch_size: int = Field(default=96, ge=1)
-    """Prompts per generation batch (data.gen_batch_size); at least promptBatchSize."""
+    """Prompts generated concurrently while dynamic sampling fills a step; a whole multiple of
+    promptBatchSize. verl 0.9.1 reads it as algorithm.filter_groups.max_inflight_gen_batches =
+    generationBatchSize / promptBatchSize (prompt batches in flight); unused without dynamic sampling."""
 
     mini_batch_size: int = Field(default=32, ge=1)
     """Prompts per optimiser update (ppo_mini_batch_size); must divide promptBatchSize."""

@@ -112,6 +112,29 @@ def _rollout(spec: FlashRLJobSpec) -> dict[str, Value]:
     return values
 
 
+def _dynamic_sampling(spec: FlashRLJobSpec) -> dict[str, Value]:
+    """DAPO's group filtering, in the keys verl 0.9.1's V1 trainer actually reads.
+
+    With filtering on, the V1 trainer forces ``data.gen_batch_size`` to 1 (it refills one prompt at a
+    time) and ignores ``algorithm.filter_groups.max_num_gen_batches``
+    (``verl/trainer/ppo/v1/trainer_base.py``: ``_init_dataloader``'s ``requires_exact_refill`` block and
+    ``_resolve_filter_groups_metric``); generation concurrency is ``max_inflight_gen_batches``, in
+    train-batch units (``verl/trainer/ppo/v1/replay_buffer.py``). So neither of the first two is
+    rendered, and generationBatchSize / promptBatchSize becomes the third. Without filtering the V1
+    trainer reads none of them but ``enable``.
+    """
+    ds = spec.training.dynamic_sampling
+    prefix = "algorithm.filter_groups."
+    if not ds.enabled:
+        return {prefix + "enable": False}
+    return {
+        prefix + "enable": True,
+        prefix + "metric": ds.metric,
+        prefix + "max_inflight_gen_batches": spec.training.generation_batch_size
+        // spec.training.prompt_batch_size,
+    }
+
+
 def _training(job: FlashRLJob) -> dict[str, Value]:
     spec = job.spec
     t = spec.training
@@ -123,9 +146,7 @@ def _training(job: FlashRLJob) -> dict[str, Value]:
         "algorithm.adv_estimator": "grpo",
         "algorithm.use_kl_in_reward": False,
         "algorithm.kl_ctrl.kl_coef": 0.0,
-        "algorithm.filter_groups.enable": t.dynamic_sampling.enabled,
-        "algorithm.filter_groups.metric": t.dynamic_sampling.metric,
-        "algorithm.filter_groups.max_num_gen_batches": t.dynamic_sampling.max_generation_batches,
+        **_dynamic_sampling(spec),
         "data.train_files": spec.data.train,
         "data.val_files": spec.data.validation,
         "data.prompt_key": spec.data.prompt_key,
@@ -133,7 +154,6 @@ def _training(job: FlashRLJob) -> dict[str, Value]:
         "data.max_prompt_length": t.max_prompt_length,
         "data.max_response_length": t.max_response_length,
         "data.train_batch_size": t.prompt_batch_size,
-        "data.gen_batch_size": t.generation_batch_size,
         "data.val_max_samples": -1,
         model + "path": spec.model.path,
         model + "use_remove_padding": True,
