@@ -12,7 +12,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from bench import operator_bench
+from bench import operator_bench, resume_bench
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 
@@ -43,6 +43,8 @@ def main() -> int:
             print(f"the Ray gate benchmark failed: {exc!r}", file=sys.stderr)
             sections.append(f"## Ray GPU gate vs fixed sleep\n\nNot measured in the last run: {exc!r}\n")
             status = 1
+    print("retry benchmark: simulated 100-step runs with failures ...", file=sys.stderr)
+    sections.append(resume_bench.run())
     date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")
     text = HEADER.format(date=date) + "\n".join(sections)
     DOC.write_text(text, encoding="utf-8")

@@ -1,0 +1,175 @@
+"""Whether a failed attempt is retried, and what it cost (pure).
+
+KubeRay's ``backoffLimit`` retries on a fresh cluster but knows nothing about training progress, so
+the operator decides itself: every attempt runs with ``backoffLimit: 0`` and this function reads how it
+ended. The rules, in order:
+
+1. **Not retryable** (:data:`NON_RETRYABLE`): the same spec, image and volume would fail the same way
+   (an invalid config, a launcher usage error, a checkpoint directory that cannot be written, verl
+   stopping early by itself, the job's own deadline having passed): Failed at once, with that reason.
+2. **Budget**: ``lifecycle.maxRestarts`` retries at most; after that, Failed with the attempt's reason.
+3. **Progress gate**: a retryable failure (a trainer crash, an NCCL error, a lost node or evicted pod,
+   a GPU wait timeout, a deleted RayJob, ...) is retried if the attempt saved a checkpoint newer than
+   the one it resumed from, or failed before completing its first step (it never got to train, so it
+   could not have saved). An attempt that trained but saved nothing newer gets one more try from the
+   same checkpoint (a single transient failure a few steps after a save is not a pattern). When an
+   earlier attempt from that same checkpoint also trained and failed without saving, the next attempt
+   would resume from there again and most likely fail at the same step: Failed with reason
+   ``NoProgress`` naming that step.
+
+The work a failure loses is the steps completed after the newest checkpoint: ``step - checkpoint``.
+With a checkpoint every ``interval`` steps that is at most ``interval - 1`` completed steps (plus the
+step in flight). Kueue preemption is not a failure and never reaches this function.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from flashrl_operator.launcher_failure import (
+    REASON_CHECKPOINT_UNWRITABLE,
+    REASON_INVALID_CONFIG,
+    REASON_LAUNCHER_USAGE,
+    REASON_STOPPED_EARLY,
+)
+
+REASON_NO_PROGRESS: Final = "NoProgress"
+#: KubeRay's reason when ``activeDeadlineSeconds`` ran out (``rayjob_types.go``).
+REASON_DEADLINE_EXCEEDED: Final = "DeadlineExceeded"
+#: KubeRay refused the RayJob spec (``ValidationFailed``): a rendering bug or an API mismatch.
+REASON_VALIDATION_FAILED: Final = "ValidationFailed"
+
+#: Failures a new attempt cannot fix.
+NON_RETRYABLE: Final = frozenset(
+    {
+        REASON_INVALID_CONFIG,
+        REASON_LAUNCHER_USAGE,
+        REASON_CHECKPOINT_UNWRITABLE,
+        REASON_STOPPED_EARLY,
+        REASON_VALIDATION_FAILED,
+        "InvalidSpec",
+    }
+)
+
+#: Backoff before attempt k+1: 30 s doubling per retry, at most 10 minutes (a new Ray cluster takes
+#: minutes to come up anyway; the backoff only keeps a flapping node pool from being hammered).
+BACKOFF_BASE_SECONDS: Final = 30.0
+BACKOFF_CAP_SECONDS: Final = 600.0
+
+
+@dataclass(frozen=True)
+class AttemptEnd:
+    """How one attempt ended, as the operator observed it."""
+
+    attempt: int
+    """1 for the first Ray cluster."""
+    reason: str
+    """Why it failed (the launcher's reason, KubeRay's, or the operator's own such as RayJobDeleted)."""
+    message: str
+    """The failure's detail, for the job's message."""
+    start_step: int
+    """The checkpoint step it resumed from (0 when there was none)."""
+    step: int
+    """The last training step it completed (``status.progress.step``; ``start_step`` if none)."""
+    checkpoint_step: int
+    """The newest checkpoint when it ended (``status.checkpoint.step``; 0 when none)."""
+    deadline_left_seconds: float | None = None
+    """Time left of ``lifecycle.activeDeadlineSeconds``; ``None`` without a deadline."""
+    earlier_stalls: tuple[int, ...] = ()
+    """Earlier attempts that resumed from this same checkpoint, trained, and failed without saving a
+    newer one: their numbers (see :func:`stalls_from`)."""
+
+
+@dataclass(frozen=True)
+class PastAttempt:
+    """What the gate needs from one ``status.attempts`` entry."""
+
+    attempt: int
+    start_step: int
+    end_step: int
+    checkpoint_step: int
+
+
+def stalls_from(history: list[PastAttempt], start_step: int) -> tuple[int, ...]:
+    """Attempts in ``history`` that resumed from ``start_step``, trained, and saved nothing newer."""
+    return tuple(
+        past.attempt
+        for past in history
+        if past.start_step == start_step
+        and past.end_step > past.start_step
+        and past.checkpoint_step <= past.start_step
+    )
+
+
+@dataclass(frozen=True)
+class RetryDecision:
+    """Retry (after ``backoff_seconds``) or fail the job with ``reason``; either way ``lost_steps``."""
+
+    action: Literal["retry", "fail"]
+    reason: str
+    message: str
+    lost_steps: int
+    backoff_seconds: float = 0.0
+
+
+def lost_steps(end: AttemptEnd) -> int:
+    """Completed steps after the newest checkpoint: what the next attempt must redo."""
+    return max(0, end.step - max(end.checkpoint_step, end.start_step))
+
+
+def backoff_seconds(attempt: int) -> float:
+    """Wait before starting attempt ``attempt + 1``."""
+    return min(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS * 2.0 ** max(0, attempt - 1))
+
+
+def decide(end: AttemptEnd, max_restarts: int) -> RetryDecision:
+    """The operator's verdict on a failed attempt (see the module docstring for the rules)."""
+    lost = lost_steps(end)
+    cost = f"{lost} step(s) since the checkpoint of step {max(end.checkpoint_step, end.start_step)} lost"
+    if end.reason in NON_RETRYABLE:
+        return RetryDecision("fail", end.reason, f"{end.message} (not retryable)", lost)
+    if end.reason == REASON_DEADLINE_EXCEEDED or (
+        end.deadline_left_seconds is not None and end.deadline_left_seconds <= 0
+    ):
+        return RetryDecision(
+            "fail",
+            REASON_DEADLINE_EXCEEDED,
+            f"{end.message} (lifecycle.activeDeadlineSeconds has passed)",
+            lost,
+        )
+    if end.attempt > max_restarts:
+        return RetryDecision(
+            "fail",
+            end.reason,
+            f"attempt {end.attempt} failed at step {end.step} ({end.message}); no retries left "
+            f"(lifecycle.maxRestarts {max_restarts}); {cost}",
+            lost,
+        )
+    advanced = end.checkpoint_step > end.start_step
+    before_first_step = end.step <= end.start_step
+    if not advanced and not before_first_step and end.earlier_stalls:
+        which = ", ".join(map(str, (*end.earlier_stalls, end.attempt)))
+        return RetryDecision(
+            "fail",
+            REASON_NO_PROGRESS,
+            f"attempts {which} each resumed from step {end.start_step} and failed without saving a newer "
+            f"checkpoint; attempt {end.attempt} failed after step {end.step} ({end.reason}: {end.message}). "
+            f"A retry would resume from step {end.start_step} again and keep failing after step {end.step}",
+            lost,
+        )
+    if before_first_step:
+        why = "before its first step"
+    elif advanced:
+        why = f"after a checkpoint of step {end.checkpoint_step}"
+    else:
+        why = f"at step {end.step} before its first checkpoint (one more try from step {end.start_step})"
+    wait = backoff_seconds(end.attempt)
+    return RetryDecision(
+        "retry",
+        end.reason,
+        f"attempt {end.attempt} failed {why} ({end.reason}: {end.message}); {cost}; attempt "
+        f"{end.attempt + 1} resumes from step {max(end.checkpoint_step, end.start_step)} in {wait:.0f}s",
+        lost,
+        wait,
+    )
