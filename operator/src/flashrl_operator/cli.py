@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final, TextIO
 
 from flashrl_api import FlashRLJob, Problem, SpecError, load_documents, load_job_file, parse_job
+from flashrl_operator.preflight import offline_limits
 
 if TYPE_CHECKING:
     _Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -138,6 +139,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     if problems:
         return _report(problems, sys.stderr)
     print(f'{_source_name(args.file)}: valid FlashRLJob "{job.name}" {summary(job)}')
+    print(offline_limits(job), file=sys.stderr)
     return 0
 
 
