@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from pydantic import BaseModel
+
 from flashrl_api.gpus import FP8_MIN_CAPABILITY, NO_FP8_PATTERN, gpu_family, lacks_fp8
 from flashrl_api.kuberay_env import KUBERAY_MANAGED_ENV, KUBERAY_MANAGED_ENV_NAMES
 from flashrl_api.sources import HF_SCHEME, is_hf
@@ -277,3 +279,43 @@ def spec_warnings(spec: FlashRLJobSpec) -> list[tuple[str, str]]:
             )
         )
     return found
+
+
+#: Spec fields a running job may change: the lifecycle knobs KubeRay honours on a live RayJob. Every
+#: other field is fixed once the job exists (the Ray cluster and verl's command are built from it), so
+#: the CRD refuses changes to them (CEL transition rules) and the operator checks again.
+MUTABLE_SPEC_FIELDS: tuple[str, ...] = (
+    "lifecycle.suspend",
+    "lifecycle.activeDeadlineSeconds",
+    "lifecycle.ttlSecondsAfterFinished",
+)
+IMMUTABLE_CEL = "self == oldSelf"
+IMMUTABLE_MESSAGE = (
+    "cannot change once the job exists (its Ray cluster and verl command are built from it); "
+    "delete and recreate the FlashRLJob, or change only lifecycle.suspend, "
+    "lifecycle.activeDeadlineSeconds or lifecycle.ttlSecondsAfterFinished"
+)
+
+
+def _aliases(model: type[BaseModel]) -> list[tuple[str, type[BaseModel] | None]]:
+    out: list[tuple[str, type[BaseModel] | None]] = []
+    for name, info in model.model_fields.items():
+        annotation = info.annotation
+        nested = annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+        out.append((info.alias or name, nested))
+    return out
+
+
+def immutable_spec_fields(model: type[BaseModel] = FlashRLJobSpec, prefix: str = "") -> tuple[str, ...]:
+    """Spec paths (camelCase, relative to ``spec``) that carry ``self == oldSelf``: the largest subtrees
+    holding no field of :data:`MUTABLE_SPEC_FIELDS`."""
+    paths: list[str] = []
+    for alias, nested in _aliases(model):
+        path = f"{prefix}{alias}"
+        if path in MUTABLE_SPEC_FIELDS:
+            continue
+        if nested is not None and any(m.startswith(path + ".") for m in MUTABLE_SPEC_FIELDS):
+            paths.extend(immutable_spec_fields(nested, path + "."))
+        else:
+            paths.append(path)
+    return tuple(paths)
