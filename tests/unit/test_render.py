@@ -285,6 +285,37 @@ def test_no_queue_no_kueue_label() -> None:
     assert "priorityClassName" not in worker_group(job)["template"]["spec"]
 
 
+# --- submitter ------------------------------------------------------------------------------------
+
+
+def test_pull_secrets_reach_kuberays_submitter_pod() -> None:
+    job = make_job(
+        {
+            "images": {"pullSecrets": ["regcred"], "pullPolicy": "Always"},
+            "scheduling": {"priorityClassName": "training"},
+            "resources": {"head": {"nodeSelector": {"pool": "cpu"}}},
+        }
+    )
+    rayjob = ray_job_of(job)["spec"]
+    assert rayjob["submissionMode"] == "K8sJobMode"
+    pod = rayjob["submitterPodTemplate"]["spec"]
+    assert pod["imagePullSecrets"] == [{"name": "regcred"}]
+    assert pod["restartPolicy"] == "Never"  # KubeRay's submitter Job requires it
+    assert (pod["priorityClassName"], pod["nodeSelector"]) == ("training", {"pool": "cpu"})
+    (c,) = pod["containers"]
+    assert (c["name"], c["image"], c["imagePullPolicy"]) == (
+        "ray-job-submitter",
+        job.spec.images.trainer,
+        "Always",
+    )
+    # KubeRay fills in the submit command only when the container has none.
+    assert "command" not in c and "args" not in c
+    assert (
+        rayjob["submitterPodTemplate"]["metadata"]["labels"]
+        == rayjob["rayClusterSpec"]["headGroupSpec"]["template"]["metadata"]["labels"]
+    )
+
+
 # --- head -----------------------------------------------------------------------------------------
 
 

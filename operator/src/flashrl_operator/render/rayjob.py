@@ -17,7 +17,7 @@ from flashrl_api.pins import ray_version
 from flashrl_jobs.contract import DEFAULT_SPEC_PATH
 from flashrl_operator.render.labels import KUEUE_QUEUE_LABEL, object_meta
 from flashrl_operator.render.names import child_names
-from flashrl_operator.render.pod import head_template, worker_template
+from flashrl_operator.render.pod import head_template, submitter_template, worker_template
 
 RAY_API_VERSION: Final = "ray.io/v1"
 WORKER_GROUP: Final = "gpu"
@@ -76,6 +76,9 @@ def ray_job(job: FlashRLJob) -> dict[str, Any]:
         # With a queue, Kueue owns suspend: created suspended, admitted by clearing it.
         "suspend": True if queue is not None else lifecycle.suspend,
         "rayClusterSpec": ray_cluster_spec(job),
+        # Our own submitter pod instead of KubeRay's default, which would pull the trainer image
+        # without the job's image pull Secrets (see render/pod.py, submitter_template).
+        "submitterPodTemplate": submitter_template(job),
     }
     if lifecycle.active_deadline_seconds is not None:
         spec["activeDeadlineSeconds"] = lifecycle.active_deadline_seconds
