@@ -310,8 +310,10 @@ def _room(directory: Path, needed: int) -> None:
 
 
 def _verified(local: Path, remote: RemoteFile) -> bool:
+    if local.stat().st_size != remote.size:
+        return False
     if remote.checksum is None:
-        return local.stat().st_size == remote.size
+        return True
     kind, expected = remote.checksum
     return file_checksum(local, kind) == expected
 
