@@ -169,13 +169,15 @@ async def test_namespaced_operator_ignores_others(cluster: Cluster, start_operat
 
 def test_demo_runs_the_whole_lifecycle() -> None:
     out, err = io.StringIO(), io.StringIO()
-    rc = run_demo(REPO / "examples" / "flashrljob.yaml", out, err, deadline_s=40)
+    rc = run_demo(REPO / "examples" / "flashrljob.yaml", out, err, deadline_s=60)
     text = out.getvalue()
     assert rc == 0, err.getvalue() + text[-2000:]
     assert "EMULATED" in text
-    for phase in ("Pending", "Starting", "Running", "Succeeded"):
+    for phase in ("Staging", "Pending", "Starting", "Running", "Succeeded"):
         assert f"-> {phase}" in text
-    assert "created rayjob rl/qwen3-8b-dapo-fp8" in text
+    # The staging Job runs, and succeeds, before the RayJob exists.
+    assert text.index("created job rl/qwen3-8b-dapo-fp8-stage") < text.index("the staging Job completed")
+    assert text.index("the staging Job completed") < text.index("created rayjob rl/qwen3-8b-dapo-fp8")
     assert "kind: RayJob" in text
     assert "step 3/150" in text
     # The stuck GPU worker is named with the scheduler's reason, then the cluster comes up.

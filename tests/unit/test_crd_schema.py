@@ -196,6 +196,7 @@ def test_status_schema_and_conditions_map() -> None:
     assert "type" in conditions["items"]["required"]
     assert status["properties"]["phase"]["enum"] == [
         "Pending",
+        "Staging",
         "Starting",
         "Running",
         "Succeeded",

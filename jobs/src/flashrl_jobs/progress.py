@@ -113,6 +113,10 @@ class ProgressReporter:
         """Queue ``status.checkpoint`` (the ledger calls this once per new checkpoint)."""
         self._queue("checkpoint", record)
 
+    def report_staging(self, record: dict[str, Any]) -> None:
+        """Queue ``status.staging`` (``flashrl-launch stage`` after each verified file)."""
+        self._queue("staging", record)
+
     def _queue(self, field: str, value: Any) -> None:
         with self._cond:
             self._pending[field] = value
@@ -142,6 +146,8 @@ class ProgressReporter:
             status.update(json.loads(progress_patch(step, total, datetime.now(UTC)))["status"])
         if "checkpoint" in pending:
             status["checkpoint"] = pending["checkpoint"]
+        if "staging" in pending:
+            status["staging"] = pending["staging"]
         request = urllib.request.Request(  # noqa: S310 - the URL is the in-cluster API server
             self._url,
             data=json.dumps({"status": status}, separators=(",", ":")).encode(),
@@ -165,6 +171,8 @@ class ProgressReporter:
                 what.append("progress step {}/{}".format(*pending["progress"]))
             if "checkpoint" in pending:
                 what.append(f"checkpoint step {pending['checkpoint'].get('step')}")
+            if "staging" in pending:
+                what.append("staging progress")
             self._log(
                 f"Could not report {' and '.join(what)} to the FlashRLJob ({detail}); training continues"
             )

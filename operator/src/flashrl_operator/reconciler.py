@@ -33,17 +33,29 @@ from collections.abc import Mapping
 from typing import Any
 
 from flashrl_api import KIND, FlashRLJob, FlashRLJobStatus, SpecError, parse_job
-from flashrl_api.status import Reason
+from flashrl_api.staging import staging_plan
+from flashrl_api.status import ConditionType, Reason
 from flashrl_operator import kuberay
 from flashrl_operator.children import SPEC_ANNOTATION, drift_patch, immutable_changes
+from flashrl_operator.conditions import find_condition
 from flashrl_operator.errors import ConflictError, RejectedError, TransientError
-from flashrl_operator.kinds import FLASHRL_JOB, POD
+from flashrl_operator.kinds import FLASHRL_JOB, PERSISTENT_VOLUME_CLAIM, POD
 from flashrl_operator.kube import KubeClient, now_rfc3339
 from flashrl_operator.kuberay import CLUSTER_LABEL, RayClusterView, RayJobView
 from flashrl_operator.metrics import OperatorMetrics, parse_time
 from flashrl_operator.pod_diagnosis import PodProblem, pod_problems
 from flashrl_operator.ray_status import is_final, should_read_cluster, should_read_pods
 from flashrl_operator.render import Child, render
+from flashrl_operator.render.staging import JOB_NAME_LABEL, STAGE_CONTAINER
+from flashrl_operator.staging import (
+    JobOutcome,
+    StagingObservation,
+    is_staged,
+    job_outcome,
+    record_patches,
+    recorded,
+    termination_message,
+)
 from flashrl_operator.status_mapping import Observation, desired_status, status_events, status_patch
 
 logger = logging.getLogger(__name__)
@@ -176,6 +188,9 @@ class Reconciler:
 
         desired = render(job)
         ray_job = desired.ray_job
+        staging: StagingObservation | None = None
+        if desired.staging_job is None:
+            staging = StagingObservation()
         rejected: str | None = None
         immutable: list[str] = []
         ray_live: dict[str, Any] | None = None
@@ -189,6 +204,19 @@ class Reconciler:
         else:
             fresh = previous.get("observedGeneration") is None
             for child in desired.children:
+                if child is ray_job and staging is not None and not is_staged(staging):
+                    break  # No GPU is requested until the sources are on the volumes.
+                if child is desired.staging_job:
+                    try:
+                        staging = await self._staging(job, child, previous, fresh=fresh)
+                    except RejectedError as exc:
+                        rejected = (
+                            f"{child.describe()} was rejected by the API server "
+                            f"(HTTP {exc.status} {exc.reason}): {exc.message}"
+                        )
+                        logger.error("%s", rejected)
+                        break
+                    continue
                 try:
                     live = await self._converge(child, fresh=fresh, queued=desired.queued)
                 except RejectedError as exc:
@@ -215,9 +243,59 @@ class Reconciler:
             ray_job=ray_view,
             ray_cluster=cluster_view,
             pod_problems=await self._pod_problems(namespace, ray_view, cluster_view),
+            staging=staging,
             previous=previous,
         )
         await self._write_status(body, previous, desired_status(obs, now), uid, created)
+
+    async def _staging(
+        self, job: FlashRLJob, child: Child, previous: Mapping[str, Any], *, fresh: bool
+    ) -> StagingObservation:
+        """Where the job's sources stand; runs the staging Job when they are not staged yet.
+
+        Staged before this generation (the Staged condition holds): nothing is read. Recorded on
+        every claim (an earlier job staged them): no Job. Otherwise the Job is applied and read; its
+        success is recorded on the claims, its failure explained by its pod's termination message.
+        """
+        plan = tuple(staging_plan(job.spec))
+        held = find_condition(previous.get("conditions") or [], ConditionType.STAGED)
+        if held is not None and held.get("status") == "True":
+            already = held.get("reason") == Reason.ALREADY_STAGED
+            return StagingObservation(plan, already=already, outcome=JobOutcome(succeeded=not already))
+        namespace = job.namespace or "default"
+        claims = {}
+        for claim in sorted({item.claim_name for item in plan if item.claim_name}):
+            try:
+                claims[claim] = await self._kube.get(PERSISTENT_VOLUME_CLAIM, namespace, claim)
+            except RejectedError as exc:
+                self._refused_once("read claims", exc, "sources are staged by a Job every time")
+                claims[claim] = None
+        if recorded(plan, claims):
+            logger.info(
+                "FlashRLJob %s/%s: sources already staged on %s", namespace, job.name, ", ".join(claims)
+            )
+            return StagingObservation(plan, already=True)
+        live = await self._converge(child, fresh=fresh, queued=False)
+        outcome = job_outcome(live)
+        failure = ""
+        if outcome is not None and outcome.failed:
+            try:
+                pods = await self._kube.list_objects(POD, namespace, f"{JOB_NAME_LABEL}={child.name}")
+            except RejectedError as exc:
+                self._refused_once("list pods", exc, "a staging failure shows the Job's reason only")
+                pods = []
+            failure = termination_message(pods, STAGE_CONTAINER)
+        elif outcome is not None and outcome.succeeded:
+            for claim, patch in record_patches(plan, job.name, now_rfc3339()).items():
+                if claims.get(claim) is None:
+                    continue
+                try:
+                    await self._kube.patch(PERSISTENT_VOLUME_CLAIM, namespace, claim, patch)
+                except RejectedError as exc:
+                    self._refused_once("annotate claims", exc, "the next job stages its sources again")
+        return StagingObservation(
+            plan, outcome=outcome, failure=failure, progress=previous.get("staging") or None
+        )
 
     async def _ray_cluster(
         self, namespace: str, ray_job: RayJobView | None, previous: Mapping[str, Any]

@@ -22,13 +22,14 @@ from typing import Any, overload
 
 from flashrl_api import FlashRLJob
 from flashrl_operator import kuberay
-from flashrl_operator.kinds import resource_of
+from flashrl_operator.kinds import JOB, resource_of
 from flashrl_operator.render.configmap import config_map
 from flashrl_operator.render.labels import JOB_LABEL, KUEUE_QUEUE_LABEL, MANAGED_BY, labels, owner_reference
 from flashrl_operator.render.names import ChildNames, child_names
 from flashrl_operator.render.pod import HEAD_CONTAINER, WORKER_CONTAINER
 from flashrl_operator.render.rayjob import DRY_RUN_ENTRYPOINT, ENTRYPOINT, WORKER_GROUP, entrypoint, ray_job
 from flashrl_operator.render.rbac import role, role_binding, service_account
+from flashrl_operator.render.staging import staging_job
 from flashrl_operator.resource import Resource
 
 __all__ = [
@@ -95,6 +96,11 @@ class DesiredState(Sequence[dict[str, Any]]):
         """The RayJob."""
         return next(c for c in self.children if c.resource == kuberay.RAY_JOB)
 
+    @property
+    def staging_job(self) -> Child | None:
+        """The staging Job, when sources must be downloaded; the RayJob waits for it to succeed."""
+        return next((c for c in self.children if c.resource == JOB), None)
+
     def manifests(self) -> list[dict[str, Any]]:
         """The objects, in apply order (what ``flashrl render`` prints)."""
         return [c.body for c in self.children]
@@ -116,12 +122,22 @@ class DesiredState(Sequence[dict[str, Any]]):
 
 
 def render(job: FlashRLJob) -> DesiredState:
-    """Every child of ``job`` in apply order: ServiceAccount, Role, RoleBinding, ConfigMap, RayJob.
+    """Every child of ``job`` in apply order: ServiceAccount, Role, RoleBinding, ConfigMap, the staging
+    Job (only with Hugging Face sources), RayJob.
 
-    The RBAC and the ConfigMap come first so the head pod's ServiceAccount and spec volume exist
-    before KubeRay creates it.
+    The RBAC and the ConfigMap come first so the pods' ServiceAccount and spec volume exist before
+    they are created. The reconciler applies the RayJob only once the staging Job succeeded (or the
+    sources were staged before): no GPU is requested while anything downloads.
     """
-    bodies = [service_account(job), role(job), role_binding(job), config_map(job), ray_job(job)]
+    stage = staging_job(job)
+    bodies = [
+        service_account(job),
+        role(job),
+        role_binding(job),
+        config_map(job),
+        *([stage] if stage is not None else []),
+        ray_job(job),
+    ]
     return DesiredState(
         children=tuple(Child.of(body) for body in bodies),
         queued=job.spec.scheduling.queue_name is not None,

@@ -91,6 +91,10 @@ def _common_pod_spec(spec: FlashRLJobSpec) -> dict[str, Any]:
     return pod
 
 
+#: Pull Secrets and priority class, shared with the staging Job's pod.
+pull_and_priority = _common_pod_spec
+
+
 def _container(spec: FlashRLJobSpec, name: str) -> dict[str, Any]:
     container: dict[str, Any] = {
         "name": name,

@@ -27,6 +27,7 @@ from flashrl_operator.sim.apiserver import (
     watch_started,
 )
 from flashrl_operator.sim.harness import EmulatedCluster
+from flashrl_operator.sim.staging import BATCH_JOBS_RESOURCE, JOB_CONTROLLER, STAGER, StagingStandIn
 from flashrl_operator.sim.standins import (
     CLUSTER_STARTING,
     SUBMITTED,
@@ -42,9 +43,11 @@ from flashrl_operator.sim.standins import (
 
 __all__ = [
     "ACTOR_HEADER",
+    "BATCH_JOBS_RESOURCE",
     "CLUSTER_STARTING",
     "EVENTS_RESOURCE",
     "JOBS_RESOURCE",
+    "JOB_CONTROLLER",
     "KUBELET",
     "KUBERAY",
     "LAUNCHER",
@@ -52,6 +55,7 @@ __all__ = [
     "RAY_CLUSTERS_RESOURCE",
     "RAY_JOBS_RESOURCE",
     "SCHEDULER",
+    "STAGER",
     "SUBMITTED",
     "SUCCEEDED",
     "SUSPENDED",
@@ -61,6 +65,7 @@ __all__ = [
     "EmulatedApiServer",
     "EmulatedCluster",
     "KubeRayStandIn",
+    "StagingStandIn",
     "Write",
     "cluster_status",
     "eventually",

@@ -36,6 +36,7 @@ from flashrl_operator.sim.apiserver import (
     EmulatedApiServer,
     watch_started,
 )
+from flashrl_operator.sim.staging import StagingStandIn
 from flashrl_operator.sim.standins import KubeRayStandIn
 
 
@@ -56,6 +57,11 @@ class EmulatedCluster:
         if self._api is None:
             raise RuntimeError("use EmulatedCluster in `async with`")
         return self._api
+
+    @property
+    def staging(self) -> StagingStandIn:
+        """The Job controller and ``flashrl-launch stage`` for staging Jobs, played."""
+        return StagingStandIn(self.api)
 
     @property
     def kuberay(self) -> KubeRayStandIn:
