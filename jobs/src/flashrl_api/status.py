@@ -46,6 +46,9 @@ class Progress(ApiModel):
     update_time: str | None = None
     """When the step was last reported (RFC 3339)."""
 
+    attempt: int | None = Field(default=None, ge=1)
+    """The attempt (Ray cluster) that completed the step."""
+
 
 class CheckpointRecord(ApiModel):
     """The newest checkpoint verl finished, as the launcher read it from verl's tracker file."""
