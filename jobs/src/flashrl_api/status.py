@@ -66,6 +66,31 @@ class CheckpointRecord(ApiModel):
     """The attempt (Ray cluster) whose launcher reported it."""
 
 
+class AttemptRecord(ApiModel):
+    """One attempt: a Ray cluster that ran (or tried to run) the job."""
+
+    attempt: int = Field(ge=1)
+    """1 for the first Ray cluster, then one more per retry."""
+
+    start_step: int = Field(default=0, ge=0)
+    """The checkpoint step it resumed from (0: from the start)."""
+
+    end_step: int | None = Field(default=None, ge=0)
+    """The last training step it completed."""
+
+    checkpoint_step: int | None = Field(default=None, ge=0)
+    """The newest checkpoint when it ended."""
+
+    reason: str | None = Field(default=None, max_length=1024)
+    """Why it ended, when it failed."""
+
+    start_time: str | None = None
+    """When its RayJob was created (RFC 3339)."""
+
+    end_time: str | None = None
+    """When it ended (RFC 3339); absent for the current attempt."""
+
+
 class FlashRLJobStatus(ApiModel):
     """Observed state of a FlashRLJob, written by the operator."""
 
@@ -107,3 +132,15 @@ class FlashRLJobStatus(ApiModel):
 
     checkpoint: CheckpointRecord | None = None
     """The newest checkpoint, reported by the launcher after each step (a retry resumes from it)."""
+
+    attempt: int | None = Field(default=None, ge=1)
+    """The current attempt (Ray cluster), from 1; each retry is a new one."""
+
+    attempts: list[AttemptRecord] = Field(default_factory=list, max_length=10)
+    """The last attempts, oldest first; the current one last."""
+
+    lost_steps: int | None = Field(default=None, ge=0)
+    """Training steps all failures so far cost: completed after the newest checkpoint, then redone."""
+
+    next_attempt_time: str | None = None
+    """While a retry waits out its backoff: when the next attempt's Ray cluster will be created."""
