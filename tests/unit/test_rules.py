@@ -13,10 +13,10 @@ from flashrl_api.pins import default_trainer_image, load_pins
 
 def test_the_defaults_are_the_origin_recipe() -> None:
     spec = FlashRLJobSpec()
-    assert spec.model.path == "Qwen/Qwen3-8B-Base"
+    assert spec.model.source == "hf://Qwen/Qwen3-8B-Base"
     assert spec.training.recipe == "dapo"
-    assert spec.data.train.endswith("dapo-math-17k.parquet")
-    assert spec.data.validation.endswith("aime-2024.parquet")
+    assert spec.data.train == "hf://datasets/BytedTsinghua-SIA/DAPO-Math-17k/data/dapo-math-17k.parquet"
+    assert spec.data.validation == "hf://datasets/BytedTsinghua-SIA/AIME-2024/data/aime-2024.parquet"
     assert (spec.rollout.engine, spec.rollout.quantization) == ("sglang", "blockwise-fp8")
     assert (spec.correction.tis.level, spec.correction.tis.cap) == ("token", 2.0)
     t = spec.training
@@ -66,7 +66,15 @@ BREAKING: list[tuple[str, dict[str, Any]]] = [
     ("mini-batch-divides-prompt-batch", {"training": {"miniBatchSize": 5}}),
     ("tensor-parallel-divides-node", {"rollout": {"tensorParallelSize": 16}}),
     ("sequence-parallel-divides-gpus", {"training": {"ulyssesSequenceParallelSize": 16}}),
-    ("rollouts-divide-over-gpus", {"rollout": {"n": 5}, "resources": {"gpusPerNode": 6}}),
+    (
+        "rollouts-divide-over-gpus",
+        {
+            "rollout": {"n": 5},
+            "resources": {"gpusPerNode": 6},
+            "training": {"ulyssesSequenceParallelSize": 6},
+        },
+    ),
+    ("mini-batch-divides-over-data-parallel", {"training": {"miniBatchSize": 1}, "rollout": {"n": 2}}),
     ("overlong-buffer-fits-response", {"training": {"maxResponseLength": 2048}}),
     ("env-names-not-reserved", {"env": [{"name": "CUDA_VISIBLE_DEVICES", "value": "0,1"}]}),
     ("env-names-not-kuberay-managed", {"env": [{"name": "RAY_CLUSTER_NAME", "value": "x"}]}),

@@ -2,8 +2,9 @@
 
 The V1 trainer (the default, ``trainer.use_v1: true``) rewrites or skips some configuration at start
 without failing; a rendered key in that set would be a recipe setting that silently does nothing.
-The conditions below are verl's own, read from the pinned source (``verl/trainer/ppo/v1/trainer_base.py``
-and ``verl/trainer/main_ppo.py``); ``test_the_conditions_match_the_pinned_source`` keeps them honest.
+The conditions (``flashrl_jobs.verl_checks.v1_overridden_or_ignored``) are verl's own, transcribed from the
+pinned source (``verl/trainer/ppo/v1/trainer_base.py`` and ``verl/trainer/main_ppo.py``);
+``test_the_conditions_match_the_pinned_source`` keeps them honest.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pytest
 import yaml
 
 from flashrl_api import parse_job
+from flashrl_jobs import verl_checks
 from flashrl_jobs.verl_args import generated_overrides, override_key
 from flashrl_jobs.verl_config import compose_config, config_dir
 
@@ -23,36 +25,10 @@ SEED = REPO / "examples" / "flashrljob.yaml"
 
 
 def v1_overridden_or_ignored(cfg: Any, rendered: set[str]) -> dict[str, str]:
-    """Rendered keys the V1 trainer would override or ignore, with verl's reason."""
-    found: dict[str, str] = {}
-    filter_groups = cfg.algorithm.get("filter_groups") or {}
-    dapo = bool(filter_groups.get("enable", False))
-    mode = cfg.trainer.v1.trainer_mode
-    sampler = cfg.trainer.v1.sampler
-    custom = sampler.get("custom_sampler")
-    builtin_sync_buffer = mode == "sync" and not (custom and custom.get("path") and custom.get("name"))
-    # trainer_base.py _init_dataloader: `requires_exact_refill` forces data.gen_batch_size to 1.
-    exact_refill = mode != "sync" or dapo or bool(sampler.get("sync_refill_failed_groups", False))
-    if exact_refill and "data.gen_batch_size" in rendered and cfg.data.get("gen_batch_size") not in (None, 1):
-        found["data.gen_batch_size"] = "overridden to 1 (requires_exact_refill)"
-    # trainer_base.py _resolve_filter_groups_metric: a positive max_num_gen_batches is ignored.
-    ignored = "algorithm.filter_groups.max_num_gen_batches"
-    if dapo and ignored in rendered and filter_groups.get("max_num_gen_batches", 0) > 0:
-        found[ignored] = "ignored by the built-in V1 ReplayBuffer"
-    # trainer_base.py _build_replay_buffer: max_inflight_gen_batches is read only with filtering on and
-    # the built-in synchronous ReplayBuffer.
-    if "algorithm.filter_groups.max_inflight_gen_batches" in rendered and not (dapo and builtin_sync_buffer):
-        found["algorithm.filter_groups.max_inflight_gen_batches"] = (
-            "read only with DAPO filtering in sync mode"
-        )
-    # trainer_base.py (total training steps): the optimisers' horizons are always recomputed.
-    for key in ("actor_rollout_ref.actor.optim.total_training_steps", "critic.optim.total_training_steps"):
-        if key in rendered:
-            found[key] = "overwritten with trainer.total_training_steps x parameter_sync_step"
-    # main_ppo.py TaskRunnerV1.run: the transfer queue is always enabled.
-    if "transfer_queue.enable" in rendered:
-        found["transfer_queue.enable"] = "forced to True"
-    return found
+    """Rendered keys the V1 trainer would override or ignore, with the reason."""
+    return {
+        finding.keys[0]: finding.message for finding in verl_checks.v1_overridden_or_ignored(cfg, rendered)
+    }
 
 
 def _seed_overrides() -> list[str]:

@@ -33,9 +33,18 @@ PLURAL = "flashrljobs"
 SINGULAR = "flashrljob"
 SHORT_NAMES = ("frj",)
 
-_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-#: FlashRLJob names are DNS-1035 labels: they become RayJob, Service and pod names.
+NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+_NAME_RE = re.compile(NAME_PATTERN)
+#: FlashRLJob names are DNS-1035 labels: they become RayJob, Service and pod names, and label values
+#: (at most 63 characters). The RayJob itself is shortened with a hash to KubeRay's 47.
 MAX_NAME_LENGTH = 63
+NAME_MESSAGE = (
+    "must be a DNS-1035 label: lower-case letters, digits and '-', starting with a letter, at most "
+    f"{MAX_NAME_LENGTH} characters (it names the RayJob, its pods and their labels)"
+)
+#: The same check as CEL on the whole object, so the API server refuses such a name at admission
+#: (Kubernetes itself allows custom-resource names of up to 253 characters).
+NAME_CEL = f"self.metadata.name.size() <= {MAX_NAME_LENGTH} && self.metadata.name.matches('{NAME_PATTERN}')"
 
 
 @dataclass(frozen=True)
@@ -176,8 +185,7 @@ def parse_job(raw: Any) -> FlashRLJob:
         problems.append(
             Problem(
                 "metadata.name",
-                f"{name!r} must be a DNS-1035 label: lower-case letters, digits and '-', starting with "
-                f"a letter, at most {MAX_NAME_LENGTH} characters",
+                f"{name!r} {NAME_MESSAGE}",
             )
         )
     extra = sorted(set(raw) - {"apiVersion", "kind", "metadata", "spec", "status"})

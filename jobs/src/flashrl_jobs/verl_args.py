@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import Final
 
 from flashrl_api import FlashRLJob, FlashRLJobSpec
+from flashrl_api.staging import data_location, model_location
 
 ENTRY_MODULE: Final = "verl.trainer.main_ppo"
 CONFIG_NAME: Final = "ppo_trainer"
@@ -147,15 +148,15 @@ def _training(job: FlashRLJob) -> dict[str, Value]:
         "algorithm.use_kl_in_reward": False,
         "algorithm.kl_ctrl.kl_coef": 0.0,
         **_dynamic_sampling(spec),
-        "data.train_files": spec.data.train,
-        "data.val_files": spec.data.validation,
+        "data.train_files": data_location(spec, spec.data.train),
+        "data.val_files": data_location(spec, spec.data.validation),
         "data.prompt_key": spec.data.prompt_key,
         "data.truncation": spec.data.truncation,
         "data.max_prompt_length": t.max_prompt_length,
         "data.max_response_length": t.max_response_length,
         "data.train_batch_size": t.prompt_batch_size,
         "data.val_max_samples": -1,
-        model + "path": spec.model.path,
+        model + "path": model_location(spec),
         model + "use_remove_padding": True,
         model + "enable_gradient_checkpointing": True,
         model + "use_fused_kernels": True,
@@ -278,3 +279,66 @@ def verl_overrides(job: FlashRLJob) -> list[str]:
 def verl_argv(job: FlashRLJob, python: str = "python3") -> list[str]:
     """The full verl command as an argument list (no shell involved)."""
     return [python, "-m", ENTRY_MODULE, *verl_overrides(job)]
+
+
+#: The FlashRLJob field each generated verl key comes from (relative to ``spec``), so a problem verl
+#: finds with a value can be reported where the user set it. Keys the launcher fixes (remove padding,
+#: dynamic batch sizes, ...) are absent: only an override can change them.
+FIELD_OF_KEY: Final[Mapping[str, str]] = {
+    "algorithm.filter_groups.enable": "training.dynamicSampling.enabled",
+    "algorithm.filter_groups.metric": "training.dynamicSampling.metric",
+    "algorithm.filter_groups.max_inflight_gen_batches": "training.generationBatchSize",
+    "data.train_files": "data.train",
+    "data.val_files": "data.validation",
+    "data.prompt_key": "data.promptKey",
+    "data.truncation": "data.truncation",
+    "data.max_prompt_length": "training.maxPromptLength",
+    "data.max_response_length": "training.maxResponseLength",
+    "data.train_batch_size": "training.promptBatchSize",
+    "actor_rollout_ref.model.path": "model.source",
+    "actor_rollout_ref.actor.ppo_mini_batch_size": "training.miniBatchSize",
+    "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": "training.maxResponseLength",
+    "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu": "training.maxResponseLength",
+    "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu": "training.maxResponseLength",
+    "actor_rollout_ref.actor.clip_ratio_low": "training.clipRatioLow",
+    "actor_rollout_ref.actor.clip_ratio_high": "training.clipRatioHigh",
+    "actor_rollout_ref.actor.clip_ratio_c": "training.clipRatioC",
+    "actor_rollout_ref.actor.optim.lr": "training.learningRate",
+    "actor_rollout_ref.actor.optim.lr_warmup_steps": "training.warmupSteps",
+    "actor_rollout_ref.actor.optim.weight_decay": "training.weightDecay",
+    "actor_rollout_ref.actor.grad_clip": "training.gradClip",
+    "actor_rollout_ref.actor.ulysses_sequence_parallel_size": "training.ulyssesSequenceParallelSize",
+    "actor_rollout_ref.ref.ulysses_sequence_parallel_size": "training.ulyssesSequenceParallelSize",
+    "reward.reward_kwargs.overlong_buffer_cfg.enable": "training.overlongBuffer.enabled",
+    "reward.reward_kwargs.overlong_buffer_cfg.len": "training.overlongBuffer.length",
+    "reward.reward_kwargs.overlong_buffer_cfg.penalty_factor": "training.overlongBuffer.penaltyFactor",
+    "reward.reward_kwargs.max_resp_len": "training.maxResponseLength",
+    "trainer.logger": "training.loggers",
+    "trainer.project_name": "training.projectName",
+    "trainer.experiment_name": "training.experimentName",
+    "trainer.nnodes": "resources.nodes",
+    "trainer.n_gpus_per_node": "resources.gpusPerNode",
+    "trainer.val_before_train": "training.validateBeforeTrain",
+    "trainer.test_freq": "training.testFrequency",
+    "trainer.total_training_steps": "training.totalSteps",
+    "trainer.default_local_dir": "storage.checkpoints.mountPath",
+    "trainer.save_freq": "checkpoint.interval",
+    "trainer.max_actor_ckpt_to_keep": "checkpoint.keep",
+    "trainer.resume_mode": "checkpoint.resumeMode",
+    "actor_rollout_ref.rollout.name": "rollout.engine",
+    "actor_rollout_ref.rollout.tensor_model_parallel_size": "rollout.tensorParallelSize",
+    "actor_rollout_ref.rollout.gpu_memory_utilization": "rollout.gpuMemoryUtilization",
+    "actor_rollout_ref.rollout.n": "rollout.n",
+    "actor_rollout_ref.rollout.temperature": "rollout.temperature",
+    "actor_rollout_ref.rollout.top_p": "rollout.topP",
+    "actor_rollout_ref.rollout.top_k": "rollout.topK",
+    "actor_rollout_ref.rollout.val_kwargs.temperature": "rollout.temperature",
+    "actor_rollout_ref.rollout.val_kwargs.top_p": "rollout.topP",
+    "actor_rollout_ref.rollout.val_kwargs.top_k": "rollout.topK",
+    "actor_rollout_ref.rollout.quantization": "rollout.quantization",
+    "actor_rollout_ref.rollout.load_format": "rollout.quantization",
+    "actor_rollout_ref.rollout.engine_kwargs.sglang.quantization": "rollout.quantization",
+    "algorithm.rollout_correction.rollout_is": "correction.tis.level",
+    "algorithm.rollout_correction.rollout_is_threshold": "correction.tis.cap",
+    "algorithm.rollout_correction.rollout_is_batch_normalize": "correction.tis.batchNormalize",
+}

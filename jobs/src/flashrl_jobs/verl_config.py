@@ -24,8 +24,10 @@ from pathlib import Path
 from typing import Any, Final
 
 from flashrl_api import FlashRLJob, Problem
+from flashrl_api.staging import model_location
 from flashrl_jobs.verl_args import (
     CONFIG_NAME,
+    FIELD_OF_KEY,
     generated_overrides,
     merge_overrides,
     override_key,
@@ -255,3 +257,70 @@ def check_user_overrides(job: FlashRLJob) -> list[Problem]:
             f"{override_key(override)}: rejected by verl {verl_version()}: {error.message}",
         )
     return [problems[i] for i in sorted(problems)]
+
+
+@dataclass(frozen=True)
+class ConfigCheck:
+    """The outcome of :func:`check_config`: problems (each at a field path) and what went unchecked."""
+
+    problems: list[Problem]
+    skipped: list[str]
+
+
+def _leaf_mentioned(key: str, message: str) -> bool:
+    leaf = key.rsplit(".", 1)[-1]
+    return re.search(rf"(?<![A-Za-z0-9_]){re.escape(leaf)}(?![A-Za-z0-9_])", message) is not None
+
+
+def finding_path(job: FlashRLJob, keys: Sequence[str], message: str, section: str = "") -> str:
+    """Where a verl finding about ``keys`` belongs in the FlashRLJob.
+
+    The user override that set one of the keys (``spec.overrides[i]``) when there is one, else the
+    field the value came from (``spec.training.miniBatchSize``). A finding that names no key is
+    matched by the keys' last segments appearing in verl's message, then by the user overrides in
+    the section the check validated. ``spec`` when nothing matches (a value the launcher fixes).
+    """
+    user = {override_key(o): i for i, o in enumerate(job.spec.overrides)}
+    candidates = list(keys)
+    if not candidates:
+        known = list(user) + [k for k in FIELD_OF_KEY if k not in user]
+        candidates = [k for k in known if _leaf_mentioned(k, message)]
+    if not candidates and section:
+        candidates = [k for k in user if k.startswith(section + ".")]
+    for key in candidates:
+        if key in user:
+            return f"spec.overrides[{user[key]}]"
+    for key in candidates:
+        if key in FIELD_OF_KEY:
+            return f"spec.{FIELD_OF_KEY[key]}"
+    return "spec"
+
+
+def check_config(job: FlashRLJob) -> ConfigCheck:
+    """Everything verl 0.9.1 would refuse in this job's configuration, before any GPU is asked for.
+
+    First the override checks of :func:`check_user_overrides` (keys, syntax, composition); when the
+    configuration composes, verl's own start-up checks on it (:mod:`flashrl_jobs.verl_checks`), each
+    reported at the FlashRLJob field or override its value came from. Model-dependent checks use the
+    model's ``config.json`` when the model (``spec.model.source``, staged or a path) is a local
+    directory; ``skipped`` says what could not be checked here. Raises
+    :class:`VerlConfigUnavailableError` when verl's config cannot be loaded.
+    """
+    from flashrl_jobs.verl_checks import model_config_json, run_checks
+
+    problems = check_user_overrides(job)
+    if problems:
+        return ConfigCheck(problems, ["verl's start-up checks: not run until the overrides compose"])
+    cfg = compose_config(verl_overrides_for(job))
+    report = run_checks(cfg, model_config_json(model_location(job.spec)))
+    found: dict[str, Problem] = {}
+    for finding in report.findings:
+        path = finding_path(job, finding.keys, finding.message, finding.section)
+        problem = Problem(path, f"verl {verl_version()}: {finding.message}")
+        found.setdefault(str(problem), problem)
+    return ConfigCheck(list(found.values()), report.skipped)
+
+
+def verl_overrides_for(job: FlashRLJob) -> list[str]:
+    """The merged override list verl runs with (generated, then the user's)."""
+    return merge_overrides(generated_overrides(job), job.spec.overrides)
