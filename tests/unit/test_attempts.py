@@ -4,26 +4,9 @@ from __future__ import annotations
 
 import datetime
 
-from flashrl_operator.attempts import (
-    MAX_HISTORY,
-    Attempt,
-    Attempts,
-    Reported,
-    attempt_ray_job_name,
-    on_failure,
-)
-from flashrl_operator.render.names import MAX_RAY_JOB_NAME
+from flashrl_operator.attempts import MAX_HISTORY, Attempt, Attempts, Reported, on_failure
 
 NOW = datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)
-
-
-def test_each_attempt_has_its_own_valid_ray_job_name() -> None:
-    assert attempt_ray_job_name("qwen", 1) == "qwen"
-    assert attempt_ray_job_name("qwen", 2) == "qwen-2"
-    long = "a" * 47
-    names = {attempt_ray_job_name(long, k) for k in range(1, 102)}
-    assert len(names) == 101
-    assert all(len(n) <= MAX_RAY_JOB_NAME and n[0].isalpha() and not n.endswith("-") for n in names)
 
 
 def test_a_fresh_job_is_attempt_1_and_its_start_is_recorded_once() -> None:

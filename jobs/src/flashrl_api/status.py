@@ -64,7 +64,7 @@ class Reason(StrEnum):
     WAITING_FOR_KUBERAY = "WaitingForKubeRay"  #: the RayJob exists; KubeRay has not acted on it
     SUBMITTED = "Submitted"  #: the Ray cluster is ready and the job was submitted
     RUNNING = "Running"  #: verl is training
-    RETRYING = "Retrying"  #: KubeRay retries with a new Ray cluster after a failure
+    RETRYING = "Retrying"  #: a failed attempt is retried with a new Ray cluster, from the newest checkpoint
     SUCCEEDED = "Succeeded"  #: training finished
     STOPPED = "Stopped"  #: the Ray job was stopped
     QUEUED = "Queued"  #: waiting for Kueue to admit the job
@@ -96,6 +96,7 @@ class Reason(StrEnum):
 
     # The operator's retry policy (flashrl_operator.retry_policy).
     NO_PROGRESS = "NoProgress"  #: attempts from the same checkpoint keep failing without saving a newer one
+    RAY_JOB_DELETED = "RayJobDeleted"  #: the RayJob of a running attempt was deleted: a failed attempt
 
     # The phase conditions when they do not hold.
     JOB_RUNNING = "JobRunning"  #: Running=True
@@ -249,7 +250,7 @@ class FlashRLJobStatus(ApiModel):
     attempt: int | None = Field(default=None, ge=1)
     """The current attempt (Ray cluster), from 1; each retry is a new one."""
 
-    attempts: list[AttemptRecord] = Field(default_factory=list, max_length=10)
+    attempts: list[AttemptRecord] | None = Field(default=None, max_length=10)
     """The last attempts, oldest first; the current one last."""
 
     lost_steps: int | None = Field(default=None, ge=0)

@@ -1,8 +1,9 @@
 """Attempts: one Ray cluster each, a bounded history in the status, and what happens when one ends (pure).
 
 The operator, not KubeRay, retries a FlashRLJob (KubeRay's ``backoffLimit`` cannot wait for training
-progress): attempt ``k`` is its own RayJob (``backoffLimit: 0``, :func:`attempt_ray_job_name`, label
-:data:`ATTEMPT_LABEL`, ``FLASHRL_ATTEMPT=k`` in its pods). The status carries
+progress): attempt ``k`` is its own RayJob (``backoffLimit: 0``, named by
+``flashrl_operator.render.attempt_ray_job_name``, label ``flashrl.dev/attempt``, ``FLASHRL_ATTEMPT=k``
+in its pods). The status carries
 
 * ``attempt``: the current attempt, from 1;
 * ``attempts``: the last :data:`MAX_HISTORY` attempts, ``{attempt, startStep, endStep, checkpointStep,
@@ -20,31 +21,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from flashrl_operator.render.names import MAX_RAY_JOB_NAME, ray_job_name, short_hash
-from flashrl_operator.retry_policy import AttemptEnd, PastAttempt, RetryDecision, decide, stalls_from
+from flashrl_api.status import Reason
+from flashrl_operator.retry_policy import (
+    BACKOFF_BASE_SECONDS,
+    AttemptEnd,
+    PastAttempt,
+    RetryDecision,
+    decide,
+    stalls_from,
+)
 
-#: Label on each attempt's RayJob (and so its RayCluster and pods).
-ATTEMPT_LABEL: Final = "flashrl.dev/attempt"
 #: Attempts kept in ``status.attempts``.
 MAX_HISTORY: Final = 10
-#: Our reason when the current attempt's RayJob disappeared while the job was running.
-REASON_RAY_JOB_DELETED: Final = "RayJobDeleted"
-#: Phase reason while a new attempt is waiting for its backoff or its Ray cluster.
-REASON_RETRYING: Final = "Retrying"
 #: Status keys this module owns.
 ATTEMPT_KEYS: Final = ("attempt", "attempts", "lostSteps", "nextAttemptTime")
-
-
-def attempt_ray_job_name(job_name: str, attempt: int) -> str:
-    """Attempt 1 keeps the job's RayJob name; attempt ``k`` appends ``-k`` (hash-shortened to fit)."""
-    base = ray_job_name(job_name)
-    if attempt <= 1:
-        return base
-    suffix = f"-{attempt}"
-    if len(base) + len(suffix) <= MAX_RAY_JOB_NAME:
-        return base + suffix
-    tail = f"-{short_hash(job_name)}{suffix}"
-    return base[: MAX_RAY_JOB_NAME - len(tail)].rstrip("-") + tail
 
 
 def _int(value: Any, default: int = 0) -> int:
@@ -223,6 +213,7 @@ def on_failure(
     max_restarts: int,
     now: datetime.datetime,
     deadline_left_seconds: float | None = None,
+    backoff_base: float = BACKOFF_BASE_SECONDS,
 ) -> Failure:
     """Decide on the current attempt's failure (:func:`~flashrl_operator.retry_policy.decide`).
 
@@ -247,7 +238,7 @@ def on_failure(
         deadline_left_seconds=deadline_left_seconds,
         earlier_stalls=stalls_from(history, current.start_step),
     )
-    decision = decide(end, max_restarts)
+    decision = decide(end, max_restarts, backoff_base)
     stamp = _rfc3339(now)
     closed = replace(
         current,
@@ -269,5 +260,5 @@ def on_failure(
             history=tuple([*after.history, nxt][-MAX_HISTORY:]),
             next_attempt_time=_rfc3339(now + datetime.timedelta(seconds=decision.backoff_seconds)),
         )
-        return Failure(decision, after, REASON_RETRYING, decision.message)
+        return Failure(decision, after, Reason.RETRYING, decision.message)
     return Failure(decision, after, decision.reason, decision.message)
