@@ -131,3 +131,25 @@ async def test_paths_need_no_staging(cluster: Cluster, start_operator: StartOper
     status = await cluster.wait_phase("paths", "Pending")
     assert conditions(status)["Staged"] == ("True", "NothingToStage")
     assert await cluster.api.get(BATCH_JOBS_RESOURCE, NAMESPACE, "paths-stage") is None
+
+
+async def test_the_operators_default_trainer_image_serves_jobs_that_name_none(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    await start_operator(default_trainer_image="registry.example/mirror/flashrl-trainer:0.1.0")
+    await cluster.api.create(JOBS_RESOURCE, job_manifest("plain"))
+    await cluster.api.create(JOBS_RESOURCE, job_manifest("own", {"images": {"trainer": "mine/trainer:2"}}))
+
+    def images(rayjob: dict[str, Any]) -> set[str]:
+        cluster_spec = rayjob["spec"]["rayClusterSpec"]
+        pods = [
+            cluster_spec["headGroupSpec"]["template"],
+            *(g["template"] for g in cluster_spec["workerGroupSpecs"]),
+        ]
+        pods.append(rayjob["spec"]["submitterPodTemplate"])
+        return {c["image"] for p in pods for c in p["spec"]["containers"]}
+
+    assert images(await cluster.wait_for(RAY_JOBS_RESOURCE, "plain")) == {
+        "registry.example/mirror/flashrl-trainer:0.1.0"
+    }
+    assert images(await cluster.wait_for(RAY_JOBS_RESOURCE, "own")) == {"mine/trainer:2"}

@@ -71,6 +71,24 @@ The operator image: values.image.* when set, else the pinned repository and tag.
 {{- end }}
 
 {{/*
+The trainer image for jobs that name none: the defaultTrainerImage value, else the pinned trainer image
+(with its digest once recorded).
+*/}}
+{{- define "flashrl-operator.trainerImage" -}}
+{{- if .Values.defaultTrainerImage }}
+{{- .Values.defaultTrainerImage }}
+{{- else }}
+{{- $pins := include "flashrl-operator.pins" . | fromYaml }}
+{{- $pinned := $pins.images.trainer }}
+{{- if and $pinned.digest (ne $pinned.digest "unresolved") }}
+{{- printf "%s:%s@%s" $pinned.repository $pinned.tag $pinned.digest }}
+{{- else }}
+{{- printf "%s:%s" $pinned.repository $pinned.tag }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
 The operator's permissions, in one place: used by the ClusterRole (cluster-wide mode) and by each
 namespaced Role (watchNamespaces mode). No wildcards.
 */}}

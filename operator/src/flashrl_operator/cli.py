@@ -274,6 +274,12 @@ def _add_operator(sub: _Subparsers) -> Handler:
     p.add_argument("--log-format", choices=("plain", "json"), default="plain", help="log format")
     p.add_argument("--metrics-port", type=int, default=8080, help="port serving /metrics (default: 8080)")
     p.add_argument("--health-port", type=int, default=8081, help="port serving /healthz (default: 8081)")
+    p.add_argument(
+        "--default-trainer-image",
+        metavar="REF",
+        help="trainer image for jobs that name none (default: the pinned images.trainer of "
+        "images/pins.yaml); the chart passes its defaultTrainerImage value",
+    )
     p.add_argument("--verbose", action="store_true", help="debug logging")
     return _cmd_operator
 
@@ -289,7 +295,10 @@ def _cmd_operator(args: argparse.Namespace) -> int:
         )
         return 1
     config = OperatorConfig(
-        namespaces=tuple(args.namespace), metrics_port=args.metrics_port, health_port=args.health_port
+        namespaces=tuple(args.namespace),
+        metrics_port=args.metrics_port,
+        health_port=args.health_port,
+        default_trainer_image=args.default_trainer_image or None,
     )
     return run_foreground(config, log_format=args.log_format, verbose=args.verbose)
 

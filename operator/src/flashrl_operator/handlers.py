@@ -83,6 +83,10 @@ class OperatorConfig:
     check_overrides: bool = True
     """Compose spec.overrides against the verl config when hydra and verl are importable."""
 
+    default_trainer_image: str | None = None
+    """The trainer image for jobs that name none (their spec holds the API's pinned default); e.g. the
+    same image in a private mirror. None: the pinned one (``images.trainer`` in images/pins.yaml)."""
+
 
 @dataclass
 class OperatorContext:
@@ -218,7 +222,11 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
             credentials=functools.partial(credentials, settings),
         )
         ctx.reconciler = Reconciler(
-            ctx.kube, ctx.metrics, check_overrides=config.check_overrides, retry_backoff=config.retry_backoff
+            ctx.kube,
+            ctx.metrics,
+            check_overrides=config.check_overrides,
+            retry_backoff=config.retry_backoff,
+            default_trainer_image=config.default_trainer_image,
         )
         if config.metrics_port is not None:
             ctx.metrics_server = MetricsServer(ctx.metrics, config.bind_host, config.metrics_port)

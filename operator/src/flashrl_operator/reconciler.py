@@ -34,6 +34,7 @@ from dataclasses import replace
 from typing import Any, Final
 
 from flashrl_api import KIND, FlashRLJob, FlashRLJobStatus, SpecError, parse_job
+from flashrl_api.pins import default_trainer_image
 from flashrl_api.staging import staging_plan
 from flashrl_api.status import RECOVERABLE_FAILURES, ConditionType, Reason
 from flashrl_operator import kuberay
@@ -108,6 +109,18 @@ def override_problems(job: FlashRLJob) -> list[str]:
         return []
 
 
+def with_trainer_image(job: FlashRLJob, image: str | None) -> FlashRLJob:
+    """The job with the operator's default trainer image when it names none of its own (pure).
+
+    The CRD defaults ``spec.images.trainer`` to the pinned image, so "names none" is "holds the pinned
+    default"; a job naming any other image keeps it.
+    """
+    if not image or job.spec.images.trainer != default_trainer_image():
+        return job
+    images = job.spec.images.model_copy(update={"trainer": image})
+    return job.model_copy(update={"spec": job.spec.model_copy(update={"images": images})})
+
+
 class Reconciler:
     """Converges FlashRLJobs; one instance per operator, living in the operator's event loop."""
 
@@ -118,8 +131,10 @@ class Reconciler:
         *,
         check_overrides: bool = True,
         retry_backoff: float = BACKOFF_BASE_SECONDS,
+        default_trainer_image: str | None = None,
     ) -> None:
         self._kube = kube
+        self._default_trainer_image = default_trainer_image
         self._retry_backoff = retry_backoff
         #: Reconciles scheduled for when a retry's backoff ends, one per job.
         self._wakeups: dict[tuple[str, str], asyncio.TimerHandle] = {}
@@ -232,7 +247,10 @@ class Reconciler:
         reported = Reported.of(previous)
         final = is_final(previous)
         now_dt = parse_time(now) or datetime.datetime.now(datetime.UTC)
-        desired = render(job, self._attempt_context(job, attempts, created))
+        desired = render(
+            with_trainer_image(job, self._default_trainer_image),
+            self._attempt_context(job, attempts, created),
+        )
         ray_job = desired.ray_job
         staging: StagingObservation | None = None
         if desired.staging_job is None:
