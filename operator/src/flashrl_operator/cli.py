@@ -169,6 +169,60 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_preflight(sub: _Subparsers) -> Handler:
+    p = sub.add_parser(
+        "preflight",
+        help="check a cluster has what a FlashRLJob needs (your kubeconfig)",
+        description="Check, with your kubeconfig ($KUBECONFIG or ~/.kube/config, its current context), "
+        "what `flashrl validate` cannot see offline: the namespace, the claims (bound, access modes), the "
+        "Secrets, nodes with the GPU product and enough allocatable GPUs, and KubeRay's CRDs at the pinned "
+        "version. Prints one line per problem on stderr and exits 1, or one line and exits 0. Reads only.",
+    )
+    p.add_argument("-n", "--namespace", help="namespace the job will be applied to (default: its own)")
+    p.add_argument("file", help="manifest holding one FlashRLJob, or '-' for standard input")
+    return _cmd_preflight
+
+
+def _cmd_preflight(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from flashrl_api.pins import load_pins
+    from flashrl_operator.preflight import cluster_problems, gather, with_namespace
+
+    job = with_namespace(read_job(args.file), args.namespace)
+    try:
+        import kopf
+
+        from flashrl_operator.credentials import CredentialError
+        from flashrl_operator.kube import KubeClient, resolve_credentials
+    except ImportError as exc:
+        print(f"flashrl preflight needs the operator extra (kopf, aiohttp): {exc}", file=sys.stderr)
+        return 1
+
+    async def check() -> list[str]:
+        info = resolve_credentials(kopf.OperatorSettings())
+        if info is None:
+            raise CredentialError("no kubeconfig ($KUBECONFIG or ~/.kube/config) and not in a pod")
+        kube = KubeClient.connect(info, 30.0, 1.0)
+        try:
+            facts = await gather(kube, job)
+        finally:
+            await kube.close()
+        return cluster_problems(job, facts, load_pins().versions.kuberay)
+
+    try:
+        problems = asyncio.run(check())
+    except Exception as exc:  # credentials, an unreachable or refusing API server: one line, exit 1
+        print(f"preflight: cannot read the cluster: {exc}", file=sys.stderr)
+        return 1
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    if problems:
+        return 1
+    print(f'{_source_name(args.file)}: the cluster has what FlashRLJob "{job.name}" needs in {job.namespace}')
+    return 0
+
+
 def _add_render(sub: _Subparsers) -> Handler:
     p = sub.add_parser(
         "render",
@@ -371,6 +425,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 #: Every subcommand, in ``--help`` order.
 SUBCOMMANDS: Final[tuple[Callable[[_Subparsers], Handler], ...]] = (
     _add_validate,
+    _add_preflight,
     _add_render,
     _add_crd,
     _add_report,
