@@ -61,7 +61,7 @@ EXAMPLE: Final[Traversable] = resources.files("flashrl_operator.sim") / "example
 #: Steps the emulated run completes after its first checkpoint before a GPU node is lost.
 DEMO_STEPS_LOST: Final = 2
 #: The whole lifecycle must complete within this many seconds.
-DEFAULT_DEADLINE: Final = 60.0
+DEFAULT_DEADLINE: Final = 90.0
 #: How the timeline names each actor the emulator records (the rest by their own name).
 WHO: Final[dict[str, str]] = {COMPONENT: "operator", "kopf": "operator (kopf)", USER: "kubectl apply"}
 
