@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -163,7 +164,7 @@ def test_constraints_come_from_the_models() -> None:
     ]
     assert props["training"]["properties"]["recipe"]["enum"] == ["dapo"]
     assert props["training"]["properties"]["loggers"]["maxItems"] == 4
-    assert props["overrides"]["items"]["maxLength"] == 4096
+    assert props["overrides"]["items"]["maxLength"] == 1024
     assert props["resources"]["properties"]["memory"]["pattern"].startswith("^[0-9]+")
     assert props["storage"]["properties"]["data"]["required"] == ["mountPath"]
 
@@ -174,6 +175,7 @@ def test_optional_fields_are_plain_types_without_defaults() -> None:
         "type": "integer",
         "description": "Fail the job after this many seconds in total.",
         "minimum": 1,
+        "maximum": 2**31 - 1,
     }
     rdma = spec_schema()["properties"]["resources"]["properties"]["rdma"]
     assert rdma["type"] == "object" and "default" not in rdma
@@ -362,12 +364,19 @@ def test_every_rule_is_a_spec_validation_reported_at_its_field() -> None:
         for part in validation["fieldPath"].lstrip(".").split("."):
             assert part in node.get("properties", {}), f"{validation['fieldPath']} is not a spec field"
             node = node["properties"][part]
-        # Every field a rule reads has a default, so the rule never meets a missing field.
+        # Every field a rule reads has a default or is required, or the rule asks has() first, so the
+        # rule never meets a missing field.
+        guarded = set(re.findall(r"has\(self\.([A-Za-z.]+)\)", rule.cel))
         for ref in _cel_field_refs(rule.cel):
             node = schema
-            for part in ref.split("."):
-                node = node["properties"][part]
-                assert "default" in node, f"{rule.name} reads {ref}, which may be absent"
+            parts = ref.split(".")
+            for depth, part in enumerate(parts):
+                parent, node = node, node["properties"][part]
+                if ".".join(parts[: depth + 1]) in guarded:
+                    break
+                assert "default" in node or part in parent.get("required", []), (
+                    f"{rule.name} reads {ref}, which may be absent"
+                )
 
 
 def _cel_field_refs(cel: str) -> set[str]:

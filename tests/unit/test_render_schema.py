@@ -28,7 +28,11 @@ from flashrl_api import FlashRLJob, load_job_file, parse_job
 from flashrl_operator.render import render
 
 REPO = Path(__file__).resolve().parents[2]
-CRD_DIR = REPO.parent / "shared" / "crds" / "kuberay-v1.7.0"
+#: The nearest ``shared/crds`` above the repository (next to it in CI, further up in a git worktree).
+CRD_DIR = next(
+    (p / "shared" / "crds" / "kuberay-v1.7.0" for p in REPO.parents if (p / "shared" / "crds").is_dir()),
+    REPO.parent / "shared" / "crds" / "kuberay-v1.7.0",
+)
 RAYJOB_CRD = CRD_DIR / "ray.io_rayjobs.yaml"
 K8S_VERSION = "1.32"
 

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final, TextIO
 
 from flashrl_api import FlashRLJob, Problem, SpecError, load_documents, load_job_file, parse_job
+from flashrl_api.manifest import MAX_MANIFEST_BYTES, capped, decode_manifest
 
 if TYPE_CHECKING:
     _Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -38,8 +39,12 @@ def read_job(source: str, stdin: TextIO | None = None) -> FlashRLJob:
     if source != STDIN:
         return load_job_file(source)
     stream = stdin if stdin is not None else sys.stdin
+    buffer = getattr(stream, "buffer", None)
     try:
-        text = stream.read()
+        if buffer is not None:
+            text = decode_manifest(buffer.read(MAX_MANIFEST_BYTES + 1), "standard input")
+        else:
+            text = stream.read(MAX_MANIFEST_BYTES + 1)
     except UnicodeDecodeError:
         raise SpecError([Problem("", "standard input is not UTF-8 text")]) from None
     docs = load_documents(text, "standard input")
@@ -101,7 +106,7 @@ def _source_name(source: str) -> str:
 
 
 def _report(problems: Sequence[Problem], err: TextIO) -> int:
-    for problem in problems:
+    for problem in capped(problems):
         print(problem, file=err)
     return EXIT_INVALID
 
@@ -305,6 +310,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except RecursionError:
+        # The readers bound nesting depth before anything recursive walks a document; this is the
+        # backstop that keeps even an input they missed to one line.
+        print("the input is nested too deeply to process", file=sys.stderr)
+        return EXIT_INVALID
 
 
 if __name__ == "__main__":
