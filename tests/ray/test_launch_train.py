@@ -276,12 +276,15 @@ def test_a_resume_that_runs_no_step_is_stopped_early_not_success(
 def test_a_read_only_checkpoint_directory_fails_before_verl_starts(
     ray_cluster: LocalRay, launch: Callable[..., Any], setup: dict[str, Any]
 ) -> None:
-    write_job(setup["job"], Path("/proc/self/checkpoints"))
+    # Under a regular file: not writable even for root (a spec may not mount anything under /proc).
+    blocker = setup["tmp"] / "a-file"
+    blocker.write_text("not a directory\n")
+    write_job(setup["job"], blocker / "checkpoints")
     run = start_train(launch, ray_cluster, setup)
     assert run.wait() == contract.EXIT_CHECKPOINT_UNWRITABLE, run.output
     assert not setup["out"].exists()  # verl never ran
     said = (setup["tmp"] / "termination-log").read_text()
-    assert said.startswith("checkpoint directory /proc/self/checkpoints/DAPO-1/train-test is not writable")
+    assert said.startswith(f"checkpoint directory {blocker}/checkpoints/DAPO-1/train-test is not writable")
 
 
 def test_with_a_deadline_the_variable_reaches_the_actor_through_verls_runtime_env(

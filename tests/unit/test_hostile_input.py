@@ -58,7 +58,8 @@ def _problems(raw: dict[str, Any]) -> dict[str, str]:
 def test_deeply_nested_yaml_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # ~500 levels in about 2 KB: PyYAML's composer recurses once per level.
     _, err = _run(tmp_path, HEADER + "spec: " + "[" * 500 + "]" * 500 + "\n", capsys)
-    assert "nested too deeply" in err
+    # PyYAML's own recursion gives up, or the depth bound refuses it: which one depends on the stack.
+    assert "nested too deeply" in err or "nested more than" in err
     assert len(err.splitlines()) == 1
 
 

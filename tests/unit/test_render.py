@@ -367,7 +367,7 @@ def test_worker_pod_targets_the_gpu_pool() -> None:
     assert c["image"] == job.spec.images.trainer
     assert c["resources"]["limits"] == {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "8"}
     assert c["resources"]["requests"] == c["resources"]["limits"]
-    assert "securityContext" not in c
+    assert "add" not in c["securityContext"]["capabilities"]  # IPC_LOCK only with RDMA
     assert "readinessProbe" not in c
     assert "livenessProbe" not in c
     assert "NVIDIA_VISIBLE_DEVICES" not in env_of(c)
@@ -452,7 +452,7 @@ def test_rdma_adds_device_and_ipc_lock() -> None:
     c = worker_group(job)["template"]["spec"]["containers"][0]
     assert c["resources"]["limits"]["rdma/hca_shared_devices_a"] == "1"
     assert c["resources"]["requests"]["rdma/hca_shared_devices_a"] == "1"
-    assert c["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
+    assert c["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["IPC_LOCK"]}
 
 
 def test_storage_pvcs_and_empty_dirs() -> None:

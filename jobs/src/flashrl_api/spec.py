@@ -85,6 +85,8 @@ EXTENDED_RESOURCE_PATTERN = (
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/"
     r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
 )
+#: The non-root user of the pinned trainer image (images/trainer/Dockerfile).
+DEFAULT_RUN_AS_USER = 1000
 #: The GPU resource every worker requests (the NVIDIA device plugin's).
 GPU_RESOURCE = "nvidia.com/gpu"
 
@@ -393,6 +395,11 @@ class ImagesSpec(ApiModel):
 
     pull_secrets: list[DnsSubdomain] = Field(default_factory=list, max_length=16)
     """Image pull Secret names."""
+
+    run_as_user: int = Field(default=DEFAULT_RUN_AS_USER, ge=0, le=INT32_MAX)
+    """User (and group) id the Ray containers run as: 1000 is the pinned trainer image's own non-root
+    user, and volumes are made writable to its group (fsGroup). 0 keeps the image's own user, for images
+    that need root (the pods then meet the baseline Pod Security level, not restricted)."""
 
 
 class VolumeSpec(ApiModel):

@@ -11,6 +11,7 @@ Rules these templates follow, each because of how KubeRay builds pods (see docs/
   KubeRay sizes it from the memory limit (512Gi by default), all of it chargeable to node RAM.
 * Workers have no Kubernetes API access (``automountServiceAccountToken: false``); only the head,
   where the launcher runs as the Ray driver, gets the launcher ServiceAccount.
+* Every pod and container is hardened as the restricted Pod Security Standard asks (``security.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from flashrl_jobs.contract import SPEC_DIR
 from flashrl_jobs.engine_env import pod_env
 from flashrl_operator.render.labels import labels
 from flashrl_operator.render.names import child_names
+from flashrl_operator.render.security import container_security_context, pod_security_context
 
 HEAD_CONTAINER: Final = "ray-head"
 WORKER_CONTAINER: Final = "ray-worker"
@@ -76,7 +78,7 @@ def _env_from(spec: FlashRLJobSpec) -> list[dict[str, Any]]:
 
 def _common_pod_spec(spec: FlashRLJobSpec) -> dict[str, Any]:
     """Fields shared by head and worker pods."""
-    pod: dict[str, Any] = {}
+    pod: dict[str, Any] = {"securityContext": pod_security_context(spec)}
     if spec.images.pull_secrets:
         pod["imagePullSecrets"] = [{"name": n} for n in spec.images.pull_secrets]
     if spec.scheduling.priority_class_name is not None:
@@ -90,6 +92,7 @@ def _container(spec: FlashRLJobSpec, name: str) -> dict[str, Any]:
         "image": spec.images.trainer,
         "imagePullPolicy": spec.images.pull_policy,
         "terminationMessagePolicy": "FallbackToLogsOnError",
+        "securityContext": container_security_context(),
     }
     return container
 
@@ -152,7 +155,7 @@ def worker_template(job: FlashRLJob) -> dict[str, Any]:
         container["envFrom"] = env_from
     if res.rdma is not None:
         # Registering RDMA memory regions pins pages; without IPC_LOCK NCCL falls back to TCP.
-        container["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
+        container["securityContext"] = container_security_context(rdma=True)
     pod: dict[str, Any] = {
         "automountServiceAccountToken": False,
         "nodeSelector": {**res.node_selector, GPU_PRODUCT_LABEL: res.gpu_product},
