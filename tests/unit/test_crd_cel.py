@@ -67,15 +67,34 @@ BREAKING: dict[str, dict[str, Any]] = {
     "mount-paths-not-reserved": {"storage": {"checkpoints": {"mountPath": "/dev/shm"}}},
     "rdma-resource-is-not-gpu": {"resources": {"rdma": {"resourceName": "nvidia.com/gpu"}}},
     "no-interpolation-in-overrides": {"overrides": ["trainer.project_name=${oc.env:HOME}"]},
-    "no-interpolation-in-model-path": {"model": {"path": "${oc.env:AWS_SECRET_ACCESS_KEY}"}},
+    "no-interpolation-in-model-source": {"model": {"source": "/${trainer.project_name}"}},
     "no-interpolation-in-train-data": {"data": {"train": "/data/${x}.parquet"}},
-    "no-interpolation-in-validation-data": {"data": {"validation": "${data.train_files}"}},
+    "no-interpolation-in-validation-data": {"data": {"validation": "/${data.train_files}"}},
     "no-interpolation-in-prompt-key": {"data": {"promptKey": "${oc.env:USER}"}},
     "no-interpolation-in-sampling-metric": {"training": {"dynamicSampling": {"metric": "${a}"}}},
     "no-interpolation-in-project-name": {"training": {"projectName": "${oc.env:HOME}"}},
     "no-interpolation-in-experiment-name": {"training": {"experimentName": "run-${oc.env:HOSTNAME}"}},
-    "no-interpolation-in-checkpoint-mount-path": {"storage": {"checkpoints": {"mountPath": "/ckpt/${x}"}}},
+    "staged-model-needs-claim": {"storage": {"modelCache": {"mountPath": "/models"}}},
+    "staged-data-needs-claim": {
+        "data": {"train": "/data/mine.parquet"},
+        "storage": {"data": {"mountPath": "/data"}},
+    },
 }
+
+#: Model and data sources (Hugging Face or paths) and volumes with and without claims: staging a
+#: Hugging Face source needs a claim on its volume.
+MODEL_SOURCE_CHOICES: list[str] = ["hf://Qwen/Qwen3-8B-Base", "hf://org/m@v1.0", "/models/qwen3"]
+DATA_SOURCE_CHOICES: list[dict[str, str]] = [
+    {},
+    {"train": "/data/train.parquet", "validation": "/data/val.parquet"},
+    {"train": "/data/train.parquet"},
+    {"validation": "hf://datasets/o/aime@main/x.parquet", "train": "/data/t.parquet"},
+]
+VOLUME_CHOICES: list[dict[str, Any] | None] = [
+    None,
+    {"mountPath": "/v"},
+    {"claimName": "my-claim", "mountPath": "/v"},
+]
 
 #: Node selectors with valid keys (key shape is a field check, see test_manifest), with and without
 #: the label gpuProduct owns.
@@ -177,6 +196,13 @@ def _random_spec(rng: random.Random) -> dict[str, Any]:
             "overlongBuffer": {"enabled": rng.random() < 0.7, "length": rng.choice([512, 4096, 8192])},
         },
         "env": rng.choice(ENV_CHOICES),
+        "model": {"source": rng.choice(MODEL_SOURCE_CHOICES)},
+        "data": rng.choice(DATA_SOURCE_CHOICES),
+        "storage": {
+            key: volume
+            for key in ("modelCache", "data")
+            if (volume := rng.choice(VOLUME_CHOICES)) is not None
+        },
     }
 
 
@@ -205,14 +231,13 @@ RDMA_CHOICES: list[str | None] = [
 ]
 #: Fields whose value reaches verl's Hydra config, as spec paths.
 VERL_STRING_FIELDS: list[tuple[str, ...]] = [
-    ("model", "path"),
+    ("model", "source"),
     ("data", "train"),
     ("data", "validation"),
     ("data", "promptKey"),
     ("training", "dynamicSampling", "metric"),
     ("training", "projectName"),
     ("training", "experimentName"),
-    ("storage", "checkpoints", "mountPath"),
 ]
 
 

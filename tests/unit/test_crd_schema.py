@@ -141,7 +141,7 @@ def test_descriptions_read_well_in_kubectl_explain() -> None:
     assert "\n" not in quantization and "blockwise-fp8: 128x128-block FP8" in quantization
     # A class used by several fields keeps each field's own text in front.
     storage = spec_schema()["properties"]["storage"]["properties"]
-    assert storage["modelCache"]["description"].startswith("Hugging Face cache (HF_HOME)")
+    assert storage["modelCache"]["description"].startswith("Model cache (HF_HOME)")
     assert storage["checkpoints"]["description"].startswith("Checkpoints (trainer.default_local_dir)")
 
 
@@ -227,7 +227,7 @@ def test_empty_spec_defaults_to_the_origin_recipe() -> None:
     defaulted = apply_defaults(root_schema(), _job())["spec"]
     assert defaulted == FlashRLJobSpec().to_wire()
     assert defaulted["images"]["trainer"] == default_trainer_image()
-    assert defaulted["storage"]["data"] == {"mountPath": "/data", "readOnly": True}
+    assert defaulted["storage"]["data"] == {"claimName": "rl-data", "mountPath": "/data", "readOnly": True}
     assert defaulted["training"]["promptBatchSize"] == 32 and defaulted["rollout"]["n"] == 16
 
 

@@ -252,7 +252,7 @@ def test_dns_subdomains_where_kubernetes_allows_them() -> None:
     ("spec", "path"),
     [
         ({"overrides": ["trainer.project_name=${oc.env:HOME}"]}, "spec.overrides"),
-        ({"model": {"path": "${oc.env:AWS_SECRET_ACCESS_KEY}"}}, "spec.model.path"),
+        ({"model": {"source": "/models/${trainer.project_name}"}}, "spec.model.source"),
         ({"training": {"experimentName": "x-${oc.env:HOSTNAME}"}}, "spec.training.experimentName"),
     ],
 )

@@ -169,3 +169,37 @@ def test_max_generation_batches_is_gone() -> None:
     """verl 0.9.1's V1 trainer ignores max_num_gen_batches; the field that fed it was removed."""
     _, problems = spec_problems({"training": {"dynamicSampling": {"maxGenerationBatches": 10}}})
     assert [p.path for p in problems] == ["spec.training.dynamicSampling.maxGenerationBatches"]
+
+
+# --- names -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "accepted"),
+    [
+        ("qwen3-8b-dapo-fp8", True),
+        ("a", True),
+        ("a" * 63, True),
+        ("a" * 64, False),
+        ("job-with-a-name-longer-than-kuberays-forty-seven-x", True),
+        ("1job", False),
+        ("job.v1", False),
+        ("Job", False),
+        ("job-", False),
+    ],
+)
+def test_name_rule_agrees_in_cel_and_python(name: str, accepted: bool) -> None:
+    from flashrl_api import SpecError, parse_job
+    from flashrl_api.manifest import NAME_CEL
+
+    env = celpy.Environment()
+    program = env.program(env.compile(NAME_CEL))
+    verdict = bool(program.evaluate({"self": celpy.json_to_cel({"metadata": {"name": name}})}))
+    assert verdict is accepted
+    doc = {"apiVersion": "flashrl.dev/v1alpha1", "kind": "FlashRLJob", "metadata": {"name": name}, "spec": {}}
+    if accepted:
+        parse_job(doc)
+    else:
+        with pytest.raises(SpecError) as err:
+            parse_job(doc)
+        assert [p.path for p in err.value.problems] == ["metadata.name"]

@@ -56,8 +56,8 @@ def largest_spec(fill: str) -> dict[str, Any]:
         "tolerations": [_toleration(i) for i in range(32)],
     }
     return {
-        "model": {"path": text(1024)},
-        "data": {"train": text(1024), "validation": text(1024), "promptKey": text(128)},
+        "model": {"source": "/" + text(1023)},
+        "data": {"train": "/" + text(1023), "validation": "/" + text(1023), "promptKey": text(128)},
         "training": {
             "projectName": text(128),
             "experimentName": text(128),
@@ -123,11 +123,11 @@ def test_the_largest_spec_really_is_at_the_maxima() -> None:
     spec = largest_spec("x")
     spec["overrides"].append("a.b=1")
     spec["env"][0]["value"] += "x"
-    spec["model"]["path"] += "x"
+    spec["model"]["source"] += "x"
     with pytest.raises(ValueError) as caught:
         largest_job_from(spec)
     paths = {p.path for p in caught.value.problems}  # type: ignore[attr-defined]
-    assert {"spec.overrides", "spec.env[0].value", "spec.model.path"} <= paths
+    assert {"spec.overrides", "spec.env[0].value", "spec.model.source"} <= paths
 
 
 def largest_job_from(spec: dict[str, Any]) -> FlashRLJob:

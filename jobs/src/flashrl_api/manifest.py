@@ -41,8 +41,10 @@ PLURAL = "flashrljobs"
 SINGULAR = "flashrljob"
 SHORT_NAMES = ("frj",)
 
-_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-#: FlashRLJob names are DNS-1035 labels: they become RayJob, Service and pod names.
+NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+_NAME_RE = re.compile(NAME_PATTERN)
+#: FlashRLJob names are DNS-1035 labels: they become RayJob, Service and pod names, and label values
+#: (at most 63 characters). The RayJob itself is shortened with a hash to KubeRay's 47.
 MAX_NAME_LENGTH = 63
 _DNS_LABEL_RE = re.compile(DNS_LABEL_PATTERN)
 
@@ -56,6 +58,13 @@ MAX_NODES = 100_000
 MAX_PROBLEMS = 50
 #: Longest path segment (a map key) quoted in a field path.
 MAX_KEY_IN_PATH = 64
+NAME_MESSAGE = (
+    "must be a DNS-1035 label: lower-case letters, digits and '-', starting with a letter, at most "
+    f"{MAX_NAME_LENGTH} characters (it names the RayJob, its pods and their labels)"
+)
+#: The same check as CEL on the whole object, so the API server refuses such a name at admission
+#: (Kubernetes itself allows custom-resource names of up to 253 characters).
+NAME_CEL = f"self.metadata.name.size() <= {MAX_NAME_LENGTH} && self.metadata.name.matches('{NAME_PATTERN}')"
 
 
 @dataclass(frozen=True)
@@ -157,7 +166,7 @@ _PATTERN_NAMES = {
     "with a letter or digit)",
     DNS_SUBDOMAIN_PATTERN: "a DNS-1123 subdomain (DNS labels joined by '.', e.g. hf.token)",
     MOUNT_PATH_PATTERN: "an absolute path of non-empty segments, without '.' or '..' segments, ':', "
-    "whitespace or a trailing '/'",
+    "'$', whitespace or a trailing '/'",
     EXTENDED_RESOURCE_PATTERN: "an extended resource name: a domain, '/', and a name of at most 63 "
     "characters (e.g. rdma/hca_shared_devices_a)",
     QUANTITY_PATTERN: "a Kubernetes quantity such as 64, 500m or 512Gi",
@@ -293,8 +302,7 @@ def parse_job(raw: Any) -> FlashRLJob:
         problems.append(
             Problem(
                 "metadata.name",
-                f"{quote(name)} must be a DNS-1035 label: lower-case letters, digits and '-', starting "
-                f"with a letter, at most {MAX_NAME_LENGTH} characters",
+                f"{quote(name)} {NAME_MESSAGE}",
             )
         )
     namespace = metadata.get("namespace")

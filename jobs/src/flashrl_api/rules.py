@@ -12,8 +12,11 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from pydantic import BaseModel
+
 from flashrl_api.gpus import FP8_MIN_CAPABILITY, NO_FP8_PATTERN, gpu_family, lacks_fp8
 from flashrl_api.kuberay_env import KUBERAY_MANAGED_ENV, KUBERAY_MANAGED_ENV_NAMES
+from flashrl_api.sources import HF_SCHEME, is_hf
 from flashrl_api.spec import (
     GPU_PRODUCT_LABEL,
     GPU_RESOURCE,
@@ -23,6 +26,7 @@ from flashrl_api.spec import (
     RESERVED_MOUNT_PATHS,
     FlashRLJobSpec,
     Toleration,
+    VolumeSpec,
     is_reserved_env_name,
 )
 
@@ -147,6 +151,34 @@ def _no_interpolation_rule(
     )
 
 
+def _staged_needs_claim(name: str, volume: str, fields: tuple[str, ...]) -> Rule:
+    """A Hugging Face source is downloaded into a volume before the Ray pods start: into a pod-local
+    emptyDir it would vanish with the staging Job's pod, so the volume must be a claim."""
+    storage = f"storage.{volume}"
+    hf_cel = " || ".join(f"self.{f}.startsWith('{HF_SCHEME}')" for f in fields)
+    return Rule(
+        name=name,
+        path=f"{storage}.claimName",
+        cel=f"!({hf_cel}) || (has(self.{storage}.claimName) && self.{storage}.claimName != '')",
+        message=f"must name a PersistentVolumeClaim: {' or '.join(fields)} is a Hugging Face source, which "
+        "a staging Job downloads into this volume before the Ray pods start (an emptyDir would not keep it)",
+        check=lambda s: (
+            not any(is_hf(_field_value(s, f)) for f in fields) or bool(_volume_of(s, volume).claim_name)
+        ),
+    )
+
+
+def _field_value(spec: FlashRLJobSpec, dotted: str) -> str:
+    value: object = spec
+    for part in dotted.split("."):
+        value = getattr(value, part)
+    return str(value)
+
+
+def _volume_of(spec: FlashRLJobSpec, volume: str) -> VolumeSpec:
+    return spec.storage.model_cache if volume == "modelCache" else spec.storage.data
+
+
 RULES: tuple[Rule, ...] = (
     Rule(
         name="generation-batch-is-whole-prompt-batches",
@@ -249,6 +281,8 @@ RULES: tuple[Rule, ...] = (
         check=lambda s: not any(var.name in _KUBERAY_ONLY_ENV for var in s.env),
         explain=lambda s: _kuberay_env_explained(s),
     ),
+    _staged_needs_claim("staged-model-needs-claim", "modelCache", ("model.source",)),
+    _staged_needs_claim("staged-data-needs-claim", "data", ("data.train", "data.validation")),
     Rule(
         name="fp8-rollout-needs-fp8-gpus",
         path="rollout.quantization",
@@ -301,7 +335,7 @@ RULES: tuple[Rule, ...] = (
         check=lambda s: not any(INTERPOLATION_START in o for o in s.overrides),
         explain=lambda s: _interpolated_overrides_explained(s),
     ),
-    _no_interpolation_rule("model-path", "model.path", lambda s: s.model.path),
+    _no_interpolation_rule("model-source", "model.source", lambda s: s.model.source),
     _no_interpolation_rule("train-data", "data.train", lambda s: s.data.train),
     _no_interpolation_rule("validation-data", "data.validation", lambda s: s.data.validation),
     _no_interpolation_rule("prompt-key", "data.promptKey", lambda s: s.data.prompt_key),
@@ -311,9 +345,6 @@ RULES: tuple[Rule, ...] = (
     _no_interpolation_rule("project-name", "training.projectName", lambda s: s.training.project_name),
     _no_interpolation_rule(
         "experiment-name", "training.experimentName", lambda s: s.training.experiment_name, optional=True
-    ),
-    _no_interpolation_rule(
-        "checkpoint-mount-path", "storage.checkpoints.mountPath", lambda s: s.storage.checkpoints.mount_path
     ),
 )
 
@@ -384,3 +415,43 @@ def spec_warnings(spec: FlashRLJobSpec) -> list[tuple[str, str]]:
             )
         )
     return found
+
+
+#: Spec fields a running job may change: the lifecycle knobs KubeRay honours on a live RayJob. Every
+#: other field is fixed once the job exists (the Ray cluster and verl's command are built from it), so
+#: the CRD refuses changes to them (CEL transition rules) and the operator checks again.
+MUTABLE_SPEC_FIELDS: tuple[str, ...] = (
+    "lifecycle.suspend",
+    "lifecycle.activeDeadlineSeconds",
+    "lifecycle.ttlSecondsAfterFinished",
+)
+IMMUTABLE_CEL = "self == oldSelf"
+IMMUTABLE_MESSAGE = (
+    "cannot change once the job exists (its Ray cluster and verl command are built from it); "
+    "delete and recreate the FlashRLJob, or change only lifecycle.suspend, "
+    "lifecycle.activeDeadlineSeconds or lifecycle.ttlSecondsAfterFinished"
+)
+
+
+def _aliases(model: type[BaseModel]) -> list[tuple[str, type[BaseModel] | None]]:
+    out: list[tuple[str, type[BaseModel] | None]] = []
+    for name, info in model.model_fields.items():
+        annotation = info.annotation
+        nested = annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+        out.append((info.alias or name, nested))
+    return out
+
+
+def immutable_spec_fields(model: type[BaseModel] = FlashRLJobSpec, prefix: str = "") -> tuple[str, ...]:
+    """Spec paths (camelCase, relative to ``spec``) that carry ``self == oldSelf``: the largest subtrees
+    holding no field of :data:`MUTABLE_SPEC_FIELDS`."""
+    paths: list[str] = []
+    for alias, nested in _aliases(model):
+        path = f"{prefix}{alias}"
+        if path in MUTABLE_SPEC_FIELDS:
+            continue
+        if nested is not None and any(m.startswith(path + ".") for m in MUTABLE_SPEC_FIELDS):
+            paths.extend(immutable_spec_fields(nested, path + "."))
+        else:
+            paths.append(path)
+    return tuple(paths)

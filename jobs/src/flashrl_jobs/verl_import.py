@@ -14,8 +14,8 @@ at the top for functions the checks never call. :func:`verl_sandbox` therefore, 
   placeholder whose attributes can be named (type hints, base-class lookups at import time) but
   whose use raises :class:`VerlUnavailableError`, so no check can pass by touching a placeholder:
   it fails loudly and the caller reports that check as not run;
-* restores ``sys.modules`` afterwards, so nothing of this leaks into the rest of the process (the
-  operator, the launcher, the CLI).
+* restores ``sys.modules`` afterwards (verl's modules and the placeholders are dropped), so nothing of
+  this leaks into the rest of the process (the operator, the launcher, the CLI).
 
 Where torch *is* installed (the trainer image) the real packages are imported as usual. Hand-written
 because no library imports one subpackage while skipping its parents' ``__init__``.
@@ -172,10 +172,16 @@ def verl_sandbox() -> Iterator[None]:
         finally:
             if finder is not None:
                 sys.meta_path.remove(finder)
-            for name in list(sys.modules):
-                if name not in before:
+            for name, module in list(sys.modules.items()):
+                # verl's modules and the placeholders go; a real library imported meanwhile (torch in
+                # the trainer image) stays, since extension modules cannot be imported twice.
+                if name not in before and (
+                    name.split(".")[0] == "verl" or isinstance(module, _PlaceholderModule)
+                ):
                     del sys.modules[name]
-            sys.modules.update(before)
+            sys.modules.update(
+                {name: module for name, module in before.items() if name.split(".")[0] == "verl"}
+            )
 
 
 def verl_module(name: str) -> types.ModuleType:

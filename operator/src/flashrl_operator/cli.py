@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Final, TextIO
 
 from flashrl_api import FlashRLJob, Problem, SpecError, load_documents, load_job_file, parse_job
 from flashrl_api.manifest import MAX_MANIFEST_BYTES, capped, decode_manifest
+from flashrl_operator.preflight import offline_limits
 
 if TYPE_CHECKING:
     _Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -143,6 +144,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     if problems:
         return _report(problems, sys.stderr)
     print(f'{_source_name(args.file)}: valid FlashRLJob "{job.name}" {summary(job)}')
+    print(offline_limits(job), file=sys.stderr)
     return 0
 
 
@@ -269,11 +271,77 @@ def _cmd_operator(args: argparse.Namespace) -> int:
     return run_foreground(config, log_format=args.log_format, verbose=args.verbose)
 
 
+def _add_report(sub: _Subparsers) -> Handler:
+    p = sub.add_parser(
+        "report",
+        help="compare two or more runs side by side in an HTML report",
+        description="Write DIR/report.html (self-contained: figures inlined) and one PNG per figure, "
+        "comparing runs from verl's per-step metrics (its `file` logger's JSONL): validation score, "
+        "response length, throughput, where the step time goes, the generation speed-up over the "
+        "baseline, rollout/trainer mismatch, importance-sampling ESS and probability difference, and a "
+        "summary table. Each figure states how many steps it averages; differences smaller than the "
+        "step-to-step spread are reported as no clear difference. Missing metrics, runs of different "
+        "lengths and truncated files are reported on the page, and the rest is still drawn.",
+    )
+    p.add_argument(
+        "--metrics",
+        action="append",
+        default=[],
+        metavar="LABEL=PATH",
+        help="a run: its label and its verl JSONL metrics file, or a directory of attempt-<k>.jsonl files "
+        "(one per attempt, later attempts win for repeated steps); repeat for each run",
+    )
+    p.add_argument(
+        "--output", required=True, metavar="DIR", help="directory to write report.html and PNGs into"
+    )
+    p.add_argument(
+        "--baseline",
+        metavar="LABEL",
+        help="the run speed-ups are measured against (default: the one run whose label contains bf16)",
+    )
+    p.add_argument("--title", default="FlashRL comparison", help="the page title")
+    p.add_argument("--banner", help="a line shown above everything, e.g. to mark synthetic data")
+    return _cmd_report
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    try:
+        from flashrl_operator.report import (
+            MetricsInputError,
+            build_report,
+            load_run,
+            parse_metrics_argument,
+            write_report,
+        )
+    except ImportError as exc:
+        print(
+            f"flashrl report needs the report extra (pip install 'flashrl[report]'): {exc}", file=sys.stderr
+        )
+        return 1
+    if not args.metrics:
+        print("flashrl report: give at least one --metrics LABEL=PATH", file=sys.stderr)
+        return EXIT_INVALID
+    try:
+        sources = [parse_metrics_argument(value) for value in args.metrics]
+        runs = [load_run(label, path) for label, path in sources]
+        report = build_report(runs, title=args.title, banner=args.banner, baseline=args.baseline)
+    except MetricsInputError as exc:
+        print(f"flashrl report: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    written = write_report(report, args.output)
+    for note in report.notes:
+        print(f"note: {note}", file=sys.stderr)
+    drawn = sum(1 for plot in report.plots if plot.png is not None)
+    print(f"{written[-1]}: {len(runs)} runs, {drawn} of {len(report.plots)} figures")
+    return 0
+
+
 #: Every subcommand, in ``--help`` order.
 SUBCOMMANDS: Final[tuple[Callable[[_Subparsers], Handler], ...]] = (
     _add_validate,
     _add_render,
     _add_crd,
+    _add_report,
     _add_demo,
     _add_operator,
 )

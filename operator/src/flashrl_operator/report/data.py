@@ -1,0 +1,166 @@
+"""Reading verl's per-step metrics into one table per run (pure, no plotting).
+
+verl 0.9.1's ``file`` logger (``verl/utils/tracking.py`` ``FileLogger``) writes one JSON object per
+line, ``{"step": n, "data": {name: value, ...}}``; the initial validation is logged at step 0 and
+every training step after it. A restarted trainer truncates its file (it is opened ``"wb"``), so the
+launcher keeps one file per attempt (``metrics/attempt-<k>.jsonl``); a directory of those is read as
+one run, later attempts winning for the steps they repeat.
+
+Nothing here raises on bad content: a truncated last line (a run that was killed mid-write), a line
+that is not JSON, values that are not numbers are each skipped and noted in :attr:`RunMetrics.notes`,
+so the report can say what is missing and still show the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: The launcher's per-attempt file names inside a job's metrics directory.
+ATTEMPT_FILE = re.compile(r"^attempt-(?P<k>\d+)\.jsonl$")
+
+
+class MetricsInputError(ValueError):
+    """A metrics source the user named cannot be read at all (missing, a directory without files)."""
+
+
+@dataclass
+class RunMetrics:
+    """Every numeric metric of one run, by step."""
+
+    label: str
+    #: Where the numbers came from (paths, or a cluster object), for the report's header.
+    sources: list[str] = field(default_factory=list)
+    #: step -> metric name -> value (finite floats only).
+    steps: dict[int, dict[str, float]] = field(default_factory=dict)
+    #: What was skipped or looked wrong while reading, one sentence each.
+    notes: list[str] = field(default_factory=list)
+
+    def names(self) -> set[str]:
+        """Every metric name logged at any step."""
+        out: set[str] = set()
+        for values in self.steps.values():
+            out.update(values)
+        return out
+
+    def series(self, name: str, *, training_only: bool = False) -> tuple[list[int], list[float]]:
+        """``(steps, values)`` of one metric in step order, steps without it left out.
+
+        ``training_only`` drops step 0 (verl's initial validation, before any training).
+        """
+        xs: list[int] = []
+        ys: list[float] = []
+        for step in sorted(self.steps):
+            if training_only and step < 1:
+                continue
+            value = self.steps[step].get(name)
+            if value is not None:
+                xs.append(step)
+                ys.append(value)
+        return xs, ys
+
+    def training_steps(self) -> list[int]:
+        """Steps at which training happened (1 and up), in order."""
+        return sorted(step for step in self.steps if step >= 1)
+
+    @property
+    def last_step(self) -> int:
+        """The highest step logged (0 when only the initial validation, or nothing, was)."""
+        return max(self.steps, default=0)
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, int | float) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def parse_lines(run: RunMetrics, lines: Iterable[str], source: str) -> None:
+    """Add one verl JSONL stream to ``run``; a repeated step's values replace the earlier ones."""
+    numbered = [(i, line) for i, line in enumerate(lines, start=1) if line.strip()]
+    skipped_values = 0
+    for position, (lineno, line) in enumerate(numbered):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            if position == len(numbered) - 1:
+                run.notes.append(
+                    f"{source}: the last line ({lineno}) is cut off; the run was stopped while writing it, "
+                    "or is still writing"
+                )
+            else:
+                run.notes.append(f"{source}: line {lineno} is not JSON; skipped")
+            continue
+        step = record.get("step") if isinstance(record, Mapping) else None
+        data = record.get("data") if isinstance(record, Mapping) else None
+        if isinstance(step, bool) or not isinstance(step, int) or step < 0 or not isinstance(data, Mapping):
+            run.notes.append(
+                f'{source}: line {lineno} is not a verl record {{"step": n, "data": {{...}}}}; skipped'
+            )
+            continue
+        values = run.steps.setdefault(step, {})
+        for name, raw in data.items():
+            number = _number(raw)
+            if number is None:
+                skipped_values += isinstance(raw, int | float)  # NaN/inf; strings and lists are not metrics
+                values.pop(str(name), None)
+                continue
+            values[str(name)] = number
+    if skipped_values:
+        run.notes.append(f"{source}: {skipped_values} value(s) were NaN or infinite and are left out")
+
+
+def _attempt_files(directory: Path) -> list[Path]:
+    found = [(int(m["k"]), p) for p in directory.iterdir() if (m := ATTEMPT_FILE.match(p.name))]
+    if not found:
+        found = [(0, p) for p in sorted(directory.glob("*.jsonl"))]
+    return [p for _, p in sorted(found)]
+
+
+def load_run(label: str, path: str | Path) -> RunMetrics:
+    """Read one run from a verl JSONL file, or a directory of per-attempt files (``attempt-<k>.jsonl``)."""
+    path = Path(path)
+    if path.is_dir():
+        files = _attempt_files(path)
+        if not files:
+            raise MetricsInputError(
+                f"{label}={path}: the directory holds no attempt-<k>.jsonl or *.jsonl file"
+            )
+    elif path.is_file():
+        files = [path]
+    else:
+        raise MetricsInputError(f"{label}={path}: no such file or directory")
+    run = RunMetrics(label=label, sources=[str(f) for f in files])
+    for file in files:
+        try:
+            text = file.read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise MetricsInputError(f"{label}={file}: cannot read: {exc.strerror or exc}") from None
+        parse_lines(run, text.splitlines(), str(file))
+    if not run.steps:
+        run.notes.append("no step could be read")
+    return run
+
+
+def parse_metrics_argument(value: str) -> tuple[str, str]:
+    """``LABEL=PATH`` as given to ``--metrics``."""
+    label, sep, path = value.partition("=")
+    if not sep or not label.strip() or not path.strip():
+        raise MetricsInputError(f"--metrics {value!r}: expected LABEL=PATH, e.g. bf16=runs/bf16.jsonl")
+    return label.strip(), path.strip()
+
+
+__all__ = [
+    "ATTEMPT_FILE",
+    "MetricsInputError",
+    "RunMetrics",
+    "load_run",
+    "parse_lines",
+    "parse_metrics_argument",
+]

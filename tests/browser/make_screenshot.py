@@ -1,0 +1,55 @@
+"""Regenerate docs/images/report.png: a report of synthetic metrics, as headless Chromium shows it.
+
+    .venv/bin/python tests/browser/make_screenshot.py [OUT.png]
+
+The metrics are the synthetic fixture (flashrl_operator/report/synthetic.py), and the page says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from cdp import inspect_report
+
+from flashrl_operator.report import REPORT_FILE, build_report, load_run, write_report
+from flashrl_operator.report.synthetic import jsonl
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def main() -> int:
+    """Write the screenshot; returns the exit status."""
+    out = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "docs" / "images" / "report.png"
+    out = out.resolve()
+    with tempfile.TemporaryDirectory() as tmp:
+        os.chdir(tmp)  # the page lists its sources: show them as bare file names
+        runs = []
+        for precision in ("blockwise-fp8", "channel-fp8", "bf16"):
+            path = Path(f"{precision}.jsonl")
+            path.write_text(jsonl(precision, 150), encoding="utf-8")
+            runs.append(load_run(precision, path))
+        report = build_report(
+            runs,
+            title="Qwen3-8B-Base DAPO: blockwise FP8 vs per-channel FP8 vs BF16 rollout",
+            banner="SYNTHETIC metrics (flashrl_operator/report/synthetic.py): the shapes of the origin "
+            "experiment, not a measurement.",
+        )
+        write_report(report, Path(tmp) / "report")
+        seen, result, png = asyncio.run(
+            inspect_report((Path(tmp) / "report" / REPORT_FILE).as_uri(), screenshot=True)
+        )
+    if result.errors():
+        print("\n".join(result.errors()), file=sys.stderr)
+        return 1
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(png)
+    print(f"{out} ({len(seen['figures'])} figures on the page)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
