@@ -46,8 +46,11 @@ def _measure(overrides: list[str], screen: bool) -> tuple[float, int, int]:
         return real_compose(overrides, resolve)
 
     off: Callable[..., dict[int, str]] = lambda *_args: {}  # noqa: E731
+    real_cap = verl_config.MAX_FALLBACK_COMPOSITIONS
     verl_config._compose = counting  # type: ignore[assignment]
     verl_config.screen_overrides = real_screen if screen else off  # type: ignore[assignment]
+    # Before the screen there was no cap on the compositions spent finding culprits either.
+    verl_config.MAX_FALLBACK_COMPOSITIONS = real_cap if screen else 10**6  # type: ignore[misc]
     verl_config.compose_error.cache_clear()
     try:
         start = time.perf_counter()
@@ -56,6 +59,7 @@ def _measure(overrides: list[str], screen: bool) -> tuple[float, int, int]:
     finally:
         verl_config._compose = real_compose  # type: ignore[assignment]
         verl_config.screen_overrides = real_screen  # type: ignore[assignment]
+        verl_config.MAX_FALLBACK_COMPOSITIONS = real_cap  # type: ignore[misc]
     return elapsed, calls[0], len(problems)
 
 

@@ -21,6 +21,7 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("", "serviceaccounts"): {"get", "create", "patch"},
     ("rbac.authorization.k8s.io", "roles"): {"get", "create", "patch"},
     ("rbac.authorization.k8s.io", "rolebindings"): {"get", "create", "patch"},
+    ("networking.k8s.io", "networkpolicies"): {"get", "create", "patch"},
     ("", "events"): {"create", "patch"},
 }
 #: Only the cluster-wide ClusterRole adds these (kopf's CRD scanning; read-only).

@@ -105,7 +105,14 @@ def test_deployment_security_and_shape(default_docs: list[dict[str, Any]]) -> No
     assert ports == {"metrics": 8080, "health": 8081}
     for probe in ("livenessProbe", "readinessProbe"):
         assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
-    assert container["args"] == ["--log-format=json", "--metrics-port=8080", "--health-port=8081"]
+    assert container["args"] == [
+        "--log-format=json",
+        "--metrics-port=8080",
+        "--health-port=8081",
+        "--network-policy-kuberay-namespace=kuberay-system",
+        "--network-policy-monitoring-namespace=monitoring",
+        "--network-policy-metrics-port=8080",
+    ]
     assert pod["serviceAccountName"] == one(default_docs, "ServiceAccount")["metadata"]["name"]
 
 
@@ -120,6 +127,9 @@ def test_args_follow_values(render: Callable[..., list[dict[str, Any]]]) -> None
         "--health-port=9091",
         "--namespace=a",
         "--namespace=b",
+        "--network-policy-kuberay-namespace=kuberay-system",
+        "--network-policy-monitoring-namespace=monitoring",
+        "--network-policy-metrics-port=8080",
     ]
     service = one(docs, "Service")
     assert {p["name"]: p["port"] for p in service["spec"]["ports"]} == {"metrics": 9090, "health": 9091}

@@ -44,7 +44,14 @@ def test_the_documented_examples_exist() -> None:
 def test_example_validates_and_renders(path: Path) -> None:
     job = load_job_file(path)
     objs = render(job)
-    assert [o["kind"] for o in objs] == ["ServiceAccount", "Role", "RoleBinding", "ConfigMap", "RayJob"]
+    assert [o["kind"] for o in objs] == [
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "ConfigMap",
+        "NetworkPolicy",
+        "RayJob",
+    ]
     assert all(o["metadata"]["namespace"] == job.namespace for o in objs)
     # Examples name real claims: every storage volume is a PVC, never a pod-local emptyDir.
     volumes = worker(job)["template"]["spec"]["volumes"]

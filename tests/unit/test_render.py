@@ -71,6 +71,7 @@ def test_children_in_apply_order() -> None:
         ("rbac.authorization.k8s.io/v1", "Role"),
         ("rbac.authorization.k8s.io/v1", "RoleBinding"),
         ("v1", "ConfigMap"),
+        ("networking.k8s.io/v1", "NetworkPolicy"),
         ("ray.io/v1", "RayJob"),
     ]
 
@@ -80,8 +81,8 @@ def test_render_is_deterministic_and_returns_fresh_objects() -> None:
     first = render(job)
     pristine = copy.deepcopy(first)
     # Mutating one result (as an apply loop might) must not leak into the next render.
-    first[4]["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["tolerations"][0]["x"] = 1
-    first[4]["metadata"]["labels"]["x"] = "y"
+    first[5]["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["tolerations"][0]["x"] = 1
+    first[5]["metadata"]["labels"]["x"] = "y"
     assert render(job) == pristine
 
 
@@ -93,6 +94,7 @@ def test_every_child_is_named_labelled_namespaced_and_owned() -> None:
         "Role": names.role,
         "RoleBinding": names.role_binding,
         "ConfigMap": names.config_map,
+        "NetworkPolicy": names.network_policy,
         "RayJob": names.ray_job,
     }
     components = {
@@ -100,6 +102,7 @@ def test_every_child_is_named_labelled_namespaced_and_owned() -> None:
         "Role": "launcher-rbac",
         "RoleBinding": "launcher-rbac",
         "ConfigMap": "spec",
+        "NetworkPolicy": "network",
         "RayJob": "ray-job",
     }
     for obj in render(job):

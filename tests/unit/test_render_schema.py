@@ -333,7 +333,7 @@ def as_pods(rayjob: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 def core_objects(case: str) -> list[dict[str, Any]]:
     objs = rendered(case)
-    core = [objs[k] for k in ("ServiceAccount", "Role", "RoleBinding", "ConfigMap")]
+    core = [objs[k] for k in ("ServiceAccount", "Role", "RoleBinding", "ConfigMap", "NetworkPolicy")]
     # The RayJob's metadata (the only part the CRD leaves open) checked as ObjectMeta.
     core.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": objs["RayJob"]["metadata"]})
     return core + list(as_pods(objs["RayJob"]))

@@ -108,6 +108,10 @@ namespaced Role (watchNamespaces mode). No wildcards.
 - apiGroups: ["rbac.authorization.k8s.io"]
   resources: ["roles", "rolebindings"]
   verbs: ["get", "create", "patch"]
+# Per-job NetworkPolicy closing the job's Ray pods to everything but the job, KubeRay and monitoring.
+- apiGroups: ["networking.k8s.io"]
+  resources: ["networkpolicies"]
+  verbs: ["get", "create", "patch"]
 # Events on FlashRLJobs (core v1 Events, as kubectl describe shows them).
 - apiGroups: [""]
   resources: ["events"]

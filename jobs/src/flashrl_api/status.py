@@ -58,6 +58,8 @@ class Reason(StrEnum):
     INVALID_SPEC = "InvalidSpec"  #: the spec breaks a rule; the message lists each field path
     CHILD_REJECTED = "ChildRejected"  #: the API server refused a child object (RBAC, admission)
     IMMUTABLE_FIELD_CHANGED = "ImmutableFieldChanged"  #: a field that cannot change on a live job was edited
+    POLICY_VIOLATION = "PolicyViolation"  #: the spec breaks the cluster admin's policy (see the message)
+    CHILD_CONFLICT = "ChildConflict"  #: an object with a child's name is not this job's; the job waits
 
     # Phases with no more specific reason.
     CREATING = "Creating"  #: the RayJob is being created
@@ -107,7 +109,9 @@ class Reason(StrEnum):
 
 
 #: Reasons that make the job's failure one the user can fix by editing the spec: not final.
-RECOVERABLE_FAILURES: Final[frozenset[Reason]] = frozenset({Reason.INVALID_SPEC, Reason.CHILD_REJECTED})
+RECOVERABLE_FAILURES: Final[frozenset[Reason]] = frozenset(
+    {Reason.INVALID_SPEC, Reason.CHILD_REJECTED, Reason.POLICY_VIOLATION}
+)
 
 #: Reasons that explain, while the job is Starting, why its pods do not start (shown in status.reason).
 POD_PROBLEMS: Final[frozenset[Reason]] = frozenset(
@@ -121,7 +125,7 @@ POD_PROBLEMS: Final[frozenset[Reason]] = frozenset(
 
 #: Reasons announced as a Warning Event when a condition turns to them (besides every Failed phase).
 WARNING_REASONS: Final[frozenset[Reason]] = frozenset(
-    {Reason.IMMUTABLE_FIELD_CHANGED, Reason.REPLICA_FAILURE, *POD_PROBLEMS}
+    {Reason.IMMUTABLE_FIELD_CHANGED, Reason.CHILD_CONFLICT, Reason.REPLICA_FAILURE, *POD_PROBLEMS}
 )
 
 

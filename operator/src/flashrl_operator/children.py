@@ -173,3 +173,29 @@ def owner_name(ray_job: Mapping[str, Any], kind: str, label: str) -> str | None:
             return str(ref.get("name"))
     value = (meta.get("labels") or {}).get(label)
     return str(value) if value else None
+
+
+def controller_of(live: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The ownerReference marked ``controller: true`` on a live object, if any."""
+    for ref in (live.get("metadata") or {}).get("ownerReferences") or []:
+        if isinstance(ref, Mapping) and ref.get("controller") is True:
+            return ref
+    return None
+
+
+def ownership_conflict(description: str, live: Mapping[str, Any], uid: str) -> str | None:
+    """Why ``live`` (an object under a child's name) is not this job's to change, or None when it is.
+
+    Only the controller ownerReference with this FlashRLJob's UID makes an object the job's: a name
+    match, our labels, or a reference to a deleted job of the same name (another UID) do not. Anything
+    else is never patched, adopted or deleted (a Role's rules, a ConfigMap's data or someone's RayJob
+    would otherwise be replaced, and garbage-collected with the job).
+    """
+    ref = controller_of(live)
+    if ref is not None and str(ref.get("uid")) == uid:
+        return None
+    if ref is None:
+        owner = "it has no controller"
+    else:
+        owner = f"its controller is {ref.get('kind')} {ref.get('name')} (uid {ref.get('uid')})"
+    return f"{description} already exists and is not this job's ({owner})"

@@ -253,6 +253,69 @@ def _add_operator(sub: _Subparsers) -> Handler:
     p.add_argument("--metrics-port", type=int, default=8080, help="port serving /metrics (default: 8080)")
     p.add_argument("--health-port", type=int, default=8081, help="port serving /healthz (default: 8081)")
     p.add_argument("--verbose", action="store_true", help="debug logging")
+    policy = p.add_argument_group(
+        "admin policy", "refuse FlashRLJobs (reason PolicyViolation) that ask for more than this"
+    )
+    policy.add_argument(
+        "--allowed-registry",
+        action="append",
+        default=[],
+        metavar="REGISTRY[/PATH]",
+        help="registry (or registry path) images may come from; repeatable (default: any)",
+    )
+    policy.add_argument(
+        "--allowed-priority-class",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="PriorityClass a job may use; repeatable (default: any)",
+    )
+    policy.add_argument(
+        "--allowed-rdma-resource",
+        action="append",
+        default=[],
+        metavar="RESOURCE",
+        help="extended resource spec.resources.rdma.resourceName may request; repeatable (default: any)",
+    )
+    policy.add_argument(
+        "--forbid-keyless-exists-tolerations",
+        action="store_true",
+        help="refuse tolerations with operator Exists and no key (they tolerate every taint)",
+    )
+    network = p.add_argument_group("network", "the NetworkPolicy rendered for every job's Ray pods")
+    network.add_argument("--no-network-policy", action="store_true", help="render and apply no NetworkPolicy")
+    network.add_argument(
+        "--network-policy-kuberay-namespace",
+        default="kuberay-system",
+        metavar="NS",
+        help="namespace of the KubeRay operator, admitted to the dashboard port (default: kuberay-system)",
+    )
+    network.add_argument(
+        "--network-policy-monitoring-namespace",
+        default="monitoring",
+        metavar="NS",
+        help="namespace of Prometheus, admitted to the metrics ports; empty: none (default: monitoring)",
+    )
+    network.add_argument(
+        "--network-policy-metrics-port",
+        action="append",
+        type=int,
+        default=[],
+        metavar="PORT",
+        help="metrics port of the Ray pods; repeatable (default: 8080)",
+    )
+    network.add_argument(
+        "--network-policy-restrict-egress",
+        action="store_true",
+        help="allow egress only to the job's own pods, cluster DNS and --network-policy-egress-cidr",
+    )
+    network.add_argument(
+        "--network-policy-egress-cidr",
+        action="append",
+        default=[],
+        metavar="CIDR",
+        help="with --network-policy-restrict-egress: a CIDR the Ray pods may reach; repeatable",
+    )
     return _cmd_operator
 
 
@@ -266,8 +329,28 @@ def _cmd_operator(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
+    from flashrl_operator.policy import AdminPolicy
+    from flashrl_operator.render.network import RAY_METRICS_PORT, NetworkSettings
+
     config = OperatorConfig(
-        namespaces=tuple(args.namespace), metrics_port=args.metrics_port, health_port=args.health_port
+        namespaces=tuple(args.namespace),
+        metrics_port=args.metrics_port,
+        health_port=args.health_port,
+        policy=AdminPolicy(
+            allowed_registries=tuple(args.allowed_registry),
+            allowed_priority_classes=tuple(args.allowed_priority_class),
+            allowed_rdma_resources=tuple(args.allowed_rdma_resource),
+            forbid_keyless_exists_tolerations=args.forbid_keyless_exists_tolerations,
+        ),
+        network=NetworkSettings(
+            enabled=not args.no_network_policy,
+            kuberay_namespace=args.network_policy_kuberay_namespace,
+            monitoring_namespace=args.network_policy_monitoring_namespace,
+            metrics_ports=tuple(args.network_policy_metrics_port) or (RAY_METRICS_PORT,),
+            egress_cidrs=tuple(args.network_policy_egress_cidr)
+            if args.network_policy_restrict_egress
+            else None,
+        ),
     )
     return run_foreground(config, log_format=args.log_format, verbose=args.verbose)
 

@@ -33,9 +33,11 @@ from flashrl_operator.credentials import CredentialError
 from flashrl_operator.errors import TransientError
 from flashrl_operator.kube import KubeClient, resolve_credentials
 from flashrl_operator.metrics import MetricsServer, OperatorMetrics
+from flashrl_operator.policy import AdminPolicy
 from flashrl_operator.reconciler import Reconciler
 from flashrl_operator.render import JOB_LABEL, MANAGED_BY
 from flashrl_operator.render.labels import MANAGED_BY_LABEL
+from flashrl_operator.render.network import NetworkSettings
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +78,12 @@ class OperatorConfig:
 
     check_overrides: bool = True
     """Compose spec.overrides against the verl config when hydra and verl are importable."""
+
+    policy: AdminPolicy = field(default_factory=AdminPolicy)
+    """The admin's policy every job is checked against before anything is created."""
+
+    network: NetworkSettings = field(default_factory=NetworkSettings)
+    """The NetworkPolicy rendered for every job's Ray pods."""
 
 
 @dataclass
@@ -198,7 +206,13 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
             config.retry_delay,
             credentials=functools.partial(credentials, settings),
         )
-        ctx.reconciler = Reconciler(ctx.kube, ctx.metrics, check_overrides=config.check_overrides)
+        ctx.reconciler = Reconciler(
+            ctx.kube,
+            ctx.metrics,
+            check_overrides=config.check_overrides,
+            policy=config.policy,
+            network=config.network,
+        )
         if config.metrics_port is not None:
             ctx.metrics_server = MetricsServer(ctx.metrics, config.bind_host, config.metrics_port)
             url = await ctx.metrics_server.start()

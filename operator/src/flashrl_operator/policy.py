@@ -15,9 +15,10 @@ from typing import Final
 
 from flashrl_api import FlashRLJob, Problem
 from flashrl_api.spec import Toleration
+from flashrl_api.status import Reason
 
-#: The reason a job that breaks the policy is refused with.
-REASON_POLICY_VIOLATION: Final = "PolicyViolation"
+#: The reason a job that breaks the policy is refused with (status.reason and the Accepted condition).
+REASON_POLICY_VIOLATION: Final = Reason.POLICY_VIOLATION
 #: Docker Hub, where a reference without a registry host points.
 DEFAULT_REGISTRY: Final = "docker.io"
 
@@ -79,7 +80,7 @@ def policy_problems(job: FlashRLJob, policy: AdminPolicy) -> list[Problem]:
         problems.append(
             Problem(
                 "spec.images.trainer",
-                f"{REASON_POLICY_VIOLATION}: image {spec.images.trainer!r} is not from an allowed registry "
+                f"image {spec.images.trainer!r} is not from an allowed registry "
                 f"({', '.join(policy.allowed_registries)})",
             )
         )
@@ -92,8 +93,7 @@ def policy_problems(job: FlashRLJob, policy: AdminPolicy) -> list[Problem]:
         problems.append(
             Problem(
                 "spec.scheduling.priorityClassName",
-                f"{REASON_POLICY_VIOLATION}: PriorityClass {priority!r} is not allowed "
-                f"({', '.join(policy.allowed_priority_classes)})",
+                f"PriorityClass {priority!r} is not allowed ({', '.join(policy.allowed_priority_classes)})",
             )
         )
     rdma = spec.resources.rdma
@@ -105,7 +105,7 @@ def policy_problems(job: FlashRLJob, policy: AdminPolicy) -> list[Problem]:
         problems.append(
             Problem(
                 "spec.resources.rdma.resourceName",
-                f"{REASON_POLICY_VIOLATION}: RDMA resource {rdma.resource_name!r} is not allowed "
+                f"RDMA resource {rdma.resource_name!r} is not allowed "
                 f"({', '.join(policy.allowed_rdma_resources)})",
             )
         )
@@ -117,7 +117,7 @@ def policy_problems(job: FlashRLJob, policy: AdminPolicy) -> list[Problem]:
             problems.extend(
                 Problem(
                     f"{path}[{i}]",
-                    f"{REASON_POLICY_VIOLATION}: a toleration with operator Exists and no key tolerates "
+                    "a toleration with operator Exists and no key tolerates "
                     "every "
                     "taint of every node; name the taint's key",
                 )

@@ -9,13 +9,16 @@ change nothing. Decisions are delegated to pure modules (``render``, ``children`
 
 Requests, fewest first:
 
-* A job never reconciled (no ``status.observedGeneration``) gets its children by server-side apply
-  without reading them first: one request per child. The apply is not forced, so an object of that
-  name with fields someone else set differently answers 409; the operator then reads it and
-  converges as below.
-* Otherwise each child is read; a missing one is applied, a drifted one restored (by a forced
-  apply: the operator owns those fields), and an unchanged one costs nothing more: a resync of an
-  unchanged job is reads only.
+* Each child is read first, on a new job too: an object under a child's name that this job does not
+  control (no controller ownerReference with the job's UID) is never patched, adopted or deleted. The
+  job then reports ``ChildConflict`` naming each such object, creates nothing, and waits (the resync
+  looks again). A server-side apply cannot be told "only if it does not exist", and an unforced
+  apply onto someone else's object with no conflicting field would merge into it and adopt it.
+* A missing child is applied, a drifted one restored (by a forced apply: the operator owns those
+  fields), and an unchanged one costs nothing more: a resync of an unchanged job is reads only.
+* Before any of that, the spec is checked against the cluster admin's policy
+  (:mod:`~flashrl_operator.policy`); a violation is ``PolicyViolation`` with the field paths, and
+  nothing is created.
 * The RayJob is the exception to the forced apply once it exists: KubeRay cannot reshape a live
   RayJob, and Kueue owns ``spec.suspend`` of a queued one, so only its labels, ownership and the
   lifecycle fields that may change are merge-patched (:func:`~flashrl_operator.children.drift_patch`);
@@ -34,15 +37,17 @@ from typing import Any
 from flashrl_api import KIND, FlashRLJob, FlashRLJobStatus, SpecError, parse_job
 from flashrl_api.status import Reason
 from flashrl_operator import kuberay
-from flashrl_operator.children import SPEC_ANNOTATION, drift_patch, immutable_changes
+from flashrl_operator.children import SPEC_ANNOTATION, drift_patch, immutable_changes, ownership_conflict
 from flashrl_operator.errors import ConflictError, RejectedError, TransientError
 from flashrl_operator.kinds import FLASHRL_JOB, POD
 from flashrl_operator.kube import KubeClient, now_rfc3339
 from flashrl_operator.kuberay import CLUSTER_LABEL, RayClusterView, RayJobView
 from flashrl_operator.metrics import OperatorMetrics, parse_time
 from flashrl_operator.pod_diagnosis import PodProblem, pod_problems
+from flashrl_operator.policy import AdminPolicy, policy_problems
 from flashrl_operator.ray_status import is_final, should_read_cluster, should_read_pods
 from flashrl_operator.render import Child, render
+from flashrl_operator.render.network import NetworkSettings
 from flashrl_operator.status_mapping import Observation, desired_status, status_events, status_patch
 
 logger = logging.getLogger(__name__)
@@ -70,10 +75,20 @@ def override_problems(job: FlashRLJob) -> list[str]:
 class Reconciler:
     """Converges FlashRLJobs; one instance per operator, living in the operator's event loop."""
 
-    def __init__(self, kube: KubeClient, metrics: OperatorMetrics, *, check_overrides: bool = True) -> None:
+    def __init__(
+        self,
+        kube: KubeClient,
+        metrics: OperatorMetrics,
+        *,
+        check_overrides: bool = True,
+        policy: AdminPolicy | None = None,
+        network: NetworkSettings | None = None,
+    ) -> None:
         self._kube = kube
         self._metrics = metrics
         self._check_overrides = check_overrides
+        self._policy = policy or AdminPolicy()
+        self._network = network or NetworkSettings()
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
         self._first_seen: dict[str, datetime.datetime] = {}
         self._override_cache: dict[tuple[str, ...], list[str]] = {}
@@ -123,22 +138,23 @@ class Reconciler:
             self._override_cache[key] = await asyncio.to_thread(override_problems, job)
         return job, self._override_cache[key]
 
-    async def _converge(self, child: Child, *, fresh: bool, queued: bool) -> dict[str, Any]:
-        """Bring ``child`` into the cluster as rendered; returns the live object."""
-        live = None if fresh else await self._kube.get(child.resource, child.namespace, child.name)
+    async def _converge(
+        self, child: Child, live: dict[str, Any] | None, *, uid: str, queued: bool
+    ) -> dict[str, Any]:
+        """Bring ``child`` into the cluster as rendered, from ``live`` as just read; returns it live."""
         if live is None:
             try:
                 applied = await self._kube.apply(child.body, force=False)
-                if fresh:
-                    logger.debug("Applied %s", child.describe())
-                else:
-                    logger.info("Created %s", child.describe())
+                logger.info("Created %s", child.describe())
                 return applied
             except ConflictError:
-                # It exists with fields someone else set: look at it and converge on what is there.
+                # Created meanwhile by someone else: look at it; it is ours only if it names this job.
                 live = await self._kube.get(child.resource, child.namespace, child.name)
                 if live is None:
                     raise TransientError(f"{child.describe()} conflicted and vanished; retrying") from None
+                conflict = ownership_conflict(child.describe(), live, uid)
+                if conflict is not None:
+                    raise _ConflictError((conflict,)) from None
         patch = drift_patch(child.body, live, queued=queued)
         if not patch:
             return live
@@ -164,24 +180,35 @@ class Reconciler:
             obs = Observation(generation=generation, spec_problems=tuple(problems), previous=previous)
             await self._write_status(body, previous, desired_status(obs, now), uid, created)
             return
+        refused = tuple(str(p) for p in policy_problems(job, self._policy))
+        if refused:
+            obs = Observation(generation=generation, policy_problems=refused, previous=previous)
+            await self._write_status(body, previous, desired_status(obs, now), uid, created)
+            return
 
-        desired = render(job)
+        desired = render(job, self._network)
         ray_job = desired.ray_job
         rejected: str | None = None
+        conflicts: tuple[str, ...] = ()
         immutable: list[str] = []
         ray_live: dict[str, Any] | None = None
         same_generation = previous.get("observedGeneration") == generation
         if previous.get("reason") == Reason.CHILD_REJECTED and same_generation:
             # Retrying cannot help until the spec changes (a new generation).
             rejected = str(previous.get("message") or "A child object was rejected")
-            ray_live = await self._kube.get(ray_job.resource, namespace, ray_job.name)
+            ray_live = self._own(await self._kube.get(ray_job.resource, namespace, ray_job.name), uid)
         elif is_final(previous):
-            ray_live = await self._kube.get(ray_job.resource, namespace, ray_job.name)
+            ray_live = self._own(await self._kube.get(ray_job.resource, namespace, ray_job.name), uid)
         else:
-            fresh = previous.get("observedGeneration") is None
-            for child in desired.children:
+            lives = [await self._kube.get(c.resource, c.namespace, c.name) for c in desired.children]
+            conflicts = tuple(
+                found
+                for child, live in zip(desired.children, lives, strict=True)
+                if live is not None and (found := ownership_conflict(child.describe(), live, uid)) is not None
+            )
+            for child, live in zip(desired.children, lives if not conflicts else [], strict=False):
                 try:
-                    live = await self._converge(child, fresh=fresh, queued=desired.queued)
+                    live = await self._converge(child, live, uid=uid, queued=desired.queued)
                 except RejectedError as exc:
                     rejected = (
                         f"{child.describe()} was rejected by the API server "
@@ -189,8 +216,14 @@ class Reconciler:
                     )
                     logger.error("%s", rejected)
                     break
+                except _ConflictError as exc:
+                    conflicts = exc.conflicts
+                    break
                 if child is ray_job:
                     ray_live = live
+            if conflicts:
+                for conflict in conflicts:
+                    logger.warning("FlashRLJob %s/%s waits: %s", namespace, name, conflict)
         ray_view = RayJobView.of(ray_live) if ray_live is not None else None
         if ray_view is not None:
             immutable = immutable_changes(ray_view.annotation(SPEC_ANNOTATION), job.spec.to_wire())
@@ -199,6 +232,7 @@ class Reconciler:
         obs = Observation(
             generation=generation,
             rejected=rejected,
+            conflicts=conflicts,
             immutable_changes=tuple(immutable),
             suspend_requested=job.spec.lifecycle.suspend,
             queued=desired.queued,
@@ -209,6 +243,13 @@ class Reconciler:
             previous=previous,
         )
         await self._write_status(body, previous, desired_status(obs, now), uid, created)
+
+    @staticmethod
+    def _own(live: dict[str, Any] | None, uid: str) -> dict[str, Any] | None:
+        """``live`` when this job controls it; someone else's object under the name is not its state."""
+        if live is None or ownership_conflict("", live, uid) is not None:
+            return None
+        return live
 
     async def _ray_cluster(
         self, namespace: str, ray_job: RayJobView | None, previous: Mapping[str, Any]
@@ -269,3 +310,11 @@ class Reconciler:
             log = logger.warning if event.type == "Warning" else logger.info
             log("FlashRLJob %s/%s: %s: %s", namespace, name, event.reason, event.message)
             await self._kube.create_event(involved, event.type, event.reason, event.message)
+
+
+class _ConflictError(Exception):
+    """Objects under children's names that the job does not control (a reconcile stops and waits)."""
+
+    def __init__(self, conflicts: tuple[str, ...]) -> None:
+        self.conflicts = conflicts
+        super().__init__("; ".join(conflicts))

@@ -81,6 +81,12 @@ class Observation:
     rejected: str | None = None
     """The API server refused a child object (which one and why)."""
 
+    policy_problems: tuple[str, ...] = ()
+    """``field.path: message`` for each rule of the admin's policy the spec breaks (nothing is created)."""
+
+    conflicts: tuple[str, ...] = ()
+    """Objects under a child's name that this job does not own (the job waits; nothing is written)."""
+
     immutable_changes: tuple[str, ...] = ()
     """Spec paths edited on a running job that cannot be applied to it."""
 
@@ -120,8 +126,16 @@ def decide_phase(obs: Observation) -> PhaseDecision:
     """Pick the phase. Our own findings win over KubeRay's, and a final phase never regresses."""
     if obs.spec_problems:
         return PhaseDecision("Failed", Reason.INVALID_SPEC, "Invalid spec: " + "; ".join(obs.spec_problems))
+    if obs.policy_problems:
+        return PhaseDecision(
+            "Failed",
+            Reason.POLICY_VIOLATION,
+            "Refused by the cluster's policy: " + "; ".join(obs.policy_problems),
+        )
     if obs.rejected:
         return PhaseDecision("Failed", Reason.CHILD_REJECTED, obs.rejected)
+    if obs.conflicts and not is_final(obs.previous):
+        return PhaseDecision("Pending", Reason.CHILD_CONFLICT, _conflict_message(obs.conflicts))
     prev = obs.previous
     if is_final(prev) and (
         obs.ray_job is None or _kuberay_phase(obs, obs.ray_job).phase not in TERMINAL_PHASES
@@ -136,12 +150,23 @@ def decide_phase(obs: Observation) -> PhaseDecision:
     return _kuberay_phase(obs, obs.ray_job)
 
 
+def _conflict_message(conflicts: tuple[str, ...]) -> str:
+    return (
+        "Waiting: " + "; ".join(conflicts) + ". The operator never changes, adopts or deletes an object it "
+        "does not own: delete or rename it, or rename this FlashRLJob"
+    )
+
+
 def accepted_check(obs: Observation) -> Verdict:
     """Accepted: the spec is valid, its children were admitted, and no refused edit is pending."""
     if obs.spec_problems:
         return Verdict("False", Reason.INVALID_SPEC, "; ".join(obs.spec_problems))
+    if obs.policy_problems:
+        return Verdict("False", Reason.POLICY_VIOLATION, "; ".join(obs.policy_problems))
     if obs.rejected:
         return Verdict("False", Reason.CHILD_REJECTED, obs.rejected)
+    if obs.conflicts:
+        return Verdict("False", Reason.CHILD_CONFLICT, _conflict_message(obs.conflicts))
     if obs.immutable_changes:
         return Verdict(
             "False",

@@ -26,6 +26,7 @@ from flashrl_operator.kinds import resource_of
 from flashrl_operator.render.configmap import config_map
 from flashrl_operator.render.labels import JOB_LABEL, KUEUE_QUEUE_LABEL, MANAGED_BY, labels, owner_reference
 from flashrl_operator.render.names import ChildNames, child_names
+from flashrl_operator.render.network import NetworkSettings, network_policy
 from flashrl_operator.render.pod import HEAD_CONTAINER, WORKER_CONTAINER
 from flashrl_operator.render.rayjob import DRY_RUN_ENTRYPOINT, ENTRYPOINT, WORKER_GROUP, entrypoint, ray_job
 from flashrl_operator.render.rbac import role, role_binding, service_account
@@ -43,6 +44,7 @@ __all__ = [
     "Child",
     "ChildNames",
     "DesiredState",
+    "NetworkSettings",
     "child_names",
     "entrypoint",
     "labels",
@@ -115,13 +117,18 @@ class DesiredState(Sequence[dict[str, Any]]):
         return (c.body for c in self.children)
 
 
-def render(job: FlashRLJob) -> DesiredState:
-    """Every child of ``job`` in apply order: ServiceAccount, Role, RoleBinding, ConfigMap, RayJob.
+def render(job: FlashRLJob, network: NetworkSettings | None = None) -> DesiredState:
+    """Every child of ``job`` in apply order: ServiceAccount, Role, RoleBinding, ConfigMap,
+    NetworkPolicy (unless ``network.enabled`` is off), RayJob.
 
     The RBAC and the ConfigMap come first so the head pod's ServiceAccount and spec volume exist
-    before KubeRay creates it.
+    before KubeRay creates it, and the NetworkPolicy before any Ray pod can be reached.
     """
-    bodies = [service_account(job), role(job), role_binding(job), config_map(job), ray_job(job)]
+    network = network or NetworkSettings()
+    bodies = [service_account(job), role(job), role_binding(job), config_map(job)]
+    if network.enabled:
+        bodies.append(network_policy(job, network))
+    bodies.append(ray_job(job))
     return DesiredState(
         children=tuple(Child.of(body) for body in bodies),
         queued=job.spec.scheduling.queue_name is not None,

@@ -24,7 +24,7 @@ from typing import Any, Final
 
 from flashrl_api import FlashRLJob
 from flashrl_operator.render.labels import JOB_LABEL, object_meta
-from flashrl_operator.render.names import derived_name, label_value
+from flashrl_operator.render.names import child_names, label_value
 
 #: Ray's dashboard port (KubeRay ``DefaultDashboardPort``; our head template names it ``dashboard``).
 DASHBOARD_PORT: Final = 8265
@@ -55,7 +55,7 @@ class NetworkSettings:
 
 def network_policy_name(job: FlashRLJob) -> str:
     """``<job>-ray``, hash-shortened when that is not a valid name."""
-    return derived_name(job.name, "ray")
+    return child_names(job).network_policy
 
 
 def ray_pod_selector(job: FlashRLJob) -> dict[str, Any]:
@@ -105,6 +105,6 @@ def network_policy(job: FlashRLJob, settings: NetworkSettings | None = None) -> 
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": object_meta(job, network_policy_name(job), COMPONENT),
+        "metadata": object_meta(job, network_policy_name(job), "network"),
         "spec": spec,
     }
