@@ -24,15 +24,31 @@ from flashrl_api import FlashRLJob
 from flashrl_operator import kuberay
 from flashrl_operator.kinds import resource_of
 from flashrl_operator.render.configmap import config_map
-from flashrl_operator.render.labels import JOB_LABEL, KUEUE_QUEUE_LABEL, MANAGED_BY, labels, owner_reference
+from flashrl_operator.render.labels import (
+    ATTEMPT_LABEL,
+    JOB_LABEL,
+    KUEUE_QUEUE_LABEL,
+    MANAGED_BY,
+    labels,
+    owner_reference,
+)
 from flashrl_operator.render.names import ChildNames, child_names
 from flashrl_operator.render.network import NetworkSettings, network_policy
 from flashrl_operator.render.pod import HEAD_CONTAINER, WORKER_CONTAINER
-from flashrl_operator.render.rayjob import DRY_RUN_ENTRYPOINT, ENTRYPOINT, WORKER_GROUP, entrypoint, ray_job
+from flashrl_operator.render.rayjob import (
+    DRY_RUN_ENTRYPOINT,
+    ENTRYPOINT,
+    WORKER_GROUP,
+    AttemptContext,
+    attempt_ray_job_name,
+    entrypoint,
+    ray_job,
+)
 from flashrl_operator.render.rbac import role, role_binding, service_account
 from flashrl_operator.resource import Resource
 
 __all__ = [
+    "ATTEMPT_LABEL",
     "DRY_RUN_ENTRYPOINT",
     "ENTRYPOINT",
     "HEAD_CONTAINER",
@@ -41,10 +57,12 @@ __all__ = [
     "MANAGED_BY",
     "WORKER_CONTAINER",
     "WORKER_GROUP",
+    "AttemptContext",
     "Child",
     "ChildNames",
     "DesiredState",
     "NetworkSettings",
+    "attempt_ray_job_name",
     "child_names",
     "entrypoint",
     "labels",
@@ -117,18 +135,21 @@ class DesiredState(Sequence[dict[str, Any]]):
         return (c.body for c in self.children)
 
 
-def render(job: FlashRLJob, network: NetworkSettings | None = None) -> DesiredState:
+def render(
+    job: FlashRLJob, attempt: AttemptContext | None = None, network: NetworkSettings | None = None
+) -> DesiredState:
     """Every child of ``job`` in apply order: ServiceAccount, Role, RoleBinding, ConfigMap,
     NetworkPolicy (unless ``network.enabled`` is off), RayJob.
 
     The RBAC and the ConfigMap come first so the head pod's ServiceAccount and spec volume exist
-    before KubeRay creates it, and the NetworkPolicy before any Ray pod can be reached.
+    before KubeRay creates it, and the NetworkPolicy before any Ray pod can be reached. The RayJob is
+    the current attempt's (the first when not given).
     """
     network = network or NetworkSettings()
     bodies = [service_account(job), role(job), role_binding(job), config_map(job)]
     if network.enabled:
         bodies.append(network_policy(job, network))
-    bodies.append(ray_job(job))
+    bodies.append(ray_job(job, attempt))
     return DesiredState(
         children=tuple(Child.of(body) for body in bodies),
         queued=job.spec.scheduling.queue_name is not None,
