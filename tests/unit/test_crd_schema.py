@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -421,7 +422,18 @@ def test_no_transition_rules() -> None:
 def test_printer_columns() -> None:
     columns = _version()["additionalPrinterColumns"]
     by_name = {c["name"]: c for c in columns}
-    assert list(by_name) == ["Phase", "Step", "Steps", "Quantization", "Nodes", "Reason", "RayJob", "Age"]
+    assert list(by_name) == [
+        "Phase",
+        "Step",
+        "Steps",
+        "Val-Score",
+        "Mismatch-KL",
+        "Quantization",
+        "Nodes",
+        "Reason",
+        "RayJob",
+        "Age",
+    ]
     visible = [c["name"] for c in columns if c.get("priority", 0) == 0]
     assert {"Phase", "Step", "Age"} <= set(visible)
     assert by_name["Age"] == {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
@@ -429,11 +441,16 @@ def test_printer_columns() -> None:
         if column["jsonPath"].startswith(".metadata."):
             continue
         node = root_schema()
-        for part in column["jsonPath"].lstrip(".").split("."):
-            assert part in node.get("properties", {}), (
+        # A filter (``metrics[?(@.name=="rollout_corr/kl")]``) selects an item of a list.
+        for part in re.sub(r"\[\?\(.*?\)\]", "[]", column["jsonPath"]).lstrip(".").split("."):
+            name = part.removesuffix("[]")
+            assert name in node.get("properties", {}), (
                 f"{column['name']}: {column['jsonPath']} is not a field"
             )
-            node = node["properties"][part]
+            node = node["properties"][name]
+            if part.endswith("[]"):
+                assert node["type"] == "array", column["name"]
+                node = node["items"]
         assert node["type"] == column["type"], column["name"]
 
 

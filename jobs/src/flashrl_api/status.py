@@ -46,6 +46,25 @@ class Progress(ApiModel):
     update_time: str | None = None
     """When the step was last reported (RFC 3339)."""
 
+    percent: int | None = Field(default=None, ge=0, le=100)
+    """Whole percent of totalSteps completed."""
+
+    estimated_remaining_seconds: int | None = Field(default=None, ge=0)
+    """Seconds until the last step at the recent pace (mean of the last 10 steps' ``timing_s/step``)."""
+
+
+class MetricValue(ApiModel):
+    """The newest value of one verl metric (the shape of Kubeflow Trainer's ``trainerStatus.metrics``)."""
+
+    name: str = Field(min_length=1, max_length=256)
+    """verl's name for it, e.g. ``rollout_corr/kl`` or ``val-core/aime24/acc/mean@32``."""
+
+    value: float
+    """Its newest value (verl's NaN values are never reported)."""
+
+    step: int = Field(ge=0)
+    """The training step it was logged at (0: the validation before training)."""
+
 
 class CheckpointRecord(ApiModel):
     """The newest checkpoint verl finished, as the launcher read it from verl's tracker file."""
@@ -104,3 +123,12 @@ class FlashRLJobStatus(ApiModel):
 
     checkpoint: CheckpointRecord | None = None
     """The newest checkpoint, reported by the launcher after each step (a retry resumes from it)."""
+
+    metrics: list[MetricValue] = Field(default_factory=list, max_length=64)
+    """Newest values of a curated set of verl metrics, reported by the launcher after each step:
+    validation scores (``val-core/.../mean@N``), response length, throughput, step and phase times,
+    and the rollout/trainer mismatch (``rollout_corr/*``, ``training/rollout_probs_diff_mean``).
+    Every metric is on the job's Prometheus endpoint (docs/observability.md)."""
+
+    validation_score: MetricValue | None = None
+    """The headline validation score: the first ``val-core/<data source>/<variable>/mean@N``."""
