@@ -292,6 +292,23 @@ BAD_SPECS: list[tuple[str, dict[str, Any], str]] = [
     ("quant-enum", {"rollout": {"quantization": "fp4"}}, "spec.rollout.quantization"),
     ("tis-enum", {"correction": {"tis": {"level": "tokens"}}}, "spec.correction.tis.level"),
     ("cap-zero", {"correction": {"tis": {"cap": 0}}}, "spec.correction.tis.cap"),
+    ("guard-negative-kl", {"correction": {"guard": {"maxKL": -0.1}}}, "spec.correction.guard.maxKL"),
+    (
+        "guard-ess-above-one",
+        {"correction": {"guard": {"minEffectiveSampleSize": 1.5}}},
+        "spec.correction.guard.minEffectiveSampleSize",
+    ),
+    (
+        "guard-ess-negative",
+        {"correction": {"guard": {"minEffectiveSampleSize": -0.2}}},
+        "spec.correction.guard.minEffectiveSampleSize",
+    ),
+    (
+        "guard-zero-steps",
+        {"correction": {"guard": {"consecutiveSteps": 0}}},
+        "spec.correction.guard.consecutiveSteps",
+    ),
+    ("guard-action", {"correction": {"guard": {"action": "Stop"}}}, "spec.correction.guard.action"),
     ("nodes-string", {"resources": {"nodes": "two"}}, "spec.resources.nodes"),
     ("gpus-17", {"resources": {"gpusPerNode": 17}}, "spec.resources.gpusPerNode"),
     ("memory-pattern", {"resources": {"memory": "lots"}}, "spec.resources.memory"),

@@ -1,4 +1,4 @@
-"""The launcher's /metrics: real prometheus-client server, real HTTP scrape, real ``promtool check metrics``."""
+"""The launcher's /metrics: a real prometheus-client server, an HTTP scrape, ``promtool check metrics``."""
 
 from __future__ import annotations
 

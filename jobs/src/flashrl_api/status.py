@@ -184,6 +184,22 @@ class MetricValue(ApiModel):
     """The training step it was logged at (0: the validation before training)."""
 
 
+class GuardStreak(ApiModel):
+    """A mismatch metric out of spec.correction.guard's bounds since ``since``."""
+
+    metric: str = Field(min_length=1, max_length=256)
+    """verl's name of the metric, e.g. rollout_corr/kl."""
+
+    since: int = Field(ge=0)
+    """First step seen out of bounds."""
+
+    step: int = Field(ge=0)
+    """Newest step seen out of bounds."""
+
+    value: float
+    """Its value at that step."""
+
+
 class CheckpointRecord(ApiModel):
     """The newest checkpoint verl finished, as the launcher read it from verl's tracker file."""
 
@@ -242,6 +258,10 @@ class FlashRLJobStatus(ApiModel):
     validation scores (``val-core/.../mean@N``), response length, throughput, step and phase times,
     and the rollout/trainer mismatch (``rollout_corr/*``, ``training/rollout_probs_diff_mean``).
     Every metric is on the job's Prometheus endpoint (docs/observability.md)."""
+
+    mismatch_guard: list[GuardStreak] = Field(default_factory=list, max_length=8)
+    """Metrics of spec.correction.guard currently out of bounds, and since which step (the operator
+    keeps them here so a restart does not forget a streak)."""
 
     validation_score: MetricValue | None = None
     """The headline validation score: the first ``val-core/<data source>/<variable>/mean@N``."""
