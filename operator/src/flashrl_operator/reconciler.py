@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from flashrl_api import KIND, FlashRLJob, FlashRLJobStatus, SpecError, parse_job
+from flashrl_api.spec import RolloutSpec
 from flashrl_api.status import Reason
 from flashrl_operator import kuberay
 from flashrl_operator.children import SPEC_ANNOTATION, drift_patch, immutable_changes
@@ -44,6 +45,9 @@ from flashrl_operator.pod_diagnosis import PodProblem, pod_problems
 from flashrl_operator.ray_status import is_final, should_read_cluster, should_read_pods
 from flashrl_operator.render import Child, render
 from flashrl_operator.status_mapping import Observation, desired_status, status_events, status_patch
+
+#: ``spec.rollout.quantization`` when the stored object omits it (the CRD defaults it on admission).
+DEFAULT_QUANTIZATION = RolloutSpec.model_fields["quantization"].default
 
 logger = logging.getLogger(__name__)
 
@@ -263,7 +267,9 @@ class Reconciler:
         patch = status_patch(previous, desired)
         if patch:
             await self._kube.patch_status(FLASHRL_JOB, namespace, name, patch)
-        self._metrics.observe_phase(uid, str(desired.phase), created)
+        rollout = (body.get("spec") or {}).get("rollout") or {}
+        quantization = str(rollout.get("quantization") or DEFAULT_QUANTIZATION)
+        self._metrics.observe_phase(uid, str(desired.phase), created, (namespace, name, quantization))
         involved = {**body, "kind": body.get("kind") or KIND}
         for event in status_events(previous, desired):
             log = logger.warning if event.type == "Warning" else logger.info
