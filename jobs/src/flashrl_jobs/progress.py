@@ -32,7 +32,7 @@ import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
@@ -81,9 +81,13 @@ def status_path(namespace: str, name: str) -> str:
     return f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}/{name}/status"
 
 
-def progress_patch(step: int, total_steps: int, now: datetime) -> bytes:
-    """The JSON merge patch body: only ``status.progress``, so the operator's fields stay untouched."""
-    body = {"status": {"progress": progress_fields(StepReport(step, total_steps), now)}}
+def progress_patch(step: int, total_steps: int, now: datetime, attempt: int | None = None) -> bytes:
+    """The JSON merge patch body: only ``status.progress``, so the operator's fields stay untouched.
+
+    ``attempt`` (``$FLASHRL_ATTEMPT``) tells the operator which attempt completed the step: a step
+    reported by an earlier attempt says nothing about whether the current one trained.
+    """
+    body = {"status": {"progress": progress_fields(StepReport(step, total_steps, attempt=attempt), now)}}
     return json.dumps(body, separators=(",", ":")).encode()
 
 
@@ -97,6 +101,7 @@ class StepReport:
     remaining_seconds: int | None = None
     metrics: tuple[dict[str, Any], ...] | None = None
     validation_score: dict[str, Any] | None = None
+    attempt: int | None = None
 
 
 def progress_fields(report: StepReport, now: datetime) -> dict[str, Any]:
@@ -106,6 +111,8 @@ def progress_fields(report: StepReport, now: datetime) -> dict[str, Any]:
         "totalSteps": report.total_steps,
         "updateTime": now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
+    if report.attempt is not None:
+        progress["attempt"] = report.attempt
     if report.percent is not None:
         progress["percent"] = report.percent
     if report.remaining_seconds is not None:
@@ -145,6 +152,8 @@ class ProgressReporter:
         self._pending: dict[str, Any] = {}
         self._closed = False
         self._failures = 0
+        #: ``$FLASHRL_ATTEMPT``, sent with every progress report (set before the first report).
+        self.attempt: int | None = None
         self._thread = threading.Thread(target=self._run, name="progress-reporter", daemon=True)
         self._thread.start()
 
@@ -185,7 +194,10 @@ class ProgressReporter:
     def _send(self, pending: dict[str, Any]) -> None:
         status: dict[str, Any] = {}
         if "progress" in pending:
-            status.update(step_status(pending["progress"], datetime.now(UTC)))
+            report = pending["progress"]
+            if self.attempt is not None and report.attempt is None:
+                report = replace(report, attempt=self.attempt)
+            status.update(step_status(report, datetime.now(UTC)))
         if "checkpoint" in pending:
             status["checkpoint"] = pending["checkpoint"]
         try:
