@@ -95,6 +95,8 @@ class GuardResult:
 
     streaks: tuple[GuardStreak, ...]
     breaches: tuple[Breach, ...]
+    step: int = 0
+    """The newest metrics step judged (the operator stores it: a newer report calls for a judgement)."""
 
     @property
     def tripped(self) -> bool:
@@ -128,4 +130,5 @@ def evaluate(
         kept.append(streak)
         if streak.step - streak.since + 1 >= guard.consecutive_steps:
             breaches.append(Breach(check, streak.value, streak.since, streak.step))
-    return GuardResult(tuple(kept), tuple(breaches))
+    newest = max((m.step for m in latest.values()), default=0)
+    return GuardResult(tuple(kept), tuple(breaches), newest)

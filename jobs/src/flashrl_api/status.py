@@ -45,6 +45,8 @@ class ConditionType(StrEnum):
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
     SUSPENDED = "Suspended"
+    #: spec.correction.guard: True while a mismatch metric has been out of bounds long enough.
+    ROLLOUT_MISMATCH = "RolloutMismatch"
 
 
 class Reason(StrEnum):
@@ -98,6 +100,10 @@ class Reason(StrEnum):
     NO_PROGRESS = "NoProgress"  #: attempts from the same checkpoint keep failing without saving a newer one
     RAY_JOB_DELETED = "RayJobDeleted"  #: the RayJob of a running attempt was deleted: a failed attempt
 
+    # The rollout/trainer mismatch guard (RolloutMismatch; flashrl_api.guard).
+    MISMATCH_DRIFT = "MismatchDrift"  #: a mismatch metric stayed out of spec.correction.guard's bounds
+    MISMATCH_WITHIN_BOUNDS = "MismatchWithinBounds"  #: every guarded mismatch metric is within bounds
+
     # The phase conditions when they do not hold.
     JOB_RUNNING = "JobRunning"  #: Running=True
     NOT_RUNNING = "NotRunning"  #: Running=False before the job ran
@@ -122,7 +128,7 @@ POD_PROBLEMS: Final[frozenset[Reason]] = frozenset(
 
 #: Reasons announced as a Warning Event when a condition turns to them (besides every Failed phase).
 WARNING_REASONS: Final[frozenset[Reason]] = frozenset(
-    {Reason.IMMUTABLE_FIELD_CHANGED, Reason.REPLICA_FAILURE, *POD_PROBLEMS}
+    {Reason.IMMUTABLE_FIELD_CHANGED, Reason.REPLICA_FAILURE, Reason.MISMATCH_DRIFT, *POD_PROBLEMS}
 )
 
 
@@ -288,7 +294,10 @@ class FlashRLJobStatus(ApiModel):
     and the rollout/trainer mismatch (``rollout_corr/*``, ``training/rollout_probs_diff_mean``).
     Every metric is on the job's Prometheus endpoint (docs/observability.md)."""
 
-    mismatch_guard: list[GuardStreak] = Field(default_factory=list, max_length=8)
+    mismatch_guard_step: int | None = Field(default=None, ge=0)
+    """The newest step of status.metrics the mismatch guard has judged."""
+
+    mismatch_guard: list[GuardStreak] | None = Field(default=None, max_length=8)
     """Metrics of spec.correction.guard currently out of bounds, and since which step (the operator
     keeps them here so a restart does not forget a streak)."""
 

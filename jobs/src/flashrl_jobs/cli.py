@@ -32,10 +32,10 @@ from flashrl_api import FlashRLJob, SpecError, load_job_file
 from flashrl_jobs import contract
 from flashrl_jobs.deadline import ESI_ENV, job_deadline
 from flashrl_jobs.ledger import WRITE_FAILURE_TEXTS, Ledger, free_bytes, probe_writable, rfc3339
-from flashrl_jobs.progress import StepReport, from_environment
+from flashrl_jobs.progress import from_environment
 from flashrl_jobs.ray_gate import connection_abandoned, gate, parse_address
 from flashrl_jobs.run_metrics import FILE_LOGGER_ENV, JsonlTail, RunState
-from flashrl_jobs.run_observer import RunObserver
+from flashrl_jobs.run_observer import RunObserver, step_report
 from flashrl_jobs.termination import LaunchError, write_termination_message
 from flashrl_jobs.verl_args import ENTRY_MODULE, FILE_LOGGER, checkpoint_dir, verl_overrides
 
@@ -383,19 +383,9 @@ def train(job: FlashRLJob, address: str, entry_module: str, port: int) -> int:
             if reporter is not None:
                 reporter.report_checkpoint(found.to_status(attempt))
 
-    def on_step(step: int) -> None:
+    def on_step(_step: int) -> None:
         if reporter is not None:
-            score = state.validation_score()
-            reporter.report_step(
-                StepReport(
-                    step=step,
-                    total_steps=state.total_steps,
-                    percent=state.percent(),
-                    remaining_seconds=state.remaining_seconds(),
-                    metrics=tuple(m.to_wire() for m in state.status_metrics()),
-                    validation_score=score.to_wire() if score is not None else None,
-                )
-            )
+            reporter.report_step(step_report(state))
         poll_ledger()
 
     observer = RunObserver(state, JsonlTail(metrics_path, log), on_step)

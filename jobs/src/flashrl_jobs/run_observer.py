@@ -12,11 +12,24 @@ import time
 from collections.abc import Callable
 from typing import Final
 
-from flashrl_jobs.progress import StepParser
+from flashrl_jobs.progress import StepParser, StepReport
 from flashrl_jobs.run_metrics import JsonlTail, Record, RunState, parse_console
 
 #: Seconds between two reads of the metrics file (a verl step takes minutes).
 POLL_SECONDS: Final = 1.0
+
+
+def step_report(state: RunState) -> StepReport:
+    """What the launcher reports for the newest step: progress, percentage, time left, metrics."""
+    score = state.validation_score()
+    return StepReport(
+        step=state.step,
+        total_steps=state.total_steps,
+        percent=state.percent(),
+        remaining_seconds=state.remaining_seconds(),
+        metrics=tuple(m.to_wire() for m in state.status_metrics()),
+        validation_score=score.to_wire() if score is not None else None,
+    )
 
 
 class RunObserver:
