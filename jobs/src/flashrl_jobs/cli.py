@@ -26,7 +26,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from flashrl_api import FlashRLJob, SpecError, load_job_file
 from flashrl_jobs import contract
@@ -376,17 +376,23 @@ def train(job: FlashRLJob, address: str, entry_module: str, port: int) -> int:
         mode = job.spec.checkpoint.resume_mode
         log(f"Checkpoint of step {resume.step} found: {resume.path} (resumeMode {mode})")
 
-    def poll_ledger() -> None:
+    def new_checkpoint() -> dict[str, Any] | None:
         found = ledger.poll()
-        if found is not None:
-            log(f"Checkpoint of step {found.step} saved: {found.path}")
-            if reporter is not None:
-                reporter.report_checkpoint(found.to_status(attempt))
+        if found is None:
+            return None
+        log(f"Checkpoint of step {found.step} saved: {found.path}")
+        return found.to_status(attempt)
+
+    def poll_ledger() -> None:
+        record = new_checkpoint()
+        if record is not None and reporter is not None:
+            reporter.report_checkpoint(record)
 
     def on_step(_step: int) -> None:
+        # verl saves before it logs the step: the step and its checkpoint go in one PATCH.
+        record = new_checkpoint()
         if reporter is not None:
-            reporter.report_step(step_report(state))
-        poll_ledger()
+            reporter.report_step(step_report(state), record)
 
     observer = RunObserver(state, JsonlTail(metrics_path, log), on_step)
     server = start_exporter(state, job, port)

@@ -161,9 +161,14 @@ class ProgressReporter:
         """Queue a step; an older one not yet sent is replaced (at most one request per step)."""
         self._queue("progress", StepReport(step, total_steps))
 
-    def report_step(self, report: StepReport) -> None:
-        """Queue a step with its percentage, remaining time and metrics (replaces one not yet sent)."""
-        self._queue("progress", report)
+    def report_step(self, report: StepReport, checkpoint: dict[str, Any] | None = None) -> None:
+        """Queue a step with its percentage, remaining time and metrics (replaces one not yet sent), and
+        the checkpoint verl saved with it: both in one request."""
+        with self._cond:
+            self._pending["progress"] = report
+            if checkpoint is not None:
+                self._pending["checkpoint"] = checkpoint
+            self._cond.notify()
 
     def report_checkpoint(self, record: dict[str, Any]) -> None:
         """Queue ``status.checkpoint`` (the ledger calls this once per new checkpoint)."""
