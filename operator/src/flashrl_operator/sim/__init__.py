@@ -38,6 +38,7 @@ from flashrl_operator.sim.standins import (
     failed,
     image_pull_backoff,
     unschedulable,
+    verl_step_metrics,
 )
 
 __all__ = [
@@ -70,5 +71,6 @@ __all__ = [
     "object_path",
     "resource_key",
     "unschedulable",
+    "verl_step_metrics",
     "watch_started",
 ]
