@@ -51,8 +51,9 @@ demo: install ## Run the main job end to end with no cluster (emulated API and K
 bench: install ## Benchmarks (not tests); figures go to docs/benchmarks.md
 	$(BIN)/python -m bench
 
-crd: install ## Regenerate the committed CRD from the API models
+crd: install ## Regenerate the committed CRDs from the API models
 	$(BIN)/flashrl crd > charts/flashrl-operator/files/crds/flashrljobs.flashrl.dev.yaml
+	$(BIN)/flashrl crd --kind FlashRLExperiment > charts/flashrl-operator/files/crds/flashrlexperiments.flashrl.dev.yaml
 
 e2e: ## kind e2e (needs Docker and kind): build images, install KubeRay and the chart, run a job
 	bash tests/e2e/run.sh

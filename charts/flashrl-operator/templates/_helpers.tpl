@@ -77,14 +77,23 @@ namespaced Role (watchNamespaces mode). No wildcards.
 {{- define "flashrl-operator.rules" -}}
 # Exactly what the operator does (docs/operator.md, "RBAC"); it never deletes: children go by
 # ownerReference garbage collection.
-# FlashRLJobs: watch them; kopf keeps its bookkeeping in annotations (patch).
+# FlashRLJobs: watch them; kopf keeps its bookkeeping in annotations (patch). create: a
+# FlashRLExperiment's variants are FlashRLJobs the operator creates (owned by the experiment, so they
+# go with it by garbage collection).
 - apiGroups: ["flashrl.dev"]
   resources: ["flashrljobs"]
-  verbs: ["get", "list", "watch", "patch"]
+  verbs: ["get", "list", "watch", "create", "patch"]
 # Status: phase, conditions. Also the verbs each job's launcher Role grants (get, patch on its own
 # flashrljobs/status): Kubernetes only lets the operator grant what it holds.
 - apiGroups: ["flashrl.dev"]
   resources: ["flashrljobs/status"]
+  verbs: ["get", "patch"]
+# FlashRLExperiments: watched; their status gathers the variants' phase, step and latest metrics.
+- apiGroups: ["flashrl.dev"]
+  resources: ["flashrlexperiments"]
+  verbs: ["get", "list", "watch", "patch"]
+- apiGroups: ["flashrl.dev"]
+  resources: ["flashrlexperiments/status"]
   verbs: ["get", "patch"]
 # The RayJob each FlashRLJob is rendered into; watched to mirror its status and restore it if deleted.
 - apiGroups: ["ray.io"]

@@ -12,10 +12,12 @@ status 2; it never shows a traceback.
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Final, TextIO
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from flashrl_api import FlashRLJob, Problem, SpecError, load_documents, load_job_file, parse_job
 
@@ -112,20 +114,42 @@ def _report(problems: Sequence[Problem], err: TextIO) -> int:
 def _add_validate(sub: _Subparsers) -> Handler:
     p = sub.add_parser(
         "validate",
-        help="check a FlashRLJob manifest",
+        help="check a FlashRLJob or FlashRLExperiment manifest",
         description="Check a FlashRLJob manifest the way the operator and the API server will: field "
         "types and ranges, unknown fields, cross-field rules, and the verl overrides (composed against "
-        "the pinned verl config when hydra and verl are installed). Prints one line and exits 0 when "
-        "valid; otherwise prints one 'field.path: message' line per problem on stderr and exits 2.",
+        "the pinned verl config when hydra and verl are installed). A FlashRLExperiment is checked as "
+        "a whole (variants differ, only in fields that keep the comparison's meaning unless allowed) "
+        "and each variant as the FlashRLJob it becomes. Prints what is valid and exits 0; otherwise "
+        "prints one 'field.path: message' line per problem on stderr and exits 2.",
     )
-    p.add_argument("file", help="manifest holding one FlashRLJob, or '-' for standard input")
+    p.add_argument(
+        "file", help="manifest holding one FlashRLJob or FlashRLExperiment, or '-' for standard input"
+    )
     return _cmd_validate
 
 
+def _read_text(source: str) -> str:
+    if source == STDIN:
+        try:
+            return sys.stdin.read()
+        except UnicodeDecodeError:
+            raise SpecError([Problem("", "standard input is not UTF-8 text")]) from None
+    try:
+        return Path(source).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError([Problem("", f"cannot read {source}: {exc.strerror or exc}")]) from None
+    except UnicodeDecodeError:
+        raise SpecError([Problem("", f"{source} is not UTF-8 text")]) from None
+
+
 def _cmd_validate(args: argparse.Namespace) -> int:
+    text = _read_text(args.file)
+    docs = load_documents(text, _source_name(args.file))
+    if len(docs) == 1 and isinstance(docs[0], Mapping) and docs[0].get("kind") == "FlashRLExperiment":
+        return _validate_experiment(args.file, docs[0])
     earlier: list[Problem] = []
     try:
-        job = read_job(args.file)
+        job = read_job(args.file, io.StringIO(text))
     except SpecError as exc:
         if exc.job is None:
             raise
@@ -138,6 +162,40 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     if problems:
         return _report(problems, sys.stderr)
     print(f'{_source_name(args.file)}: valid FlashRLJob "{job.name}" {summary(job)}')
+    return 0
+
+
+def _validate_experiment(source: str, raw: Mapping[str, Any]) -> int:
+    """Every variant merged over the template and checked as the FlashRLJob it becomes, overrides too."""
+    from flashrl_api.experiment import experiment_problems, variant_jobs, variants_of
+
+    experiment, problems = experiment_problems(raw)
+    if problems or experiment is None:
+        return _report(problems, sys.stderr)
+    template = raw.get("spec", {}).get("template") or {}
+    variants = variants_of(experiment.spec)
+    jobs = variant_jobs(experiment, template)
+    found: list[Problem] = []
+    notes: set[str] = set()
+    for i, (variant, job) in enumerate(zip(variants, jobs, strict=True)):
+        job_problems, note = override_problems(job)
+        if note:
+            notes.add(note)
+        for problem in job_problems:
+            rest = problem.path.removeprefix("spec.")
+            if "overrides" in variant.spec:
+                located = Problem(f"spec.variants[{i}].spec.{rest}", problem.message)
+            else:
+                located = Problem(f"spec.template.{rest}", problem.message)
+            if located not in found:
+                found.append(located)
+    for note in sorted(notes):
+        print(note, file=sys.stderr)
+    if found:
+        return _report(found, sys.stderr)
+    print(f'{_source_name(source)}: valid FlashRLExperiment "{experiment.name}", {len(jobs)} variants:')
+    for job in jobs:
+        print(f"  {job.name} {summary(job)}")
     return 0
 
 
@@ -168,16 +226,28 @@ def _cmd_render(args: argparse.Namespace) -> int:
 
 
 def _add_crd(sub: _Subparsers) -> Handler:
-    sub.add_parser(
+    p = sub.add_parser(
         "crd",
-        help="print the FlashRLJob CustomResourceDefinition",
-        description="Print the FlashRLJob CustomResourceDefinition generated from the API models "
-        "(schema, defaults, CEL rules, printer columns). `make crd` writes it into the Helm chart.",
+        help="print a CustomResourceDefinition (FlashRLJob by default)",
+        description="Print a CustomResourceDefinition generated from the API models (schema, defaults, "
+        "CEL rules, printer columns): FlashRLJob, or FlashRLExperiment with --kind. `make crd` writes both "
+        "into the Helm chart.",
+    )
+    p.add_argument(
+        "--kind",
+        choices=("FlashRLJob", "FlashRLExperiment"),
+        default="FlashRLJob",
+        help="which CRD to print (default: FlashRLJob)",
     )
     return _cmd_crd
 
 
 def _cmd_crd(args: argparse.Namespace) -> int:
+    if args.kind == "FlashRLExperiment":
+        from flashrl_operator.crd_experiment import experiment_crd_yaml
+
+        sys.stdout.write(experiment_crd_yaml())
+        return 0
     from flashrl_operator.crd import crd_yaml
 
     sys.stdout.write(crd_yaml())
