@@ -407,3 +407,15 @@ def test_schema_accepts_the_example_and_defaults_it_like_the_models() -> None:
     experiment = parse_experiment(raw)
     defaulted = apply_defaults(root, raw)
     assert FlashRLJobSpec.model_validate(defaulted["spec"]["template"]) == experiment.spec.template
+
+
+def test_the_examples_variants_render_and_compose_with_verl() -> None:
+    from flashrl_jobs.verl_config import check_user_overrides
+    from flashrl_operator.render import render
+
+    jobs = variant_jobs(parse_experiment(yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))))
+    assert [j.spec.rollout.quantization for j in jobs] == ["blockwise-fp8", "channel-fp8", "bf16"]
+    for job in jobs:
+        kinds = [o["kind"] for o in render(job)]
+        assert kinds[-1] == "RayJob"
+        assert check_user_overrides(job) == []

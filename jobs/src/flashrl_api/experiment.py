@@ -161,6 +161,19 @@ class FlashRLExperimentSpec(ApiModel):
     pool, so they share the hardware."""
 
 
+class VariantMetric(ApiModel):
+    """One of a variant's latest metrics, as its FlashRLJob reports it (verl's name)."""
+
+    name: str = Field(min_length=1, max_length=256)
+    """verl's metric name, e.g. val-core/aime-2024/acc/mean@1 or rollout_corr/kl."""
+
+    value: float
+    """Its latest value."""
+
+    step: int | None = Field(default=None, ge=0)
+    """The training step it was logged at."""
+
+
 class VariantStatus(ApiModel):
     """One variant as the operator last saw its FlashRLJob."""
 
@@ -182,8 +195,8 @@ class VariantStatus(ApiModel):
     reason: str | None = None
     """The job's reason, when it failed or waits."""
 
-    metrics: dict[str, float] = Field(default_factory=dict)
-    """The job's latest metrics (validation score, throughput, mismatch ...)."""
+    metrics: list[VariantMetric] = Field(default_factory=list, max_length=64)
+    """The job's latest metrics (validation score, throughput, mismatch ...), copied from its status."""
 
 
 class FlashRLExperimentStatus(ApiModel):
@@ -617,6 +630,7 @@ __all__ = [
     "FlashRLExperimentSpec",
     "FlashRLExperimentStatus",
     "Variant",
+    "VariantMetric",
     "VariantPhase",
     "VariantStatus",
     "default_variants",
