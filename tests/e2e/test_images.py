@@ -168,7 +168,8 @@ def _constraints(image: str) -> dict[str, str]:
 
 
 @pytest.mark.parametrize(
-    ("image", "extras"), [("operator", ("operator", "verl-config")), ("trainer-cpu", ("verl-config",))]
+    ("image", "extras"),
+    [("operator", ("operator", "verl-config")), ("trainer-cpu", ("verl-config", "stage"))],
 )
 def test_constraints_pin_every_dependency_within_pyproject(image: str, extras: tuple[str, ...]) -> None:
     pins = _constraints(image)

@@ -63,7 +63,27 @@ BREAKING: dict[str, dict[str, Any]] = {
     },
     "tolerations-are-consistent": {"resources": {"tolerations": [{"operator": "Exists", "value": "x"}]}},
     "head-tolerations-are-consistent": {"resources": {"head": {"tolerations": [{"value": "cpu"}]}}},
+    "staged-model-needs-claim": {"storage": {"modelCache": {"mountPath": "/models"}}},
+    "staged-data-needs-claim": {
+        "data": {"train": "/data/mine.parquet"},
+        "storage": {"data": {"mountPath": "/data"}},
+    },
 }
+
+#: Model and data sources (Hugging Face or paths) and volumes with and without claims: staging a
+#: Hugging Face source needs a claim on its volume.
+MODEL_SOURCE_CHOICES: list[str] = ["hf://Qwen/Qwen3-8B-Base", "hf://org/m@v1.0", "/models/qwen3"]
+DATA_SOURCE_CHOICES: list[dict[str, str]] = [
+    {},
+    {"train": "/data/train.parquet", "validation": "/data/val.parquet"},
+    {"train": "/data/train.parquet"},
+    {"validation": "hf://datasets/o/aime@main/x.parquet", "train": "/data/t.parquet"},
+]
+VOLUME_CHOICES: list[dict[str, Any] | None] = [
+    None,
+    {"mountPath": "/v"},
+    {"claimName": "my-claim", "mountPath": "/v"},
+]
 
 #: Node selectors with valid keys (key shape is a field check, see test_manifest), with and without
 #: the label gpuProduct owns.
@@ -165,6 +185,13 @@ def _random_spec(rng: random.Random) -> dict[str, Any]:
             "overlongBuffer": {"enabled": rng.random() < 0.7, "length": rng.choice([512, 4096, 8192])},
         },
         "env": rng.choice(ENV_CHOICES),
+        "model": {"source": rng.choice(MODEL_SOURCE_CHOICES)},
+        "data": rng.choice(DATA_SOURCE_CHOICES),
+        "storage": {
+            key: volume
+            for key in ("modelCache", "data")
+            if (volume := rng.choice(VOLUME_CHOICES)) is not None
+        },
     }
 
 

@@ -60,7 +60,7 @@ def test_default_example_is_the_origin_recipe() -> None:
     job = load("flashrljob.yaml")
     spec = job.spec
     assert job.name == "qwen3-8b-dapo-fp8"
-    assert spec.model.path == "Qwen/Qwen3-8B-Base"
+    assert spec.model.source == "hf://Qwen/Qwen3-8B-Base"
     assert spec.rollout.quantization == "blockwise-fp8"
     assert (spec.correction.tis.level, spec.correction.tis.cap) == ("token", 2.0)
     assert (spec.training.prompt_batch_size, spec.rollout.n) == (32, 16)
@@ -103,3 +103,58 @@ def test_kueue_example_is_queued_and_prioritised() -> None:
     assert rj["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "h20-training"
     assert rj["spec"]["suspend"] is True
     assert worker(job)["template"]["spec"]["priorityClassName"] == "rl-batch"
+
+
+# --- examples/cluster: what a job needs before it is applied --------------------------------------
+
+CLUSTER_DIR = EXAMPLES_DIR / "cluster"
+
+
+def _cluster_objects() -> list[dict[str, Any]]:
+    import yaml
+
+    objects: list[dict[str, Any]] = []
+    for path in sorted(CLUSTER_DIR.glob("*.yaml")):
+        text = path.read_text(encoding="utf-8").replace("STORAGE_CLASS", "nfs-client")
+        objects += [doc for doc in yaml.safe_load_all(text) if doc]
+    return objects
+
+
+def test_cluster_examples_pass_kubernetes_validate_strict() -> None:
+    import kubernetes_validate
+
+    objects = _cluster_objects()
+    assert sorted(o["kind"] for o in objects) == ["Namespace"] + ["PersistentVolumeClaim"] * 3 + ["Secret"]
+    for obj in objects:
+        kubernetes_validate.validate(obj, "1.32", strict=True)
+
+
+def test_cluster_examples_create_what_the_jobs_refer_to() -> None:
+    from flashrl_api.spec import DEFAULT_CLAIMS, DEFAULT_TOKEN_SECRET, TOKEN_KEY
+
+    objects = _cluster_objects()
+    namespace = next(o["metadata"]["name"] for o in objects if o["kind"] == "Namespace")
+    claims = {o["metadata"]["name"]: o for o in objects if o["kind"] == "PersistentVolumeClaim"}
+    secret = next(o for o in objects if o["kind"] == "Secret")
+    assert set(claims) == set(DEFAULT_CLAIMS.values())
+    # Several pods on several nodes mount each claim (staging Job, head, GPU workers).
+    assert all(c["spec"]["accessModes"] == ["ReadWriteMany"] for c in claims.values())
+    assert (secret["metadata"]["name"], list(secret["stringData"])) == (DEFAULT_TOKEN_SECRET, [TOKEN_KEY])
+    assert {o["metadata"]["namespace"] for o in objects if o["kind"] != "Namespace"} == {namespace}
+    for path in EXAMPLES:
+        job = load_job_file(path)
+        assert job.namespace == namespace, path.name
+        storage = job.spec.storage
+        used = {v.claim_name for v in (storage.model_cache, storage.data, storage.checkpoints)}
+        assert used <= set(claims), path.name
+        assert job.spec.hugging_face.token_secret == DEFAULT_TOKEN_SECRET
+        # No Secret the cluster examples do not create is required by an example job.
+        assert set(job.spec.secret_refs) <= {secret["metadata"]["name"]}, path.name
+
+
+def test_checkpoint_claim_holds_the_kept_checkpoints_of_the_default_job() -> None:
+    objects = _cluster_objects()
+    size = next(o for o in objects if o["metadata"]["name"] == "rl-checkpoints")["spec"]["resources"]
+    gib = int(size["requests"]["storage"].removesuffix("Gi"))
+    keep = load("flashrljob.yaml").spec.checkpoint.keep
+    assert gib >= (keep + 1) * 100  # ~100 GB per Qwen3-8B checkpoint, plus the one being written

@@ -13,10 +13,10 @@ from flashrl_api.pins import default_trainer_image, load_pins
 
 def test_the_defaults_are_the_origin_recipe() -> None:
     spec = FlashRLJobSpec()
-    assert spec.model.path == "Qwen/Qwen3-8B-Base"
+    assert spec.model.source == "hf://Qwen/Qwen3-8B-Base"
     assert spec.training.recipe == "dapo"
-    assert spec.data.train.endswith("dapo-math-17k.parquet")
-    assert spec.data.validation.endswith("aime-2024.parquet")
+    assert spec.data.train == "hf://datasets/BytedTsinghua-SIA/DAPO-Math-17k/data/dapo-math-17k.parquet"
+    assert spec.data.validation == "hf://datasets/BytedTsinghua-SIA/AIME-2024/data/aime-2024.parquet"
     assert (spec.rollout.engine, spec.rollout.quantization) == ("sglang", "blockwise-fp8")
     assert (spec.correction.tis.level, spec.correction.tis.cap) == ("token", 2.0)
     t = spec.training

@@ -205,17 +205,17 @@ def test_model_rules_are_skipped_without_the_models_config() -> None:
 
 def test_ulysses_degree_must_divide_the_attention_heads(tmp_path: Path) -> None:
     path = _model_dir(tmp_path, num_attention_heads=30, num_key_value_heads=6, max_position_embeddings=40960)
-    result = check_config(job({"model": {"path": path}, "training": {"ulyssesSequenceParallelSize": 4}}))
+    result = check_config(job({"model": {"source": path}, "training": {"ulyssesSequenceParallelSize": 4}}))
     assert [p.path for p in result.problems] == ["spec.training.ulyssesSequenceParallelSize"]
     assert "num_attention_heads 30 must be divisible by ulysses_sp_size 4" in result.problems[0].message
     assert not any("model-dependent" in note for note in result.skipped)
-    fine = check_config(job({"model": {"path": path}, "training": {"ulyssesSequenceParallelSize": 2}}))
+    fine = check_config(job({"model": {"source": path}, "training": {"ulyssesSequenceParallelSize": 2}}))
     assert fine.problems == []
 
 
 def test_the_prompt_must_fit_the_models_context(tmp_path: Path) -> None:
     path = _model_dir(tmp_path, num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=2048)
-    result = check_config(job({"model": {"path": path}}))
+    result = check_config(job({"model": {"source": path}}))
     assert [p.path for p in result.problems] == ["spec.training.maxPromptLength"]
     assert "context length 2048" in result.problems[0].message
 

@@ -15,12 +15,14 @@ from pydantic import BaseModel
 
 from flashrl_api.gpus import FP8_MIN_CAPABILITY, NO_FP8_PATTERN, gpu_family, lacks_fp8
 from flashrl_api.kuberay_env import KUBERAY_MANAGED_ENV, KUBERAY_MANAGED_ENV_NAMES
+from flashrl_api.sources import HF_SCHEME, is_hf
 from flashrl_api.spec import (
     GPU_PRODUCT_LABEL,
     RESERVED_ENV_NAMES,
     RESERVED_ENV_PREFIX,
     FlashRLJobSpec,
     Toleration,
+    VolumeSpec,
     is_reserved_env_name,
 )
 
@@ -81,6 +83,34 @@ def _tolerations_rule(
         "tolerationSeconds needs effect NoExecute (as Kubernetes requires)",
         check=lambda s: _tolerations_consistent(tolerations(s)),
     )
+
+
+def _staged_needs_claim(name: str, volume: str, fields: tuple[str, ...]) -> Rule:
+    """A Hugging Face source is downloaded into a volume before the Ray pods start: into a pod-local
+    emptyDir it would vanish with the staging Job's pod, so the volume must be a claim."""
+    storage = f"storage.{volume}"
+    hf_cel = " || ".join(f"self.{f}.startsWith('{HF_SCHEME}')" for f in fields)
+    return Rule(
+        name=name,
+        path=f"{storage}.claimName",
+        cel=f"!({hf_cel}) || (has(self.{storage}.claimName) && self.{storage}.claimName != '')",
+        message=f"must name a PersistentVolumeClaim: {' or '.join(fields)} is a Hugging Face source, which "
+        "a staging Job downloads into this volume before the Ray pods start (an emptyDir would not keep it)",
+        check=lambda s: (
+            not any(is_hf(_field_value(s, f)) for f in fields) or bool(_volume_of(s, volume).claim_name)
+        ),
+    )
+
+
+def _field_value(spec: FlashRLJobSpec, dotted: str) -> str:
+    value: object = spec
+    for part in dotted.split("."):
+        value = getattr(value, part)
+    return str(value)
+
+
+def _volume_of(spec: FlashRLJobSpec, volume: str) -> VolumeSpec:
+    return spec.storage.model_cache if volume == "modelCache" else spec.storage.data
 
 
 RULES: tuple[Rule, ...] = (
@@ -185,6 +215,8 @@ RULES: tuple[Rule, ...] = (
         check=lambda s: not any(var.name in _KUBERAY_ONLY_ENV for var in s.env),
         explain=lambda s: _kuberay_env_explained(s),
     ),
+    _staged_needs_claim("staged-model-needs-claim", "modelCache", ("model.source",)),
+    _staged_needs_claim("staged-data-needs-claim", "data", ("data.train", "data.validation")),
     Rule(
         name="fp8-rollout-needs-fp8-gpus",
         path="rollout.quantization",

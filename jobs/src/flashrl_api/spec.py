@@ -18,6 +18,12 @@ from pydantic import Field, field_validator
 
 from flashrl_api._base import ApiModel
 from flashrl_api.pins import default_trainer_image
+from flashrl_api.sources import (
+    DATA_SOURCE_PATTERN,
+    MODEL_SOURCE_PATTERN,
+    check_data_source,
+    check_model_source,
+)
 
 Quantization = Literal["blockwise-fp8", "channel-fp8", "bf16"]
 TisLevel = Literal["token", "sequence", "off"]
@@ -54,24 +60,65 @@ OVERRIDE_PATTERN = rf"^(~{_OVERRIDE_KEY}(=.*)?|(\+\+|\+)?{_OVERRIDE_KEY}=.*)$"
 class ModelSpec(ApiModel):
     """The policy model to train."""
 
-    path: str = Field(default="Qwen/Qwen3-8B-Base", min_length=1, max_length=1024)
-    """Hugging Face model id or a path inside the pod (e.g. on the model cache volume)."""
+    source: str = Field(
+        default="hf://Qwen/Qwen3-8B-Base",
+        min_length=1,
+        max_length=1024,
+        json_schema_extra={"pattern": MODEL_SOURCE_PATTERN},
+    )
+    """hf://<owner>/<name>[@<revision>]: downloaded by a CPU-only staging Job into storage.modelCache
+    before any GPU is requested (skipped when already staged there). Or an absolute path inside the
+    pods, e.g. a directory on storage.modelCache that holds the model."""
+
+    _source = field_validator("source")(staticmethod(check_model_source))
 
 
 class DataSpec(ApiModel):
-    """Training and validation data (parquet files readable from every Ray pod)."""
+    """Training and validation data: parquet files in verl's RL format (columns prompt, data_source and
+    reward_model.ground_truth)."""
 
-    train: str = Field(default="/data/dapo-math-17k.parquet", min_length=1, max_length=1024)
-    """Training set: DAPO-Math-17k by default."""
+    train: str = Field(
+        default="hf://datasets/BytedTsinghua-SIA/DAPO-Math-17k/data/dapo-math-17k.parquet",
+        min_length=1,
+        max_length=1024,
+        json_schema_extra={"pattern": DATA_SOURCE_PATTERN},
+    )
+    """Training set: DAPO-Math-17k by default. hf://datasets/<owner>/<name>[@<revision>]/<file> is
+    downloaded into storage.data by the staging Job and checked for verl's columns; or an absolute path
+    inside the pods."""
 
-    validation: str = Field(default="/data/aime-2024.parquet", min_length=1, max_length=1024)
-    """Validation set: AIME 2024 by default; every sample is evaluated."""
+    validation: str = Field(
+        default="hf://datasets/BytedTsinghua-SIA/AIME-2024/data/aime-2024.parquet",
+        min_length=1,
+        max_length=1024,
+        json_schema_extra={"pattern": DATA_SOURCE_PATTERN},
+    )
+    """Validation set: AIME 2024 by default; every sample is evaluated. Same forms as train."""
+
+    _sources = field_validator("train", "validation")(staticmethod(check_data_source))
 
     prompt_key: str = Field(default="prompt", min_length=1, max_length=128)
     """Column holding the chat-formatted prompt."""
 
     truncation: Literal["left", "right", "error"] = "left"
     """What to do with prompts longer than training.maxPromptLength."""
+
+
+#: The Secret (key HF_TOKEN) the staging Job reads a Hub token from, when it exists.
+DEFAULT_TOKEN_SECRET = "hf-token"  # noqa: S105 - a Secret's name, not a credential
+#: The key of that Secret: the variable huggingface_hub reads.
+TOKEN_KEY = "HF_TOKEN"  # noqa: S105 - a variable's name, not a credential
+
+
+class HuggingFaceSpec(ApiModel):
+    """How the staging Job reaches the Hugging Face Hub for hf:// sources. A mirror is set with the
+    HF_ENDPOINT variable in env, offline operation with HF_HUB_OFFLINE=1 (staged sources are then used
+    as they are)."""
+
+    token_secret: DnsName | None = DEFAULT_TOKEN_SECRET
+    """Secret whose key HF_TOKEN holds a Hub token, for gated or private repositories. Optional: when the
+    Secret does not exist the download is anonymous, and a gated repository fails staging with
+    GatedRepository."""
 
 
 class RolloutSpec(ApiModel):
@@ -370,16 +417,38 @@ class VolumeSpec(ApiModel):
     """Mount read-only."""
 
 
+#: The claims a job mounts when it names none: the ones examples/storage.yaml creates.
+DEFAULT_CLAIMS: dict[str, str] = {
+    "modelCache": "hf-cache",
+    "data": "rl-data",
+    "checkpoints": "rl-checkpoints",
+}
+
+
 class StorageSpec(ApiModel):
-    """Volumes for the model cache, the data sets and checkpoints."""
+    """Volumes for the model cache, the data sets and checkpoints. Omitted, each is the claim of the same
+    role in examples/storage.yaml (hf-cache, rl-data, rl-checkpoints); a volume given without claimName
+    is a pod-local emptyDir."""
 
-    model_cache: VolumeSpec = Field(default_factory=lambda: VolumeSpec(mount_path="/models"))
-    """Hugging Face cache (HF_HOME); share it across jobs to download each model once."""
+    model_cache: VolumeSpec = Field(
+        default_factory=lambda: VolumeSpec(claim_name=DEFAULT_CLAIMS["modelCache"], mount_path="/models")
+    )
+    """Model cache (HF_HOME): Hugging Face models are staged here; share it across jobs to download each
+    model once."""
 
-    data: VolumeSpec = Field(default_factory=lambda: VolumeSpec(mount_path="/data", read_only=True))
-    """Training and validation data."""
+    data: VolumeSpec = Field(
+        default_factory=lambda: VolumeSpec(
+            claim_name=DEFAULT_CLAIMS["data"], mount_path="/data", read_only=True
+        )
+    )
+    """Training and validation data; Hugging Face data sets are staged here (the staging Job mounts it
+    writable, whatever readOnly says for the Ray pods)."""
 
-    checkpoints: VolumeSpec = Field(default_factory=lambda: VolumeSpec(mount_path="/checkpoints"))
+    checkpoints: VolumeSpec = Field(
+        default_factory=lambda: VolumeSpec(
+            claim_name=DEFAULT_CLAIMS["checkpoints"], mount_path="/checkpoints"
+        )
+    )
     """Checkpoints (trainer.default_local_dir); a claim is needed for a retry to resume (see checkpoint)."""
 
 
@@ -466,6 +535,9 @@ class FlashRLJobSpec(ApiModel):
 
     data: DataSpec = Field(default_factory=DataSpec)
     """Data sets."""
+
+    hugging_face: HuggingFaceSpec = Field(default_factory=HuggingFaceSpec)
+    """Hub access for staging hf:// sources (token Secret)."""
 
     rollout: RolloutSpec = Field(default_factory=RolloutSpec)
     """Rollout engine and precision."""

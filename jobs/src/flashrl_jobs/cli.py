@@ -58,8 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
     """The command line; ``--help`` on each command says what it does."""
     parser = _Parser(
         prog=PROG,
-        description="Run a FlashRLJob inside its Ray cluster: compose verl's config, wait until every "
-        "GPU has joined Ray, then run verl (train) or stop there (check).",
+        description="Run a FlashRLJob: stage its model and data before the Ray cluster starts (stage); "
+        "inside the cluster compose verl's config, wait until every GPU has joined Ray, then run verl "
+        "(train) or stop there (check).",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -111,6 +112,20 @@ def build_parser() -> argparse.ArgumentParser:
             description="Compose verl's config and wait until every GPU has joined Ray, then exit 0 "
             "without training: a smoke test of the config, the image and the node pool.",
         )
+    )
+    stage = commands.add_parser(
+        "stage",
+        help="Download the job's Hugging Face model and data into its claims and verify them (no Ray)",
+        description="Run in a CPU-only Job before the Ray cluster: download every hf:// source of the spec "
+        "with huggingface_hub into its volume (HF_ENDPOINT, HF_TOKEN and HF_HUB_OFFLINE are honoured), "
+        "check it against the checksums the Hub reports and, for data, against the columns verl reads, "
+        "then write a marker so the next run downloads nothing. Fails with <cause>: <detail> "
+        f"and exit code {contract.EXIT_STAGING_FAILED}.",
+    )
+    stage.add_argument(
+        "--spec",
+        default=os.environ.get(contract.SPEC_ENV) or contract.DEFAULT_SPEC_PATH,
+        help=f"FlashRLJob YAML. Default: ${contract.SPEC_ENV} or {contract.DEFAULT_SPEC_PATH}",
     )
     return parser
 
@@ -191,6 +206,8 @@ def compose_first(job: FlashRLJob) -> None:
 def run(argv: Sequence[str] | None = None) -> int:
     """The launcher; returns the process exit code (raises only for bugs)."""
     args = build_parser().parse_args(argv)
+    if args.command == "stage":
+        return run_stage(args.spec)
     if not args.ray_address:
         raise LaunchError(
             contract.EXIT_USAGE,
@@ -208,6 +225,18 @@ def run(argv: Sequence[str] | None = None) -> int:
         log(f"Check passed: verl's config composes and {required} GPU(s) are available; not training")
         return contract.EXIT_OK
     return train(job, args.ray_address, args.entry_module)
+
+
+def run_stage(spec_path: str) -> int:
+    """``flashrl-launch stage``: stage the job's sources; a failure is a LaunchError with its cause."""
+    from flashrl_jobs.stage import StagingError, stage
+
+    job = load_job(spec_path)
+    try:
+        stage(job.spec, log)
+    except StagingError as exc:
+        raise LaunchError(contract.EXIT_STAGING_FAILED, exc.reason) from None
+    return contract.EXIT_OK
 
 
 def attempt_number(env: Mapping[str, str]) -> int | None:

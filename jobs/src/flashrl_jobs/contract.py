@@ -37,3 +37,5 @@ EXIT_STOPPED_EARLY: Final = 70
 #: The checkpoint directory cannot be written (read-only claim, full volume).
 EXIT_CHECKPOINT_UNWRITABLE: Final = 73
 EXIT_GPU_TIMEOUT: Final = 75
+#: ``flashrl-launch stage`` could not stage a source; the last line is ``<cause>: <detail>``.
+EXIT_STAGING_FAILED: Final = 76

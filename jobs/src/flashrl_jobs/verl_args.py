@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import Final
 
 from flashrl_api import FlashRLJob, FlashRLJobSpec
+from flashrl_api.staging import data_location, model_location
 
 ENTRY_MODULE: Final = "verl.trainer.main_ppo"
 CONFIG_NAME: Final = "ppo_trainer"
@@ -147,15 +148,15 @@ def _training(job: FlashRLJob) -> dict[str, Value]:
         "algorithm.use_kl_in_reward": False,
         "algorithm.kl_ctrl.kl_coef": 0.0,
         **_dynamic_sampling(spec),
-        "data.train_files": spec.data.train,
-        "data.val_files": spec.data.validation,
+        "data.train_files": data_location(spec, spec.data.train),
+        "data.val_files": data_location(spec, spec.data.validation),
         "data.prompt_key": spec.data.prompt_key,
         "data.truncation": spec.data.truncation,
         "data.max_prompt_length": t.max_prompt_length,
         "data.max_response_length": t.max_response_length,
         "data.train_batch_size": t.prompt_batch_size,
         "data.val_max_samples": -1,
-        model + "path": spec.model.path,
+        model + "path": model_location(spec),
         model + "use_remove_padding": True,
         model + "enable_gradient_checkpointing": True,
         model + "use_fused_kernels": True,
@@ -294,7 +295,7 @@ FIELD_OF_KEY: Final[Mapping[str, str]] = {
     "data.max_prompt_length": "training.maxPromptLength",
     "data.max_response_length": "training.maxResponseLength",
     "data.train_batch_size": "training.promptBatchSize",
-    "actor_rollout_ref.model.path": "model.path",
+    "actor_rollout_ref.model.path": "model.source",
     "actor_rollout_ref.actor.ppo_mini_batch_size": "training.miniBatchSize",
     "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": "training.maxResponseLength",
     "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu": "training.maxResponseLength",

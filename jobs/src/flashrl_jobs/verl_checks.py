@@ -20,7 +20,7 @@ loaded. This module runs those checks offline, where they can run without torch 
   ``trainer/ppo/v1/trainer_base.py`` (DAPO's metric, and what the V1 trainer overrides or ignores),
   and the model-dependent ones (``models/transformers/monkey_patch.py``: Ulysses against the attention
   heads; ``workers/rollout/sglang_rollout/async_sglang_server.py``: context length). Those need the
-  model's ``config.json``; they run when ``model.path`` is a local directory holding it, and are
+  model's ``config.json``; they run when the model (``model.source``) is a local directory holding it, and are
   otherwise reported as skipped.
 
 Every finding names the verl keys it is about, so callers can point at the FlashRLJob field the value

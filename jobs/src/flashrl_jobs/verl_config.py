@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from flashrl_api import FlashRLJob, Problem
+from flashrl_api.staging import model_location
 from flashrl_jobs.verl_args import (
     CONFIG_NAME,
     FIELD_OF_KEY,
@@ -301,8 +302,9 @@ def check_config(job: FlashRLJob) -> ConfigCheck:
     First the override checks of :func:`check_user_overrides` (keys, syntax, composition); when the
     configuration composes, verl's own start-up checks on it (:mod:`flashrl_jobs.verl_checks`), each
     reported at the FlashRLJob field or override its value came from. Model-dependent checks use the
-    model's ``config.json`` when ``spec.model.path`` is a local directory; ``skipped`` says what could not
-    be checked here. Raises :class:`VerlConfigUnavailableError` when verl's config cannot be loaded.
+    model's ``config.json`` when the model (``spec.model.source``, staged or a path) is a local
+    directory; ``skipped`` says what could not be checked here. Raises
+    :class:`VerlConfigUnavailableError` when verl's config cannot be loaded.
     """
     from flashrl_jobs.verl_checks import model_config_json, run_checks
 
@@ -310,7 +312,7 @@ def check_config(job: FlashRLJob) -> ConfigCheck:
     if problems:
         return ConfigCheck(problems, ["verl's start-up checks: not run until the overrides compose"])
     cfg = compose_config(verl_overrides_for(job))
-    report = run_checks(cfg, model_config_json(job.spec.model.path))
+    report = run_checks(cfg, model_config_json(model_location(job.spec)))
     found: dict[str, Problem] = {}
     for finding in report.findings:
         path = finding_path(job, finding.keys, finding.message, finding.section)

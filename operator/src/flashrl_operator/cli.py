@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from flashrl_api import FlashRLJob, Problem, SpecError, load_documents, load_job_file, parse_job
+from flashrl_operator.preflight import offline_limits
 
 if TYPE_CHECKING:
     _Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -162,6 +163,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     if problems:
         return _report(problems, sys.stderr)
     print(f'{_source_name(args.file)}: valid FlashRLJob "{job.name}" {summary(job)}')
+    print(offline_limits(job), file=sys.stderr)
     return 0
 
 
