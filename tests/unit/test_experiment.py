@@ -166,8 +166,13 @@ def test_merge_patch_merges_mappings_and_replaces_lists() -> None:
             "spec.variants[1]: runs exactly what variant 'a' runs",
         ),
         (
-            {"variants": [{"name": "base"}, {"name": "big", "spec": {"model": {"path": "Qwen/Qwen3-32B"}}}]},
-            "spec.variants[1].spec.model.path: changes the model, so the variants would differ in more "
+            {
+                "variants": [
+                    {"name": "base"},
+                    {"name": "big", "spec": {"model": {"source": "hf://Qwen/Qwen3-32B"}}},
+                ]
+            },
+            "spec.variants[1].spec.model.source: changes the model, so the variants would differ in more "
             "than what is compared; set spec.variants[1].allowSetupChanges: true to compare them anyway",
         ),
         (
@@ -232,13 +237,13 @@ def test_setup_changes_are_accepted_with_the_flag() -> None:
             {"name": "qwen3-8b"},
             {
                 "name": "qwen3-4b",
-                "spec": {"model": {"path": "Qwen/Qwen3-4B-Base"}},
+                "spec": {"model": {"source": "hf://Qwen/Qwen3-4B-Base"}},
                 "allowSetupChanges": True,
             },
         ]
     }
     jobs = variant_jobs(parse_experiment(_experiment(spec)))
-    assert [j.spec.model.path for j in jobs] == ["Qwen/Qwen3-8B-Base", "Qwen/Qwen3-4B-Base"]
+    assert [j.spec.model.source for j in jobs] == ["hf://Qwen/Qwen3-8B-Base", "hf://Qwen/Qwen3-4B-Base"]
 
 
 def test_a_template_problem_is_reported_once_at_the_template() -> None:

@@ -70,6 +70,7 @@ FREE_FIELDS: Final[tuple[str, ...]] = (
     "lifecycle",
     "scheduling",
     "secretRefs",
+    "huggingFace",
     "env",
     "resources.cpu",
     "resources.memory",
