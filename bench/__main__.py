@@ -12,7 +12,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from bench import operator_bench, resume_bench
+from bench import operator_bench, requests_bench, resume_bench
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 
@@ -34,6 +34,8 @@ def main() -> int:
     status = 0
     print("operator benchmark: 1,000 FlashRLJobs against the emulated API server ...", file=sys.stderr)
     sections.append(operator_bench.run())
+    print("request-count benchmark: API requests per new job and per resync ...", file=sys.stderr)
+    sections.append(requests_bench.run())
     if importlib.util.find_spec("bench.gate_bench") is not None:
         print("Ray gate benchmark ...", file=sys.stderr)
         try:

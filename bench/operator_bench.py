@@ -33,7 +33,8 @@ import yaml
 from aiohttp import web
 
 from flashrl_api import load_documents, parse_job
-from flashrl_operator.emulation import (
+from flashrl_operator.render import render
+from flashrl_operator.sim import (
     JOBS_RESOURCE,
     ApiClient,
     EmulatedApiServer,
@@ -41,7 +42,6 @@ from flashrl_operator.emulation import (
     free_port,
     watch_started,
 )
-from flashrl_operator.render import render
 
 JOBS = 1000
 CONCURRENCY = 16

@@ -138,3 +138,18 @@ def test_rbac_and_service_account_can_be_disabled(render: Callable[..., list[dic
     assert not find(docs, "ClusterRoleBinding") and not find(docs, "RoleBinding")
     pod = one(docs, "Deployment")["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == "existing"
+
+
+def test_every_kind_the_operator_applies_or_reads_is_granted(default_docs: list[dict[str, Any]]) -> None:
+    """A child kind added to the renderer (and to flashrl_operator.kinds) needs its rule in the chart."""
+    from flashrl_operator.kinds import CHILD_KINDS, READ_KINDS
+
+    (role,) = [
+        r for r in find(default_docs, "ClusterRole") if "aggregate-to" not in str(r["metadata"]["labels"])
+    ]
+    granted = grants(role["rules"])
+    for kind in CHILD_KINDS:
+        # A server-side apply that creates the object needs `create` as well as `patch`.
+        assert granted.get((kind.group, kind.plural), set()) >= {"get", "create", "patch"}, kind
+    for kind in READ_KINDS:
+        assert granted.get((kind.group, kind.plural)), kind

@@ -1,7 +1,7 @@
 """Helpers to run the real operator (kopf, own thread and loop) against kmock's emulated API server.
 
 There is no cluster and no KubeRay here: ``kuberay`` patches RayJob status the way KubeRay would
-(``flashrl_operator.emulation.KubeRayStandIn``). Every operator started by a test is stopped in
+(``flashrl_operator.sim.KubeRayStandIn``). Every operator started by a test is stopped in
 teardown, and every wait has a deadline.
 """
 
@@ -11,14 +11,14 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from flashrl_operator.emulation import (
+from flashrl_operator.runner import OperatorThread
+from flashrl_operator.sim import (
     JOBS_RESOURCE,
     ApiClient,
     EmulatedApiServer,
     KubeRayStandIn,
     eventually,
 )
-from flashrl_operator.runner import OperatorThread
 
 NAMESPACE = "team-a"
 

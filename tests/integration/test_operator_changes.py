@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from operator_harness import NAMESPACE, Cluster, StartOperator, job_manifest
 
-from flashrl_operator.emulation import JOBS_RESOURCE, RAY_JOBS_RESOURCE, SUSPENDED, TRAINING, eventually
+from flashrl_operator.sim import JOBS_RESOURCE, RAY_JOBS_RESOURCE, SUSPENDED, TRAINING, eventually
 
 pytestmark = pytest.mark.kmock
 

@@ -16,8 +16,8 @@ import pytest
 import yaml
 from operator_harness import NAMESPACE, Cluster, StartOperator, job_manifest
 
-from flashrl_operator.demo import run_demo
-from flashrl_operator.emulation import JOBS_RESOURCE, RAY_JOBS_RESOURCE, ApiClient, eventually, free_port
+from flashrl_operator.sim import JOBS_RESOURCE, RAY_JOBS_RESOURCE, ApiClient, eventually, free_port
+from flashrl_operator.sim.demo import run_demo
 
 pytestmark = pytest.mark.kmock
 

@@ -14,7 +14,7 @@ import kmock
 import pytest
 from operator_harness import NAMESPACE, Cluster, StartOperator, job_manifest
 
-from flashrl_operator.emulation import (
+from flashrl_operator.sim import (
     CLUSTER_STARTING,
     JOBS_RESOURCE,
     PODS_RESOURCE,

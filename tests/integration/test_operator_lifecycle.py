@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from operator_harness import NAMESPACE, Cluster, StartOperator, job_manifest
 
-from flashrl_operator.emulation import (
+from flashrl_operator.sim import (
     CLUSTER_STARTING,
     JOBS_RESOURCE,
     RAY_JOBS_RESOURCE,
@@ -62,11 +62,11 @@ async def test_create_makes_every_child_once_owned_by_the_job(
         ]
         assert child["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "flashrl-operator"
         assert child["metadata"]["labels"]["flashrl.dev/job"] == "alpha"
-    # kopf's bookkeeping lives in annotations with our prefix, not in status.
-    annotations = (await cluster.job("alpha"))["metadata"]["annotations"]
-    assert "flashrl.dev/last-handled-configuration" in annotations
+    # The job carries no bookkeeping of kopf's (status.observedGeneration is all the operator keeps).
+    metadata = (await cluster.job("alpha"))["metadata"]
+    assert not any("kopf" in key or "last-handled" in key for key in metadata.get("annotations") or {})
     assert "kopf" not in status
-    assert "finalizers" not in (await cluster.job("alpha"))["metadata"]
+    assert "finalizers" not in metadata
 
 
 async def test_kuberay_transitions_drive_phase_conditions_and_events(

@@ -10,7 +10,7 @@ import kmock
 import pytest
 from operator_harness import NAMESPACE, Cluster, StartOperator, job_manifest
 
-from flashrl_operator.emulation import JOBS_RESOURCE, RAY_JOBS_RESOURCE, TRAINING, eventually, free_port
+from flashrl_operator.sim import JOBS_RESOURCE, RAY_JOBS_RESOURCE, TRAINING, eventually, free_port
 
 pytestmark = pytest.mark.kmock
 
@@ -92,7 +92,9 @@ async def test_api_errors_and_slow_answers_converge(cluster: Cluster, start_oper
     errors = op.context.metrics.registry.get_sample_value(
         "flashrl_operator_reconcile_errors_total", {"reason": "Temporary"}
     )
-    assert errors is not None and errors >= 3
+    # A new job's children are applied without reading them first, so the hanging Role read is not
+    # on its path: the lost RayJob answer and the refused status write are the transient failures.
+    assert errors is not None and errors >= 2
 
 
 async def test_invalid_child_is_reported_without_retrying(

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import psutil
 
-from flashrl_operator.emulation import free_port
+from flashrl_operator.sim import free_port
 
 BIN = Path(sys.executable).parent
 LOOPBACK = "127.0.0.1"

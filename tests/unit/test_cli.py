@@ -254,7 +254,7 @@ def test_render_prints_the_renderer_objects_as_a_yaml_stream(
     code, out, err = _run(["render", path], capsys)
     assert (code, err) == (0, "")
     docs = list(yaml.safe_load_all(out))
-    assert docs == render(load_job_file(path))
+    assert docs == render(load_job_file(path)).manifests()
     kinds = [d["kind"] for d in docs]
     assert "RayJob" in kinds and "ConfigMap" in kinds
     assert out.startswith("---\n")

@@ -12,7 +12,9 @@ import pytest
 from aiohttp import web
 
 from flashrl_operator.credentials import CredentialError
-from flashrl_operator.kube import RAY_JOB, KubeClient
+from flashrl_operator.errors import TransientError
+from flashrl_operator.kube import KubeClient
+from flashrl_operator.kuberay import RAY_JOB
 
 
 @dataclass
@@ -144,7 +146,7 @@ async def test_a_second_401_is_transient_not_a_rejected_job(server: TokenServer)
     try:
         server.accepted = "nobody-has-this"
         issuer.token = "token-1"
-        with pytest.raises(kopf.TemporaryError, match=r"refused the operator's credentials \(HTTP 401\)"):
+        with pytest.raises(TransientError, match=r"refused the operator's credentials \(HTTP 401\)"):
             await client.get(RAY_JOB, "ml", "a")
     finally:
         await client.close()
@@ -156,7 +158,7 @@ async def test_a_failing_plugin_during_renewal_is_transient_and_says_why(server:
     try:
         server.accepted = "token-2"
         issuer.error = CredentialError("the credential plugin 'aws' exited with 255: SSO session expired")
-        with pytest.raises(kopf.TemporaryError, match=r"cannot renew credentials: .*SSO session expired"):
+        with pytest.raises(TransientError, match=r"cannot renew credentials: .*SSO session expired"):
             await client.get(RAY_JOB, "ml", "a")
     finally:
         await client.close()

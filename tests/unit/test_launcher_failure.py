@@ -8,7 +8,20 @@ import pytest
 
 from flashrl_jobs import contract
 from flashrl_operator.launcher_failure import LauncherFailure, launcher_failure
-from flashrl_operator.status_mapping import Observation, RayJobView, desired_status
+from flashrl_operator.status_mapping import (
+    Observation,
+    RayJobView,
+    owned,
+)
+from flashrl_operator.status_mapping import (
+    desired_status as typed_status,
+)
+
+
+def desired_status(obs: Observation, now: str) -> dict[str, Any]:
+    """The typed status in wire form: the owned keys, ``None`` for absent ones."""
+    return owned(typed_status(obs, now))
+
 
 NOW = "2026-01-01T00:00:00Z"
 GPU_TIMEOUT = (

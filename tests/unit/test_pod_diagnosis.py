@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 
 from flashrl_operator.conditions import find_condition
-from flashrl_operator.emulation import unschedulable as unschedulable_status
 from flashrl_operator.pod_diagnosis import (
     MAX_DETAIL,
     REASON_CONTAINER_CONFIG,
@@ -19,13 +18,23 @@ from flashrl_operator.pod_diagnosis import (
     pod_problems,
     problems_summary,
 )
+from flashrl_operator.sim import unschedulable as unschedulable_status
 from flashrl_operator.status_mapping import (
     Observation,
     RayClusterView,
     RayJobView,
-    desired_status,
+    owned,
     should_read_pods,
 )
+from flashrl_operator.status_mapping import (
+    desired_status as typed_status,
+)
+
+
+def desired_status(obs: Observation, now: str) -> dict[str, Any]:
+    """The typed status in wire form: the owned keys, ``None`` for absent ones."""
+    return owned(typed_status(obs, now))
+
 
 NOW = "2026-01-01T00:00:00Z"
 NO_GPU = "0/4 nodes are available: 4 Insufficient nvidia.com/gpu. preemption: not eligible."

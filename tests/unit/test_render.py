@@ -497,7 +497,7 @@ def _leaves(node: Any) -> list[Any]:
 
 def test_objects_are_plain_json_without_nulls() -> None:
     job = make_job({"scheduling": {"queueName": "q"}, "resources": {"rdma": {"resourceName": "rdma/x"}}})
-    objs = render(job)
+    objs = render(job).manifests()
     assert json.loads(json.dumps(objs)) == objs
     # A null would read as "delete this field" in a merge patch, and as a diff on every reconcile.
     assert all(leaf is not None for leaf in _leaves(objs))

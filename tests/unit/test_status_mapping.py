@@ -11,11 +11,20 @@ from flashrl_operator.status_mapping import (
     Observation,
     RayJobView,
     decide_phase,
-    desired_status,
     is_final,
+    owned,
     phase_changed,
     status_patch,
 )
+from flashrl_operator.status_mapping import (
+    desired_status as typed_status,
+)
+
+
+def desired_status(obs: Observation, now: str) -> dict[str, Any]:
+    """The typed status in wire form: the owned keys, ``None`` for absent ones."""
+    return owned(typed_status(obs, now))
+
 
 NOW = "2026-01-01T00:00:00Z"
 

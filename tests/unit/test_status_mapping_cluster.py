@@ -7,16 +7,25 @@ from typing import Any
 import pytest
 
 from flashrl_operator.conditions import find_condition
+from flashrl_operator.ray_status import cluster_progress
 from flashrl_operator.status_mapping import (
     Observation,
     RayClusterView,
     RayJobView,
-    cluster_progress,
     cluster_ready_check,
     decide_phase,
-    desired_status,
+    owned,
     should_read_cluster,
 )
+from flashrl_operator.status_mapping import (
+    desired_status as typed_status,
+)
+
+
+def desired_status(obs: Observation, now: str) -> dict[str, Any]:
+    """The typed status in wire form: the owned keys, ``None`` for absent ones."""
+    return owned(typed_status(obs, now))
+
 
 NOW = "2026-01-01T00:00:00Z"
 QUOTA = 'pods "j-abcde-gpu-worker-xk2p7" is forbidden: exceeded quota: gpu-quota'

@@ -1,8 +1,24 @@
-"""The FlashRLJob status: phase, progress, conditions and what the user needs to act on a failure."""
+"""The FlashRLJob status and its vocabulary: phases, condition types and reasons.
+
+Every condition type and every reason the project writes is a member of :class:`ConditionType` or
+:class:`Reason`, kept here next to the status model as Kubeflow Trainer keeps its constants next to
+its types (``pkg/apis/trainer/v1alpha1/trainjob_types.go``). Nothing else spells them: the operator's
+status mapping, its Events, the launcher's exit-code mapping and the CRD's description of
+``status.reason`` (generated from :class:`Reason`) all refer to these members.
+
+Adding a reason is one edit: a member of :class:`Reason` with its comment (the comment becomes its
+documentation in the CRD); then, at most, the one rule that produces it. A reason that should also be
+announced as a Warning Event goes in :data:`WARNING_REASONS`.
+
+KubeRay's own failure reasons (``DeadlineExceeded``, ``SubmissionFailed``, ...) are copied verbatim
+into ``status.reason`` and are not members: KubeRay owns that list
+(``flashrl_operator.kuberay.KubeRayReason``), and a newer KubeRay may add to it.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+from enum import StrEnum
+from typing import Final, Literal
 
 from pydantic import Field
 
@@ -12,14 +28,116 @@ Phase = Literal["Pending", "Starting", "Running", "Succeeded", "Failed", "Suspen
 PHASES: tuple[Phase, ...] = ("Pending", "Starting", "Running", "Succeeded", "Failed", "Suspended")
 TERMINAL_PHASES: frozenset[Phase] = frozenset({"Succeeded", "Failed"})
 
-ConditionType = Literal["Accepted", "ClusterReady", "Running", "Succeeded", "Failed", "Suspended"]
+
+class ConditionType(StrEnum):
+    """The conditions the operator maintains, in the order it writes them.
+
+    ``Accepted`` and ``ClusterReady`` carry information the phase does not. ``Running``,
+    ``Succeeded``, ``Failed`` and ``Suspended`` restate the phase on purpose: ``kubectl wait
+    --for=condition=Succeeded`` and tools built for batch/v1 Jobs (``Complete``/``Failed``/
+    ``Suspended`` conditions) wait on conditions, not on a phase string. They are derived from the
+    phase by one rule (``flashrl_operator.phase.phase_conditions``), so they cannot disagree with it.
+    """
+
+    ACCEPTED = "Accepted"
+    CLUSTER_READY = "ClusterReady"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    SUSPENDED = "Suspended"
+
+
+class Reason(StrEnum):
+    """Every reason the project writes in a condition, ``status.reason`` or an Event.
+
+    Grouped by who decides it. The comment after each member is its documentation (in the CRD too).
+    """
+
+    # The spec and the children (Accepted).
+    ACCEPTED = "Accepted"  #: the spec is valid and its objects are in place
+    INVALID_SPEC = "InvalidSpec"  #: the spec breaks a rule; the message lists each field path
+    CHILD_REJECTED = "ChildRejected"  #: the API server refused a child object (RBAC, admission)
+    IMMUTABLE_FIELD_CHANGED = "ImmutableFieldChanged"  #: a field that cannot change on a live job was edited
+
+    # Phases with no more specific reason.
+    CREATING = "Creating"  #: the RayJob is being created
+    WAITING_FOR_KUBERAY = "WaitingForKubeRay"  #: the RayJob exists; KubeRay has not acted on it
+    SUBMITTED = "Submitted"  #: the Ray cluster is ready and the job was submitted
+    RUNNING = "Running"  #: verl is training
+    RETRYING = "Retrying"  #: KubeRay retries with a new Ray cluster after a failure
+    SUCCEEDED = "Succeeded"  #: training finished
+    STOPPED = "Stopped"  #: the Ray job was stopped
+    QUEUED = "Queued"  #: waiting for Kueue to admit the job
+    SUSPENDED = "Suspended"  #: suspended by spec.lifecycle.suspend
+
+    # The Ray cluster (ClusterReady).
+    CLUSTER_NOT_CREATED = "ClusterNotCreated"  #: the RayJob does not exist yet
+    CLUSTER_STARTING = "ClusterStarting"  #: the Ray cluster's pods are starting
+    CLUSTER_READY = "ClusterReady"  #: the Ray cluster is ready (from the RayJob)
+    ALL_PODS_READY = "AllPodsReady"  #: KubeRay saw every pod of the cluster running and ready
+    CLUSTER_SUSPENDED = "ClusterSuspended"  #: the Ray cluster is deleted while the job is suspended
+    REPLICA_FAILURE = "ReplicaFailure"  #: KubeRay cannot create or delete a pod (quota, admission)
+    JOB_FINISHED = "JobFinished"  #: the job finished
+
+    # Why a pod of the Ray cluster does not start (status.reason while Starting).
+    POD_UNSCHEDULABLE = "PodUnschedulable"  #: no node can take a pod (GPUs, selectors, taints)
+    IMAGE_PULL_FAILED = "ImagePullFailed"  #: an image cannot be pulled
+    CONTAINER_CONFIG_ERROR = "ContainerConfigError"  #: a missing Secret or ConfigMap key, a bad volume
+    CONTAINER_CRASH_LOOPING = "ContainerCrashLooping"  #: a container keeps restarting
+
+    # The launcher's failures, from its exit code (flashrl_jobs.contract).
+    LAUNCHER_USAGE = "LauncherUsage"  #: the launcher was started with bad arguments
+    INVALID_CONFIG = "InvalidConfig"  #: verl's config did not compose or failed verl's checks
+    RAY_UNREACHABLE = "RayUnreachable"  #: the launcher could not reach Ray
+    GPU_WAIT_TIMEOUT = "GPUWaitTimeout"  #: not every GPU joined Ray before the deadline
+    TRAINER_FAILED = "TrainerFailed"  #: verl exited non-zero
+    STOPPED_EARLY = "StoppedEarly"  #: verl exited 0 before the last step
+    CHECKPOINT_UNWRITABLE = "CheckpointUnwritable"  #: the checkpoint directory cannot be written
+
+    # The operator's retry policy (flashrl_operator.retry_policy).
+    NO_PROGRESS = "NoProgress"  #: attempts from the same checkpoint keep failing without saving a newer one
+
+    # The phase conditions when they do not hold.
+    JOB_RUNNING = "JobRunning"  #: Running=True
+    NOT_RUNNING = "NotRunning"  #: Running=False before the job ran
+    JOB_SUCCEEDED = "JobSucceeded"  #: Succeeded=True
+    NOT_SUCCEEDED = "NotSucceeded"  #: Succeeded=False
+    NOT_FAILED = "NotFailed"  #: Failed=False
+    NOT_SUSPENDED = "NotSuspended"  #: Suspended=False
+
+
+#: Reasons that make the job's failure one the user can fix by editing the spec: not final.
+RECOVERABLE_FAILURES: Final[frozenset[Reason]] = frozenset({Reason.INVALID_SPEC, Reason.CHILD_REJECTED})
+
+#: Reasons that explain, while the job is Starting, why its pods do not start (shown in status.reason).
+POD_PROBLEMS: Final[frozenset[Reason]] = frozenset(
+    {
+        Reason.POD_UNSCHEDULABLE,
+        Reason.IMAGE_PULL_FAILED,
+        Reason.CONTAINER_CONFIG_ERROR,
+        Reason.CONTAINER_CRASH_LOOPING,
+    }
+)
+
+#: Reasons announced as a Warning Event when a condition turns to them (besides every Failed phase).
+WARNING_REASONS: Final[frozenset[Reason]] = frozenset(
+    {Reason.IMMUTABLE_FIELD_CHANGED, Reason.REPLICA_FAILURE, *POD_PROBLEMS}
+)
+
+
+def _reason_description() -> str:
+    ours = ", ".join(Reason)
+    return (
+        "Why the job failed, or (while Starting) what keeps its Ray pods from starting. Either KubeRay's "
+        "own reason copied verbatim (AppFailed, DeadlineExceeded, PreRunningDeadlineExceeded, "
+        f"SubmissionFailed, ...) or one of the project's: {ours}."
+    )
 
 
 class Condition(ApiModel):
     """A Kubernetes-style condition (metav1.Condition without observedGeneration per condition)."""
 
-    type: str = Field(min_length=1, max_length=316)
-    """Accepted, ClusterReady, Running, Succeeded, Failed or Suspended."""
+    type: str = Field(min_length=1, max_length=316, description=f"One of {', '.join(ConditionType)}.")
 
     status: Literal["True", "False", "Unknown"]
     """Whether the condition holds."""
@@ -72,8 +190,7 @@ class FlashRLJobStatus(ApiModel):
     progress: Progress | None = None
     """Training progress."""
 
-    conditions: list[Condition] = Field(default_factory=list)
-    """Accepted, ClusterReady, Running, Succeeded, Failed, Suspended."""
+    conditions: list[Condition] = Field(default_factory=list, description=f"{', '.join(ConditionType)}.")
 
     observed_generation: int | None = None
     """The metadata.generation this status describes."""
@@ -93,11 +210,7 @@ class FlashRLJobStatus(ApiModel):
     completion_time: str | None = None
     """When the job finished (RFC 3339)."""
 
-    reason: str | None = None
-    """Failure reason, copied from KubeRay (AppFailed, DeadlineExceeded, PreRunningDeadlineExceeded,
-    SubmissionFailed, ...) or our own (InvalidSpec, ImmutableFieldChanged, ...); or, while Starting,
-    what keeps the Ray pods from starting (PodUnschedulable, ImagePullFailed, ContainerConfigError,
-    ContainerCrashLooping)."""
+    reason: str | None = Field(default=None, description=_reason_description())
 
     message: str | None = None
     """Human-readable detail for the phase or failure."""

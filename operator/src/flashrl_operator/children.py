@@ -14,6 +14,8 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
+from flashrl_operator import kuberay
+
 #: Annotation on the RayJob holding the (immutable part of the) spec it was rendered from.
 SPEC_ANNOTATION: Final = "flashrl.dev/spec"
 
@@ -120,7 +122,7 @@ def drift_patch(
     ``suspend`` not at all when Kueue owns it, ``queued``). For other kinds every rendered field is.
     """
     patch: dict[str, Any] = {}
-    is_ray_job = desired.get("kind") == "RayJob"
+    is_ray_job = desired.get("kind") == kuberay.RAY_JOB.kind
     meta = _metadata_patch(desired, live, frozenset({SPEC_ANNOTATION}) if is_ray_job else frozenset())
     if meta:
         patch["metadata"] = meta

@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 #: Exit status for input the user must fix (argparse uses the same for bad arguments).
 EXIT_INVALID: Final = 2
 STDIN: Final = "-"
-DEFAULT_EXAMPLE: Final = "examples/flashrljob.yaml"
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -223,7 +222,7 @@ def _cmd_render(args: argparse.Namespace) -> int:
     protected = protected_problems(job)
     if protected:
         return _report(protected, sys.stderr)
-    sys.stdout.write(dump_all(render(job)))
+    sys.stdout.write(dump_all(render(job).manifests()))
     return 0
 
 
@@ -267,8 +266,9 @@ def _add_demo(sub: _Subparsers) -> Handler:
     )
     p.add_argument(
         "--file",
-        default=DEFAULT_EXAMPLE,
-        help=f"FlashRLJob manifest to use (default: {DEFAULT_EXAMPLE}, relative to the current directory)",
+        default=None,
+        help="FlashRLJob manifest to use (default: the example shipped with flashrl, "
+        "examples/flashrljob.yaml in the repository)",
     )
     p.add_argument(
         "--deadline", type=float, default=45.0, help="seconds the whole lifecycle may take (default: 45)"
@@ -279,24 +279,25 @@ def _add_demo(sub: _Subparsers) -> Handler:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from flashrl_operator.render import render
 
-    job = read_job(args.file)
+    try:
+        from flashrl_operator.sim.demo import EXAMPLE, run_demo
+    except ImportError as exc:
+        print(f"flashrl demo needs the sim extra (kmock, kopf): {exc}", file=sys.stderr)
+        return 1
+    source = args.file if args.file is not None else str(EXAMPLE)
+    job = read_job(source)
     problems, note = override_problems(job)
     if note:
         print(note, file=sys.stderr)
     if problems:
         return _report(problems, sys.stderr)
-    print(f'{args.file}: valid FlashRLJob "{job.name}" {summary(job)}')
+    print(f'{source}: valid FlashRLJob "{job.name}" {summary(job)}')
     print("the operator will create:")
     for obj in render(job):
         meta = obj.get("metadata", {})
         print(f"  {obj.get('apiVersion')} {obj.get('kind')} {meta.get('namespace', '-')}/{meta.get('name')}")
     print()
-    try:
-        from flashrl_operator.demo import run_demo
-    except ImportError as exc:
-        print(f"flashrl demo needs the dev extra (kmock, kopf): {exc}", file=sys.stderr)
-        return 1
-    return run_demo(args.file, sys.stdout, sys.stderr, deadline_s=args.deadline)
+    return run_demo(source, sys.stdout, sys.stderr, deadline_s=args.deadline)
 
 
 def _add_operator(sub: _Subparsers) -> Handler:

@@ -14,10 +14,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from flashrl_api.status import ConditionType
+
 ConditionStatus = Literal["True", "False", "Unknown"]
 
 #: The condition types the operator maintains, in the order they are written.
-CONDITION_TYPES: tuple[str, ...] = ("Accepted", "ClusterReady", "Running", "Succeeded", "Failed", "Suspended")
+CONDITION_TYPES: tuple[str, ...] = tuple(ConditionType)
 
 #: Kubernetes caps condition messages at 32768 characters; keep ours well inside it.
 MAX_CONDITION_MESSAGE = 4096
@@ -71,9 +73,9 @@ def merge_conditions(
             transition = str(old["lastTransitionTime"])
         result.append(
             {
-                "type": ctype,
+                "type": str(ctype),
                 "status": verdict.status,
-                "reason": verdict.reason,
+                "reason": str(verdict.reason),
                 "message": truncate(verdict.message, MAX_CONDITION_MESSAGE),
                 "lastTransitionTime": transition,
             }

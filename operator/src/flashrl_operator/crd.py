@@ -31,6 +31,7 @@ from flashrl_api import (
     FlashRLJobSpec,
     FlashRLJobStatus,
 )
+from flashrl_operator import kuberay
 from flashrl_operator._yaml import dump_all
 
 CRD_NAME: Final = f"{PLURAL}.{GROUP}"
@@ -91,7 +92,7 @@ PRINTER_COLUMNS: Final[tuple[dict[str, Any], ...]] = (
         "priority": 1,
     },
     {
-        "name": "RayJob",
+        "name": kuberay.RAY_JOB.kind,
         "type": "string",
         "jsonPath": ".status.rayJobName",
         "description": "The KubeRay RayJob running this job.",

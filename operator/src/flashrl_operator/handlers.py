@@ -3,9 +3,14 @@
 Handlers are registered on a registry built per operator run (:func:`build_registry`) rather than
 kopf's global one, so an operator can be started, stopped and started again in one process (tests
 restart it mid-way; the demo and the benchmark run it next to an emulated API server). Handler
-bodies do nothing but find the job and call :meth:`Reconciler.reconcile`; they return ``None`` so
-kopf stores no handler results in the (structural, pruned) status. No handler needs a finalizer,
-so deleting a FlashRLJob never waits for the operator.
+bodies do nothing but find the job and call :meth:`Reconciler.reconcile`.
+
+Only kopf's event handlers are used (no ``on.create``/``on.update``/``on.resume``): the reconcile is
+level-based, so kopf's per-object bookkeeping (annotations it would patch after every handler) buys
+nothing and costs a write per change. Which events reconcile is :func:`needs_reconcile`; transient
+failures are retried here (:func:`reconcile_with_retries`), the one place the operator's
+:class:`~flashrl_operator.errors.TransientError` meets kopf's control flow. No handler needs a
+finalizer, so deleting a FlashRLJob never waits for the operator.
 """
 
 from __future__ import annotations
@@ -13,19 +18,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import itertools
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import kopf
 
 from flashrl_api import GROUP, KIND, PLURAL, VERSION
+from flashrl_operator import kuberay
 from flashrl_operator.children import owner_name
 from flashrl_operator.credentials import CredentialError
+from flashrl_operator.errors import TransientError
 from flashrl_operator.kube import KubeClient, resolve_credentials
 from flashrl_operator.metrics import MetricsServer, OperatorMetrics
 from flashrl_operator.reconciler import Reconciler
 from flashrl_operator.render import JOB_LABEL, MANAGED_BY
+from flashrl_operator.render.labels import MANAGED_BY_LABEL
 
 logger = logging.getLogger(__name__)
 
@@ -83,13 +93,55 @@ class OperatorContext:
     def require_reconciler(self) -> Reconciler:
         """The reconciler (set up by the startup handler)."""
         if self.reconciler is None:
-            raise kopf.TemporaryError("the operator is still starting", delay=1)
+            raise TransientError("the operator is still starting", delay=1)
         return self.reconciler
 
 
 def backoff_delay(base: float, retry: int, cap: float) -> float:
     """Exponential backoff for transient errors: ``base``, 2x, 4x, ... at most ``cap`` seconds."""
     return float(min(cap, base * 2 ** min(retry, 16)))
+
+
+def needs_reconcile(event_type: str | None, body: Mapping[str, Any]) -> bool:
+    """Whether a FlashRLJob watch event calls for a reconcile (pure).
+
+    Every job listed when the operator starts (``event_type`` None) is reconciled, as is any job
+    whose ``metadata.generation`` the status has not observed yet: a new job or a spec edit.
+    Changes to the status (the operator's own writes, the launcher's progress) and to metadata do
+    not; the RayJob's changes and the periodic resync cover the rest. The job itself carries the
+    only bookkeeping there is (``status.observedGeneration``): kopf stores nothing on it.
+    """
+    if event_type == "DELETED":
+        return False
+    if event_type is None:
+        return True
+    meta = body.get("metadata") or {}
+    if meta.get("deletionTimestamp"):
+        return False
+    return bool((body.get("status") or {}).get("observedGeneration") != meta.get("generation"))
+
+
+async def reconcile_with_retries(
+    ctx: OperatorContext, namespace: str, name: str, body: Mapping[str, Any] | None
+) -> None:
+    """Reconcile one job, retrying transient failures with a growing delay until it succeeds.
+
+    The server's Retry-After (in :attr:`TransientError.delay`) is a floor, never shortened. Any
+    other error is logged and left to the next event or resync: retrying a bug does not fix it.
+    """
+    config = ctx.config
+    for attempt in itertools.count():
+        try:
+            await ctx.require_reconciler().reconcile(namespace, name, body)
+            return
+        except TransientError as exc:
+            delay = max(exc.delay, backoff_delay(config.retry_delay, attempt, config.max_retry_delay))
+            logger.warning("FlashRLJob %s/%s: will retry in %.1fs: %s", namespace, name, delay, exc)
+            await asyncio.sleep(delay)
+            body = None  # read it again: it may have changed meanwhile
+        except Exception:
+            logger.exception("FlashRLJob %s/%s: reconcile failed", namespace, name)
+            return
 
 
 async def resync_forever(ctx: OperatorContext) -> None:
@@ -164,40 +216,34 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
         if ctx.kube is not None:
             await ctx.kube.close()
 
-    @kopf.on.resume(GROUP, VERSION, PLURAL, registry=registry)
-    @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry)
-    @kopf.on.update(GROUP, VERSION, PLURAL, field="spec", registry=registry)
-    async def reconcile_job(namespace: str | None, name: str | None, retry: int = 0, **_: Any) -> None:
-        try:
-            await ctx.require_reconciler().reconcile(namespace or "default", str(name))
-        except kopf.TemporaryError as exc:
-            # kopf retries after `delay`; grow it per attempt so a struggling API server gets air.
-            # A server's Retry-After (already in exc.delay) is a floor, never shortened.
-            delay = max(exc.delay or 0.0, backoff_delay(config.retry_delay, retry, config.max_retry_delay))
-            raise kopf.TemporaryError(str(exc), delay=delay) from exc
-
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
     async def job_event(
-        type: str | None, namespace: str | None, name: str | None, uid: str | None, **_: Any
+        type: str | None, body: kopf.Body, namespace: str | None, name: str | None, uid: str | None, **_: Any
     ) -> None:
         key = (namespace or "default", str(name))
         if type == "DELETED":
             ctx.known_jobs.discard(key)
             if ctx.reconciler is not None:
                 ctx.reconciler.forget(*key, uid)
-        else:
-            ctx.known_jobs.add(key)
+            return
+        ctx.known_jobs.add(key)
+        if needs_reconcile(type, body):
+            await reconcile_with_retries(ctx, *key, dict(body))
 
     @kopf.on.event(
-        "ray.io", "v1", "rayjobs", labels={"app.kubernetes.io/managed-by": MANAGED_BY}, registry=registry
+        kuberay.GROUP,
+        kuberay.VERSION,
+        kuberay.RAY_JOB.plural,
+        labels={MANAGED_BY_LABEL: MANAGED_BY},
+        registry=registry,
     )
     async def ray_job_event(body: kopf.Body, type: str | None, namespace: str | None, **_: Any) -> None:
         # A RayJob appearing (listed at start, or just created by a reconcile) brings nothing new:
-        # the job's own resume/create reconcile covers it. Changes and deletions are what matter.
+        # the job's own reconcile covers it. Changes and deletions are what matter.
         if type not in ("MODIFIED", "DELETED"):
             return
         owner = owner_name(body, KIND, JOB_LABEL)
         if owner is not None and ctx.reconciler is not None:
-            await ctx.reconciler.reconcile(namespace or "default", owner)
+            await reconcile_with_retries(ctx, namespace or "default", owner, None)
 
     return registry

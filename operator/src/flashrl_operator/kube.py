@@ -1,22 +1,24 @@
-"""The operator's only door to the Kubernetes API: a small typed async client over aiohttp.
+"""The operator's only door to the Kubernetes API: :class:`KubeClient`, a small typed async client.
 
-kopf watches and patches its own bookkeeping; everything else the operator reads or writes (the
-children of a FlashRLJob, its status, Events) goes through :class:`KubeClient`. Keeping all I/O here
-keeps the rest of the operator pure and makes the retry policy one decision instead of many:
+kopf watches the FlashRLJobs and RayJobs; everything else the operator reads or writes (the
+children of a FlashRLJob, its status, Events) goes through :class:`KubeClient`, whose public
+surface is all the reconciler uses:
 
-* 404 on read is an answer (``None``); 409 on create is :class:`ConflictError` (the caller fetches and
-  patches, which makes creation idempotent);
-* timeouts, connection errors, 404 on write, 429 and 5xx are transient: :class:`kopf.TemporaryError`,
-  which kopf retries with backoff;
-* any other 4xx (422 validation, 403 RBAC, 400) is :class:`RejectedError`: retrying cannot help, so the
-  caller reports which object and why in a condition.
-* 401 renews the credentials once and repeats the request (see :class:`KubeClient`); a second 401 is
-  transient too: the operator's credentials are at fault, not the job.
+========================  =============================================================
+``get``                   one object, or ``None`` when it does not exist
+``list_objects``          the objects matching a label selector (paginated with ``limit``/``continue``)
+``apply``                 server-side apply (``application/apply-patch+yaml``) under :data:`FIELD_MANAGER`
+``patch``                 JSON merge patch of an object
+``patch_status``          JSON merge patch of an object's ``status`` subresource
+``delete``                delete an object (``False`` when it was already gone)
+``create_event``          a core/v1 Event about an object (never fatal)
+========================  =============================================================
 
-Credentials come from the same place kopf's login takes them (:func:`resolve_credentials`): an
-explicit server (tests, the demo), else the pod's service account, else ``$KUBECONFIG`` and its
+Failures are the project's own types (:mod:`flashrl_operator.errors`), never the transport's or
+kopf's. Credentials come from the same place kopf's login takes them (:func:`resolve_credentials`):
+an explicit server (tests, the demo), else the pod's service account, else ``$KUBECONFIG`` and its
 current context (running its ``exec`` credential plugin, if it names one), read when called so a
-changed environment or a rotated token is honoured.
+changed environment or a rotated token is honoured; a 401 or an expiry renews them once.
 """
 
 from __future__ import annotations
@@ -30,14 +32,15 @@ import os
 import urllib.parse
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, Final
 
 import aiohttp
 import kopf
 
-from flashrl_api import GROUP, KIND, PLURAL, VERSION
 from flashrl_operator.credentials import CredentialError, load_exec_config, run_exec_plugin
+from flashrl_operator.errors import ApiError, ConflictError, RejectedError, TransientError, classify
+from flashrl_operator.kinds import EVENT, describe, resource_of
+from flashrl_operator.resource import Resource
 
 logger = logging.getLogger(__name__)
 
@@ -47,82 +50,23 @@ MAX_EVENT_MESSAGE: Final = 1024
 COMPONENT: Final = "flashrl-operator"
 
 
-@dataclass(frozen=True)
-class Resource:
-    """Where a kind lives in the REST API."""
+#: The field manager of every write (server-side apply, patches, Events).
+FIELD_MANAGER: Final = COMPONENT
+#: Page size of list requests.
+LIST_PAGE_SIZE: Final = 500
+#: Content type of a server-side apply.
+APPLY_PATCH: Final = "application/apply-patch+yaml"
+MERGE_PATCH: Final = "application/merge-patch+json"
 
-    api_version: str
-    kind: str
-    plural: str
-
-    def path(self, namespace: str, name: str | None = None, subresource: str | None = None) -> str:
-        """The URL path of the collection, an object, or one of its subresources."""
-        base = "/api/v1" if self.api_version == "v1" else f"/apis/{self.api_version}"
-        path = f"{base}/namespaces/{namespace}/{self.plural}"
-        if name is not None:
-            path += f"/{name}"
-            if subresource is not None:
-                path += f"/{subresource}"
-        return path
-
-
-FLASHRL_JOB: Final = Resource(f"{GROUP}/{VERSION}", KIND, PLURAL)
-RAY_JOB: Final = Resource("ray.io/v1", "RayJob", "rayjobs")
-#: Created by KubeRay for a RayJob; the operator only reads it (``get``) for ClusterReady.
-RAY_CLUSTER: Final = Resource("ray.io/v1", "RayCluster", "rayclusters")
-EVENT: Final = Resource("v1", "Event", "events")
-#: The RayCluster's pods; the operator only lists them (``list``) while a cluster is starting.
-POD: Final = Resource("v1", "Pod", "pods")
-
-#: Every kind the operator reads or writes (the RBAC in docs/operator.md lists the same).
-RESOURCES: Final[dict[tuple[str, str], Resource]] = {
-    (r.api_version, r.kind): r
-    for r in (
-        Resource("v1", "ServiceAccount", "serviceaccounts"),
-        Resource("v1", "ConfigMap", "configmaps"),
-        Resource("rbac.authorization.k8s.io/v1", "Role", "roles"),
-        Resource("rbac.authorization.k8s.io/v1", "RoleBinding", "rolebindings"),
-        RAY_JOB,
-        RAY_CLUSTER,
-        FLASHRL_JOB,
-        EVENT,
-        POD,
-    )
-}
-
-
-def resource_of(obj: Mapping[str, Any]) -> Resource:
-    """The :class:`Resource` of a rendered object (by apiVersion and kind)."""
-    key = (str(obj.get("apiVersion")), str(obj.get("kind")))
-    try:
-        return RESOURCES[key]
-    except KeyError:
-        raise ValueError(f"the operator does not manage {key[1]} ({key[0]})") from None
-
-
-def describe(obj: Mapping[str, Any]) -> str:
-    """``Kind namespace/name`` for messages."""
-    meta = obj.get("metadata") or {}
-    return f"{obj.get('kind')} {meta.get('namespace')}/{meta.get('name')}"
-
-
-class ApiError(Exception):
-    """An API request failed with an HTTP status."""
-
-    def __init__(self, what: str, status: int, reason: str, message: str) -> None:
-        self.what = what
-        self.status = status
-        self.reason = reason
-        self.message = message
-        super().__init__(f"{what}: HTTP {status} {reason}: {message}".rstrip(": "))
-
-
-class ConflictError(ApiError):
-    """409: the object already exists (on create) or changed underneath (on update)."""
-
-
-class RejectedError(ApiError):
-    """A 4xx that retrying cannot fix: invalid object (422), forbidden (403), bad request (400)."""
+__all__ = [
+    "FIELD_MANAGER",
+    "ApiError",
+    "ConflictError",
+    "KubeClient",
+    "RejectedError",
+    "TransientError",
+    "resolve_credentials",
+]
 
 
 def resolve_credentials(
@@ -252,11 +196,9 @@ class KubeClient:
             try:
                 info = await asyncio.to_thread(self._credentials)
             except CredentialError as exc:
-                raise kopf.TemporaryError(
-                    f"{what}: cannot renew credentials: {exc}", delay=self._retry_delay
-                ) from exc
+                raise TransientError(f"{what}: cannot renew credentials: {exc}", self._retry_delay) from exc
             if info is None:
-                raise kopf.TemporaryError(f"{what}: no credentials to renew with", delay=self._retry_delay)
+                raise TransientError(f"{what}: no credentials to renew with", self._retry_delay)
             old, self._session = self._session, _session_for(info, self._request_timeout)
             self._expiration = _aware(info.expiration)
             self._renewals += 1
@@ -283,13 +225,11 @@ class KubeClient:
             async with session.request(method, self._server + path, json=body, headers=dict(headers)) as resp:
                 return resp.status, await resp.text(), resp.headers.get("Retry-After")
         except TimeoutError:
-            raise kopf.TemporaryError(
-                f"{what}: the API server did not answer in time", delay=self._retry_delay
+            raise TransientError(
+                f"{what}: the API server did not answer in time", self._retry_delay
             ) from None
         except aiohttp.ClientError as exc:
-            raise kopf.TemporaryError(
-                f"{what}: {type(exc).__name__}: {exc}", delay=self._retry_delay
-            ) from exc
+            raise TransientError(f"{what}: {type(exc).__name__}: {exc}", self._retry_delay) from exc
         finally:
             left = self._in_flight.pop(session) - 1
             if left:
@@ -314,28 +254,15 @@ class KubeClient:
         payload = _json_object(text)
         reason = str(payload.get("reason") or "")
         message = str(payload.get("message") or text[:200])
-        if status == 404:
-            raise ApiError(what, status, reason or "NotFound", message)
-        if status == 409:
-            raise ConflictError(what, status, reason or "AlreadyExists", message)
-        if status == 401:
-            # The operator's credentials, not the job, are at fault: never fail a job for it.
-            raise kopf.TemporaryError(
-                f"{what}: the API server refused the operator's credentials (HTTP 401): {message}",
-                delay=self._retry_delay,
-            )
-        if status == 429 or status >= 500:
-            delay = self._retry_delay
-            if retry_after and retry_after.isdigit():
-                delay = max(delay, float(retry_after))
-            raise kopf.TemporaryError(f"{what}: HTTP {status} {reason}: {message}", delay=delay)
-        raise RejectedError(what, status, reason or "Invalid", message)
+        raise classify(what, status, reason, message, retry_after, self._retry_delay)
+
+    # --- the public surface ----------------------------------------------------------------------
 
     async def get(self, resource: Resource, namespace: str, name: str) -> dict[str, Any] | None:
         """The object, or ``None`` when it does not exist."""
         try:
             return await self._request(
-                "GET", resource.path(namespace, name), f"get {resource.kind} {namespace}/{name}"
+                "GET", resource.path(namespace, name), f"get {resource.describe(namespace, name)}"
             )
         except ApiError as exc:
             if exc.status == 404:
@@ -343,47 +270,57 @@ class KubeClient:
             raise
 
     async def list_objects(
-        self, resource: Resource, namespace: str, label_selector: str
+        self, resource: Resource, namespace: str, label_selector: str, *, page_size: int = LIST_PAGE_SIZE
     ) -> list[dict[str, Any]]:
-        """Objects of one namespace matching ``label_selector`` (an empty list when there are none)."""
-        query = urllib.parse.urlencode({"labelSelector": label_selector})
-        body = await self._request(
-            "GET",
-            f"{resource.path(namespace)}?{query}",
-            f"list {resource.plural} in {namespace} ({label_selector})",
-        )
-        items = body.get("items")
-        return [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []
+        """Objects of one namespace matching ``label_selector``, every page of them."""
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            params = {"labelSelector": label_selector, "limit": str(page_size)}
+            if token:
+                params["continue"] = token
+            body = await self._request(
+                "GET",
+                f"{resource.path(namespace)}?{urllib.parse.urlencode(params)}",
+                f"list {resource.plural} in {namespace} ({label_selector})",
+            )
+            page = body.get("items")
+            if isinstance(page, list):
+                items.extend(item for item in page if isinstance(item, dict))
+            token = str((body.get("metadata") or {}).get("continue") or "") or None
+            if token is None:
+                return items
 
-    async def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
-        """Create ``obj``; raises :class:`ConflictError` if it exists."""
+    async def apply(self, obj: Mapping[str, Any], *, force: bool) -> dict[str, Any]:
+        """Server-side apply ``obj`` as :data:`FIELD_MANAGER`: creates it, or sets the fields it names.
+
+        Fields this manager applied before and ``obj`` no longer names are removed by the server.
+        Without ``force``, a field another manager set to a different value is a
+        :class:`ConflictError`; with it, the field is taken over.
+        """
         resource = resource_of(obj)
-        namespace = str(obj["metadata"]["namespace"])
-        return await self._write("POST", resource.path(namespace), f"create {describe(obj)}", obj)
+        meta = obj["metadata"]
+        query = urllib.parse.urlencode({"fieldManager": FIELD_MANAGER, "force": "true" if force else "false"})
+        path = f"{resource.path(str(meta['namespace']), str(meta['name']))}?{query}"
+        return await self._write("PATCH", path, f"apply {describe(obj)}", obj, APPLY_PATCH)
 
     async def patch(
-        self,
-        resource: Resource,
-        namespace: str,
-        name: str,
-        patch: Mapping[str, Any],
-        subresource: str | None = None,
+        self, resource: Resource, namespace: str, name: str, patch: Mapping[str, Any]
     ) -> dict[str, Any]:
-        """JSON-merge-patch an object (or its ``status`` subresource)."""
-        what = f"patch {resource.kind} {namespace}/{name}" + (f"/{subresource}" if subresource else "")
-        return await self._write(
-            "PATCH",
-            resource.path(namespace, name, subresource),
-            what,
-            patch,
-            "application/merge-patch+json",
-        )
+        """JSON-merge-patch an object as :data:`FIELD_MANAGER`."""
+        return await self._merge_patch(resource, namespace, name, patch, None)
+
+    async def patch_status(
+        self, resource: Resource, namespace: str, name: str, status: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """JSON-merge-patch the object's ``status`` (only the keys in ``status`` change)."""
+        return await self._merge_patch(resource, namespace, name, {"status": dict(status)}, "status")
 
     async def delete(self, resource: Resource, namespace: str, name: str) -> bool:
         """Delete an object; ``False`` if it was already gone."""
         try:
             await self._request(
-                "DELETE", resource.path(namespace, name), f"delete {resource.kind} {namespace}/{name}"
+                "DELETE", resource.path(namespace, name), f"delete {resource.describe(namespace, name)}"
             )
         except ApiError as exc:
             if exc.status == 404:
@@ -391,21 +328,7 @@ class KubeClient:
             raise
         return True
 
-    async def _write(
-        self, method: str, path: str, what: str, body: Any, content_type: str | None = None
-    ) -> dict[str, Any]:
-        try:
-            return await self._request(method, path, what, body, content_type)
-        except (ConflictError, RejectedError):
-            raise
-        except ApiError as exc:  # 404 on a write: the object or its namespace vanished meanwhile.
-            raise kopf.TemporaryError(str(exc), delay=self._retry_delay) from exc
-
-    async def patch_job_status(self, namespace: str, name: str, patch: Mapping[str, Any]) -> dict[str, Any]:
-        """Merge-patch the FlashRLJob's ``status`` (only the keys in ``patch`` change)."""
-        return await self.patch(FLASHRL_JOB, namespace, name, {"status": dict(patch)}, subresource="status")
-
-    async def post_event(
+    async def create_event(
         self, involved: Mapping[str, Any], event_type: str, reason: str, message: str
     ) -> None:
         """Post a core/v1 Event about ``involved``. Failure to post is logged, never fatal."""
@@ -433,12 +356,33 @@ class KubeClient:
             "lastTimestamp": now,
             "count": 1,
         }
+        query = urllib.parse.urlencode({"fieldManager": FIELD_MANAGER})
         try:
             await self._request(
-                "POST", EVENT.path(namespace), f"post Event about {describe(involved)}", event
+                "POST", f"{EVENT.path(namespace)}?{query}", f"post Event about {describe(involved)}", event
             )
-        except (ApiError, kopf.TemporaryError) as exc:
+        except (ApiError, TransientError) as exc:
             logger.warning("Event not posted: %s", exc)
+
+    # --- helpers -----------------------------------------------------------------------------------
+
+    async def _merge_patch(
+        self, resource: Resource, namespace: str, name: str, patch: Mapping[str, Any], subresource: str | None
+    ) -> dict[str, Any]:
+        what = f"patch {resource.describe(namespace, name)}" + (f"/{subresource}" if subresource else "")
+        query = urllib.parse.urlencode({"fieldManager": FIELD_MANAGER})
+        path = f"{resource.path(namespace, name, subresource)}?{query}"
+        return await self._write("PATCH", path, what, dict(patch), MERGE_PATCH)
+
+    async def _write(
+        self, method: str, path: str, what: str, body: Any, content_type: str | None = None
+    ) -> dict[str, Any]:
+        try:
+            return await self._request(method, path, what, body, content_type)
+        except (ConflictError, RejectedError):
+            raise
+        except ApiError as exc:  # 404 on a write: the object or its namespace vanished meanwhile.
+            raise TransientError(str(exc), self._retry_delay) from exc
 
 
 def _aware(moment: datetime.datetime | None) -> datetime.datetime | None:

@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
+from flashrl_api.status import Reason
 from flashrl_jobs import contract
 
 #: How every launcher log line starts (``flashrl_jobs.cli.log``).
@@ -30,22 +31,15 @@ LAUNCHER_PREFIX: Final = "flashrl-launch: "
 #: The launcher's line when verl itself failed (``flashrl_jobs.cli.train``).
 VERL_FAILED_PREFIX: Final = "verl exited with code "
 
-REASON_INVALID_CONFIG: Final = "InvalidConfig"
-REASON_RAY_UNREACHABLE: Final = "RayUnreachable"
-REASON_GPU_WAIT_TIMEOUT: Final = "GPUWaitTimeout"
-REASON_LAUNCHER_USAGE: Final = "LauncherUsage"
-REASON_TRAINER_FAILED: Final = "TrainerFailed"
-REASON_STOPPED_EARLY: Final = "StoppedEarly"
-REASON_CHECKPOINT_UNWRITABLE: Final = "CheckpointUnwritable"
 
 #: Reason per launcher exit code; any other non-zero code is verl's own.
-REASONS: Final[dict[int, str]] = {
-    contract.EXIT_USAGE: REASON_LAUNCHER_USAGE,
-    contract.EXIT_INVALID_CONFIG: REASON_INVALID_CONFIG,
-    contract.EXIT_RAY_UNREACHABLE: REASON_RAY_UNREACHABLE,
-    contract.EXIT_GPU_TIMEOUT: REASON_GPU_WAIT_TIMEOUT,
-    contract.EXIT_STOPPED_EARLY: REASON_STOPPED_EARLY,
-    contract.EXIT_CHECKPOINT_UNWRITABLE: REASON_CHECKPOINT_UNWRITABLE,
+REASONS: Final[dict[int, Reason]] = {
+    contract.EXIT_USAGE: Reason.LAUNCHER_USAGE,
+    contract.EXIT_INVALID_CONFIG: Reason.INVALID_CONFIG,
+    contract.EXIT_RAY_UNREACHABLE: Reason.RAY_UNREACHABLE,
+    contract.EXIT_GPU_TIMEOUT: Reason.GPU_WAIT_TIMEOUT,
+    contract.EXIT_STOPPED_EARLY: Reason.STOPPED_EARLY,
+    contract.EXIT_CHECKPOINT_UNWRITABLE: Reason.CHECKPOINT_UNWRITABLE,
 }
 
 _EXIT_CODE = re.compile(r"entrypoint command failed with exit code (-?\d+)")
@@ -56,7 +50,7 @@ class LauncherFailure:
     """The launcher's exit code, the reason it maps to, and the launcher's last line."""
 
     exit_code: int
-    reason: str
+    reason: Reason
     detail: str
 
     def describe(self) -> str:
@@ -84,7 +78,7 @@ def launcher_failure(message: str) -> LauncherFailure | None:
     last = said[-1].strip()
     # verl's own exit code may collide with one of the launcher's: the launcher's line tells them apart.
     if last.startswith(VERL_FAILED_PREFIX):
-        return LauncherFailure(code, REASON_TRAINER_FAILED, last)
+        return LauncherFailure(code, Reason.TRAINER_FAILED, last)
     if code in REASONS:
         return LauncherFailure(code, REASONS[code], last)
     return None

@@ -17,17 +17,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-#: Labels KubeRay puts on every pod of a RayCluster.
-CLUSTER_LABEL: Final = "ray.io/cluster"
-NODE_TYPE_LABEL: Final = "ray.io/node-type"
+from flashrl_api.status import POD_PROBLEMS, Reason
+from flashrl_operator.kuberay import NODE_TYPE_LABEL, NodeType, as_text
 
-REASON_IMAGE_PULL: Final = "ImagePullFailed"
-REASON_CONTAINER_CONFIG: Final = "ContainerConfigError"
-REASON_CRASH_LOOP: Final = "ContainerCrashLooping"
-REASON_UNSCHEDULABLE: Final = "PodUnschedulable"
+REASON_IMAGE_PULL: Final = Reason.IMAGE_PULL_FAILED
+REASON_CONTAINER_CONFIG: Final = Reason.CONTAINER_CONFIG_ERROR
+REASON_CRASH_LOOP: Final = Reason.CONTAINER_CRASH_LOOPING
+REASON_UNSCHEDULABLE: Final = Reason.POD_UNSCHEDULABLE
 
 #: Kubelet ``waiting`` reasons and what they mean for the job, most actionable first.
-_WAITING_REASONS: Final[dict[str, str]] = {
+_WAITING_REASONS: Final[dict[str, Reason]] = {
     "ErrImagePull": REASON_IMAGE_PULL,
     "ImagePullBackOff": REASON_IMAGE_PULL,
     "InvalidImageName": REASON_IMAGE_PULL,
@@ -43,7 +42,8 @@ _WAITING_REASONS: Final[dict[str, str]] = {
 _PRIORITY: Final = (REASON_CONTAINER_CONFIG, REASON_IMAGE_PULL, REASON_CRASH_LOOP, REASON_UNSCHEDULABLE)
 
 #: Every reason this module reports (shown as the job's ``status.reason`` while it is Starting).
-POD_PROBLEM_REASONS: Final = frozenset(_PRIORITY)
+POD_PROBLEM_REASONS: Final = POD_PROBLEMS
+assert frozenset(_PRIORITY) == POD_PROBLEMS, "every pod problem needs a priority"
 
 #: Pods named in a message; the rest are counted (a 64-node job must not produce a 64-line status).
 MAX_PODS_NAMED: Final = 3
@@ -58,8 +58,8 @@ class PodProblem:
     pod: str
     role: str
     """``head`` or ``GPU worker``."""
-    reason: str
-    """One of the ``REASON_*`` constants."""
+    reason: Reason
+    """One of :data:`~flashrl_api.status.POD_PROBLEMS`."""
     detail: str
 
     def describe(self) -> str:
@@ -67,17 +67,12 @@ class PodProblem:
         return f"{self.role} pod {self.pod}: {self.reason}: {self.detail}"
 
 
-def as_text(value: Any) -> str:
-    """A string field of an API object as written, or ``""`` when absent or not a string."""
-    return value if isinstance(value, str) else ""
-
-
 def _clip(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= MAX_DETAIL else text[: MAX_DETAIL - 3] + "..."
 
 
-def _container_problem(statuses: Any) -> tuple[str, str] | None:
+def _container_problem(statuses: Any) -> tuple[Reason, str] | None:
     """The first container (init containers included) stuck in a known ``waiting`` reason."""
     for status in statuses if isinstance(statuses, list) else []:
         if not isinstance(status, Mapping):
@@ -104,7 +99,7 @@ def pod_problem(pod: Mapping[str, Any]) -> PodProblem | None:
         return None
     status = pod.get("status") or {}
     name = as_text(meta.get("name")) or "?"
-    role = "head" if (meta.get("labels") or {}).get(NODE_TYPE_LABEL) == "head" else "GPU worker"
+    role = "head" if (meta.get("labels") or {}).get(NODE_TYPE_LABEL) == NodeType.HEAD else "GPU worker"
     found = _container_problem(status.get("initContainerStatuses")) or _container_problem(
         status.get("containerStatuses")
     )

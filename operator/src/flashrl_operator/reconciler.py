@@ -1,11 +1,25 @@
 """One reconcile of one FlashRLJob: parse, render, converge the children, then write the status.
 
-Every trigger (a create or spec update, the operator resuming after a restart, the periodic resync,
-a change to a RayJob the operator owns) ends here, so there is one path to test. It is level-based
-and idempotent: it reads the current job, renders the full desired state, creates what is missing,
-patches what drifted and writes the status only when it differs, so repeated or duplicated events
+Every trigger (a new job or a spec change, the operator starting, the periodic resync, a change to a
+RayJob the operator owns) ends here, so there is one path to test. It is level-based and
+idempotent: it renders the full desired state (:func:`~flashrl_operator.render.render`), converges
+each child on it, and writes the status only when it differs, so repeated or duplicated events
 change nothing. Decisions are delegated to pure modules (``render``, ``children``,
 ``status_mapping``); the I/O goes through :class:`~flashrl_operator.kube.KubeClient`.
+
+Requests, fewest first:
+
+* A job never reconciled (no ``status.observedGeneration``) gets its children by server-side apply
+  without reading them first: one request per child. The apply is not forced, so an object of that
+  name with fields someone else set differently answers 409; the operator then reads it and
+  converges as below.
+* Otherwise each child is read; a missing one is applied, a drifted one restored (by a forced
+  apply: the operator owns those fields), and an unchanged one costs nothing more: a resync of an
+  unchanged job is reads only.
+* The RayJob is the exception to the forced apply once it exists: KubeRay cannot reshape a live
+  RayJob, and Kueue owns ``spec.suspend`` of a queued one, so only its labels, ownership and the
+  lifecycle fields that may change are merge-patched (:func:`~flashrl_operator.children.drift_patch`);
+  other spec edits are reported (``ImmutableFieldChanged``), not applied.
 """
 
 from __future__ import annotations
@@ -17,39 +31,19 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-import kopf
-
-from flashrl_api import KIND, FlashRLJob, SpecError, parse_job
-from flashrl_operator.children import SPEC_ANNOTATION, drift_patch, immutable_changes, spec_snapshot
-from flashrl_operator.conditions import find_condition
-from flashrl_operator.kube import (
-    FLASHRL_JOB,
-    POD,
-    RAY_CLUSTER,
-    RAY_JOB,
-    ConflictError,
-    KubeClient,
-    RejectedError,
-    describe,
-    now_rfc3339,
-    resource_of,
-)
+from flashrl_api import KIND, FlashRLJob, FlashRLJobStatus, SpecError, parse_job
+from flashrl_api.status import Reason
+from flashrl_operator import kuberay
+from flashrl_operator.children import SPEC_ANNOTATION, drift_patch, immutable_changes
+from flashrl_operator.errors import ConflictError, RejectedError, TransientError
+from flashrl_operator.kinds import FLASHRL_JOB, POD
+from flashrl_operator.kube import KubeClient, now_rfc3339
+from flashrl_operator.kuberay import CLUSTER_LABEL, RayClusterView, RayJobView
 from flashrl_operator.metrics import OperatorMetrics, parse_time
-from flashrl_operator.pod_diagnosis import CLUSTER_LABEL, POD_PROBLEM_REASONS, PodProblem, pod_problems
-from flashrl_operator.render import render
-from flashrl_operator.status_mapping import (
-    REASON_CHILD_REJECTED,
-    REASON_IMMUTABLE,
-    Observation,
-    RayClusterView,
-    RayJobView,
-    desired_status,
-    is_final,
-    phase_changed,
-    should_read_cluster,
-    should_read_pods,
-    status_patch,
-)
+from flashrl_operator.pod_diagnosis import PodProblem, pod_problems
+from flashrl_operator.ray_status import is_final, should_read_cluster, should_read_pods
+from flashrl_operator.render import Child, render
+from flashrl_operator.status_mapping import Observation, desired_status, status_events, status_patch
 
 logger = logging.getLogger(__name__)
 
@@ -86,20 +80,22 @@ class Reconciler:
         #: Reads the API server refused (RBAC from an older chart), each logged once.
         self._refused_reads: set[str] = set()
 
-    async def reconcile(self, namespace: str, name: str) -> None:
+    async def reconcile(self, namespace: str, name: str, body: Mapping[str, Any] | None = None) -> None:
         """Reconcile the job ``namespace/name`` if it still exists.
 
-        Serialised per job: watch events for the job and for its RayJob may race.
+        ``body`` is the job as a watch event just delivered it (saves a read); without it the job
+        is read first. Serialised per job: watch events for the job and for its RayJob may race.
         """
         lock = self._locks.setdefault((namespace, name), asyncio.Lock())
         async with lock:
             started = time.perf_counter()
             try:
-                body = await self._kube.get(FLASHRL_JOB, namespace, name)
+                if body is None:
+                    body = await self._kube.get(FLASHRL_JOB, namespace, name)
                 if body is None or (body.get("metadata") or {}).get("deletionTimestamp"):
                     return
                 await self._reconcile(body)
-            except kopf.TemporaryError:
+            except TransientError:
                 self._metrics.reconcile_errors.labels(reason="Temporary").inc()
                 raise
             except Exception as exc:
@@ -127,28 +123,29 @@ class Reconciler:
             self._override_cache[key] = await asyncio.to_thread(override_problems, job)
         return job, self._override_cache[key]
 
-    async def _ensure(self, desired: Mapping[str, Any], *, queued: bool) -> dict[str, Any]:
-        """Create ``desired`` or bring the live object back to it; returns the live object."""
-        resource = resource_of(desired)
-        meta = desired["metadata"]
-        live = await self._kube.get(resource, meta["namespace"], meta["name"])
+    async def _converge(self, child: Child, *, fresh: bool, queued: bool) -> dict[str, Any]:
+        """Bring ``child`` into the cluster as rendered; returns the live object."""
+        live = None if fresh else await self._kube.get(child.resource, child.namespace, child.name)
         if live is None:
             try:
-                created = await self._kube.create(desired)
-                logger.info("Created %s", describe(desired))
-                return created
+                applied = await self._kube.apply(child.body, force=False)
+                if fresh:
+                    logger.debug("Applied %s", child.describe())
+                else:
+                    logger.info("Created %s", child.describe())
+                return applied
             except ConflictError:
-                # Created meanwhile (a lost response, another event): converge on what is there.
-                live = await self._kube.get(resource, meta["namespace"], meta["name"])
+                # It exists with fields someone else set: look at it and converge on what is there.
+                live = await self._kube.get(child.resource, child.namespace, child.name)
                 if live is None:
-                    raise kopf.TemporaryError(
-                        f"{describe(desired)} exists and vanished; retrying", delay=1
-                    ) from None
-        patch = drift_patch(desired, live, queued=queued)
+                    raise TransientError(f"{child.describe()} conflicted and vanished; retrying") from None
+        patch = drift_patch(child.body, live, queued=queued)
         if not patch:
             return live
-        logger.info("Restoring %s (%s)", describe(desired), ", ".join(sorted(patch)))
-        return await self._kube.patch(resource, meta["namespace"], meta["name"], patch)
+        logger.info("Restoring %s (%s)", child.describe(), ", ".join(sorted(patch)))
+        if child.resource == kuberay.RAY_JOB:
+            return await self._kube.patch(child.resource, child.namespace, child.name, patch)
+        return await self._kube.apply(child.body, force=True)
 
     async def _reconcile(self, body: Mapping[str, Any]) -> None:
         meta = body.get("metadata") or {}
@@ -169,49 +166,43 @@ class Reconciler:
             return
 
         desired = render(job)
-        snapshot = spec_snapshot(job.spec.to_wire())
-        for obj in desired:
-            if obj.get("kind") == "RayJob":
-                obj["metadata"].setdefault("annotations", {})[SPEC_ANNOTATION] = snapshot
-        ray_job_name = next(str(o["metadata"]["name"]) for o in desired if o.get("kind") == "RayJob")
-        queued = job.spec.scheduling.queue_name is not None
-
+        ray_job = desired.ray_job
         rejected: str | None = None
         immutable: list[str] = []
         ray_live: dict[str, Any] | None = None
         same_generation = previous.get("observedGeneration") == generation
-        if previous.get("reason") == REASON_CHILD_REJECTED and same_generation:
+        if previous.get("reason") == Reason.CHILD_REJECTED and same_generation:
             # Retrying cannot help until the spec changes (a new generation).
             rejected = str(previous.get("message") or "A child object was rejected")
-            ray_live = await self._kube.get(RAY_JOB, namespace, ray_job_name)
+            ray_live = await self._kube.get(ray_job.resource, namespace, ray_job.name)
         elif is_final(previous):
-            ray_live = await self._kube.get(RAY_JOB, namespace, ray_job_name)
+            ray_live = await self._kube.get(ray_job.resource, namespace, ray_job.name)
         else:
-            for obj in desired:
+            fresh = previous.get("observedGeneration") is None
+            for child in desired.children:
                 try:
-                    live = await self._ensure(obj, queued=queued)
+                    live = await self._converge(child, fresh=fresh, queued=desired.queued)
                 except RejectedError as exc:
                     rejected = (
-                        f"{describe(obj)} was rejected by the API server "
+                        f"{child.describe()} was rejected by the API server "
                         f"(HTTP {exc.status} {exc.reason}): {exc.message}"
                     )
                     logger.error("%s", rejected)
                     break
-                if obj.get("kind") == "RayJob":
+                if child is ray_job:
                     ray_live = live
-        if ray_live is not None:
-            recorded = ((ray_live.get("metadata") or {}).get("annotations") or {}).get(SPEC_ANNOTATION)
-            immutable = immutable_changes(recorded if isinstance(recorded, str) else None, job.spec.to_wire())
-
         ray_view = RayJobView.of(ray_live) if ray_live is not None else None
+        if ray_view is not None:
+            immutable = immutable_changes(ray_view.annotation(SPEC_ANNOTATION), job.spec.to_wire())
+
         cluster_view = await self._ray_cluster(namespace, ray_view, previous)
         obs = Observation(
             generation=generation,
             rejected=rejected,
             immutable_changes=tuple(immutable),
             suspend_requested=job.spec.lifecycle.suspend,
-            queued=queued,
-            ray_job_name=ray_job_name,
+            queued=desired.queued,
+            ray_job_name=ray_job.name,
             ray_job=ray_view,
             ray_cluster=cluster_view,
             pod_problems=await self._pod_problems(namespace, ray_view, cluster_view),
@@ -231,7 +222,7 @@ class Reconciler:
         if ray_job is None or not should_read_cluster(ray_job, previous):
             return None
         try:
-            live = await self._kube.get(RAY_CLUSTER, namespace, ray_job.cluster_name)
+            live = await self._kube.get(kuberay.RAY_CLUSTER, namespace, ray_job.cluster_name)
         except RejectedError as exc:
             self._refused_once("read RayClusters", exc, "ClusterReady comes from the RayJob alone")
             return None
@@ -263,7 +254,7 @@ class Reconciler:
         self,
         body: Mapping[str, Any],
         previous: Mapping[str, Any],
-        desired: Mapping[str, Any],
+        desired: FlashRLJobStatus,
         uid: str,
         created: datetime.datetime,
     ) -> None:
@@ -271,24 +262,10 @@ class Reconciler:
         namespace, name = str(meta.get("namespace") or "default"), str(meta["name"])
         patch = status_patch(previous, desired)
         if patch:
-            await self._kube.patch_job_status(namespace, name, patch)
-        self._metrics.observe_phase(uid, str(desired["phase"]), created)
+            await self._kube.patch_status(FLASHRL_JOB, namespace, name, patch)
+        self._metrics.observe_phase(uid, str(desired.phase), created)
         involved = {**body, "kind": body.get("kind") or KIND}
-        if phase_changed(previous, desired):
-            old, new = previous.get("phase") or "New", str(desired["phase"])
-            failed = new == "Failed"
-            reason = str(desired.get("reason") or new) if failed else new
-            message = f"Phase {old} -> {new}: {desired.get('message') or ''}".rstrip(": ")
-            logger.info("FlashRLJob %s/%s: %s", namespace, name, message)
-            await self._kube.post_event(involved, "Warning" if failed else "Normal", reason, message)
-        old_accepted = find_condition(previous.get("conditions") or [], "Accepted") or {}
-        new_accepted = find_condition(desired.get("conditions") or [], "Accepted") or {}
-        if new_accepted.get("reason") == REASON_IMMUTABLE and old_accepted.get("reason") != REASON_IMMUTABLE:
-            await self._kube.post_event(
-                involved, "Warning", REASON_IMMUTABLE, str(new_accepted.get("message"))
-            )
-        blocked = desired.get("reason")
-        if blocked in POD_PROBLEM_REASONS and previous.get("reason") != blocked:
-            # Still Starting (no phase Event), but a pod cannot start: say so once per new cause.
-            logger.warning("FlashRLJob %s/%s: %s", namespace, name, desired.get("message"))
-            await self._kube.post_event(involved, "Warning", str(blocked), str(desired.get("message") or ""))
+        for event in status_events(previous, desired):
+            log = logger.warning if event.type == "Warning" else logger.info
+            log("FlashRLJob %s/%s: %s: %s", namespace, name, event.reason, event.message)
+            await self._kube.create_event(involved, event.type, event.reason, event.message)

@@ -27,18 +27,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from flashrl_operator.launcher_failure import (
-    REASON_CHECKPOINT_UNWRITABLE,
-    REASON_INVALID_CONFIG,
-    REASON_LAUNCHER_USAGE,
-    REASON_STOPPED_EARLY,
-)
+from flashrl_api.status import Reason
+from flashrl_operator.kuberay import KubeRayReason
 
-REASON_NO_PROGRESS: Final = "NoProgress"
-#: KubeRay's reason when ``activeDeadlineSeconds`` ran out (``rayjob_types.go``).
-REASON_DEADLINE_EXCEEDED: Final = "DeadlineExceeded"
+REASON_CHECKPOINT_UNWRITABLE: Final = Reason.CHECKPOINT_UNWRITABLE
+REASON_INVALID_CONFIG: Final = Reason.INVALID_CONFIG
+REASON_LAUNCHER_USAGE: Final = Reason.LAUNCHER_USAGE
+REASON_STOPPED_EARLY: Final = Reason.STOPPED_EARLY
+REASON_NO_PROGRESS: Final = Reason.NO_PROGRESS
+#: KubeRay's reason when ``activeDeadlineSeconds`` ran out.
+REASON_DEADLINE_EXCEEDED: Final = KubeRayReason.DEADLINE_EXCEEDED
 #: KubeRay refused the RayJob spec (``ValidationFailed``): a rendering bug or an API mismatch.
-REASON_VALIDATION_FAILED: Final = "ValidationFailed"
+REASON_VALIDATION_FAILED: Final = KubeRayReason.VALIDATION_FAILED
 
 #: Failures a new attempt cannot fix.
 NON_RETRYABLE: Final = frozenset(
@@ -48,7 +48,7 @@ NON_RETRYABLE: Final = frozenset(
         REASON_CHECKPOINT_UNWRITABLE,
         REASON_STOPPED_EARLY,
         REASON_VALIDATION_FAILED,
-        "InvalidSpec",
+        Reason.INVALID_SPEC,
     }
 )
 

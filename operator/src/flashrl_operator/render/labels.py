@@ -11,7 +11,8 @@ from typing import Any, Final, Literal
 from flashrl_api import API_VERSION, KIND, FlashRLJob
 from flashrl_operator.render.names import label_value
 
-#: ``app.kubernetes.io/managed-by`` of everything the operator creates.
+#: The label naming who manages an object, and its value on everything the operator creates.
+MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
 MANAGED_BY: Final = "flashrl-operator"
 #: Label carrying the owning FlashRLJob's name on every child.
 JOB_LABEL: Final = "flashrl.dev/job"
@@ -28,7 +29,7 @@ def labels(job: FlashRLJob, component: Component) -> dict[str, str]:
         "app.kubernetes.io/name": "flashrl",
         "app.kubernetes.io/instance": instance,
         "app.kubernetes.io/component": component,
-        "app.kubernetes.io/managed-by": MANAGED_BY,
+        MANAGED_BY_LABEL: MANAGED_BY,
         "app.kubernetes.io/part-of": "flashrl",
         JOB_LABEL: instance,
     }

@@ -15,11 +15,12 @@ from typing import Any, Final
 from flashrl_api import FlashRLJob
 from flashrl_api.pins import ray_version
 from flashrl_jobs.contract import DEFAULT_SPEC_PATH
+from flashrl_operator import kuberay
+from flashrl_operator.children import SPEC_ANNOTATION, spec_snapshot
 from flashrl_operator.render.labels import KUEUE_QUEUE_LABEL, object_meta
 from flashrl_operator.render.names import child_names
 from flashrl_operator.render.pod import head_template, worker_template
 
-RAY_API_VERSION: Final = "ray.io/v1"
 WORKER_GROUP: Final = "gpu"
 #: The launcher (``flashrl_jobs``) reads the mounted job; Ray's job supervisor sets RAY_ADDRESS for it.
 ENTRYPOINT: Final = shlex.join(["flashrl-launch", "train", "--spec", DEFAULT_SPEC_PATH])
@@ -62,7 +63,10 @@ def ray_cluster_spec(job: FlashRLJob) -> dict[str, Any]:
 
 
 def ray_job(job: FlashRLJob) -> dict[str, Any]:
-    """The RayJob: submits :data:`ENTRYPOINT` once the cluster is ready, then tears the cluster down."""
+    """The RayJob: submits :data:`ENTRYPOINT` once the cluster is ready, then tears the cluster down.
+
+    Annotated with the immutable part of the spec (:data:`~flashrl_operator.children.SPEC_ANNOTATION`).
+    """
     lifecycle = job.spec.lifecycle
     queue = job.spec.scheduling.queue_name
     extra_labels = {KUEUE_QUEUE_LABEL: queue} if queue is not None else None
@@ -79,9 +83,12 @@ def ray_job(job: FlashRLJob) -> dict[str, Any]:
     }
     if lifecycle.active_deadline_seconds is not None:
         spec["activeDeadlineSeconds"] = lifecycle.active_deadline_seconds
+    meta = object_meta(job, child_names(job).ray_job, "ray-job", extra_labels)
+    # The spec it was made from: later edits that a live RayJob cannot take are found against it.
+    meta["annotations"] = {SPEC_ANNOTATION: spec_snapshot(job.spec.to_wire())}
     return {
-        "apiVersion": RAY_API_VERSION,
-        "kind": "RayJob",
-        "metadata": object_meta(job, child_names(job).ray_job, "ray-job", extra_labels),
+        "apiVersion": kuberay.RAY_JOB.api_version,
+        "kind": kuberay.RAY_JOB.kind,
+        "metadata": meta,
         "spec": spec,
     }

@@ -2,52 +2,61 @@
 
 The operator here is the real one (the same kopf handlers, reconciler and status mapping that run in
 a cluster). Its surroundings are emulated in-process and the output says so: the Kubernetes API
-server is kmock's in-memory emulator on 127.0.0.1, and KubeRay (plus the launcher's progress
-reports) is played by :class:`~flashrl_operator.emulation.KubeRayStandIn`, which creates the RayCluster
-and patches RayJob and RayCluster status the way KubeRay would (their pods' startup is made up step by
-step; the one pod that exists is a GPU worker the emulated scheduler cannot place for a while).
-Every wait has a deadline; on any failure the demo says what it was waiting for and exits non-zero.
-It always stops the operator thread and the server.
+server is kmock's in-memory emulator on 127.0.0.1, and KubeRay, the scheduler, the kubelet and the
+launcher's progress reports are played by :class:`~flashrl_operator.sim.standins.KubeRayStandIn`.
+Each timeline line says who did it: the emulator records the actor of every write, so an object
+the emulated KubeRay created is not shown as the operator's. The operator's own log lines are held
+back (they would break the timeline) and printed only if the demo fails. Every wait has a deadline;
+on any failure the demo says what it was waiting for and exits non-zero. It always stops the
+operator thread and the server.
+
+The example job ships with the package (:data:`EXAMPLE`), so ``flashrl demo`` works from any
+directory.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from importlib import resources
+from importlib.abc import Traversable
 from pathlib import Path
 from typing import Any, Final, TextIO
 
-import kmock
-
 from flashrl_api import SpecError, load_documents, parse_job
+from flashrl_api.status import ConditionType, Reason
 from flashrl_operator._yaml import dump
 from flashrl_operator.children import SPEC_ANNOTATION
-from flashrl_operator.emulation import (
-    CLUSTER_STARTING,
+from flashrl_operator.kube import COMPONENT
+from flashrl_operator.sim.apiserver import (
+    EVENTS_RESOURCE,
     JOBS_RESOURCE,
+    KUBERAY,
+    LAUNCHER,
     RAY_JOBS_RESOURCE,
-    SUBMITTED,
-    SUCCEEDED,
-    TRAINING,
-    ApiClient,
+    SCHEDULER,
+    USER,
     EmulatedApiServer,
-    KubeRayStandIn,
     eventually,
-    unschedulable,
-    watch_started,
 )
-from flashrl_operator.handlers import OperatorConfig
-from flashrl_operator.runner import OperatorThread
+from flashrl_operator.sim.harness import EmulatedCluster
+from flashrl_operator.sim.standins import CLUSTER_STARTING, SUBMITTED, SUCCEEDED, TRAINING, unschedulable
 
+#: The example FlashRLJob shipped with the package (``examples/flashrljob.yaml`` in the repository).
+EXAMPLE: Final[Traversable] = resources.files("flashrl_operator.sim") / "example.yaml"
 #: Training steps the emulated launcher reports before KubeRay (emulated) reports success.
 DEMO_STEPS: Final = 3
 #: The whole lifecycle must complete within this many seconds.
 DEFAULT_DEADLINE: Final = 45.0
+#: How the timeline names each actor the emulator records (the rest by their own name).
+WHO: Final[dict[str, str]] = {COMPONENT: "operator", "kopf": "operator (kopf)", USER: "kubectl apply"}
 
 
 class Timeline:
-    """Prints what happened, with the time since the demo started."""
+    """Prints what happened, with the time since the demo started and who did it."""
 
     def __init__(self, out: TextIO) -> None:
         self._out = out
@@ -55,23 +64,28 @@ class Timeline:
         self._phase: str | None = None
         self._conditions: dict[str, tuple[str, str, str]] = {}
         self._events: set[str] = set()
-        self._objects: set[tuple[str, str, str]] = set()
+        self._writes = 0
+        self._seen: set[tuple[str, str, str]] = set()
 
     def say(self, who: str, text: str) -> None:
         """One timeline line."""
         print(f"[{time.monotonic() - self._t0:6.2f}s] {who:<22} {text}", file=self._out, flush=True)
 
     def objects(self, server: EmulatedApiServer) -> None:
-        """Report objects created since the last call (in creation order)."""
-        for key in list(server.creations):
-            plural, namespace, name = key
-            if key in self._objects or plural == "events":
+        """Report objects created or deleted since the last call, in order, by whoever did it."""
+        writes = server.writes[self._writes :]
+        self._writes += len(writes)
+        for write in writes:
+            key = (write.plural, write.namespace, write.name)
+            if write.plural == "events" or write.subresource is not None:
                 continue
-            self._objects.add(key)
-            who = {"flashrljobs": "kubectl apply", "rayclusters": "KubeRay (emulated)"}.get(
-                plural, "operator"
-            )
-            self.say(who, f"created {plural[:-1]} {namespace}/{name}")
+            who = WHO.get(write.actor, write.actor)
+            if write.verb in ("create", "apply") and key not in self._seen:
+                self._seen.add(key)
+                self.say(who, f"created {write.plural[:-1]} {write.namespace}/{write.name}")
+            elif write.verb == "delete":
+                self._seen.discard(key)
+                self.say(who, f"deleted {write.plural[:-1]} {write.namespace}/{write.name}")
 
     def status(self, status: Mapping[str, Any]) -> None:
         """Report a phase change and conditions that changed status or reason.
@@ -84,7 +98,7 @@ class Timeline:
             self._phase = str(phase)
         for cond in status.get("conditions") or []:
             ctype = str(cond.get("type"))
-            detail = str(cond.get("message") or "") if ctype == "ClusterReady" else ""
+            detail = str(cond.get("message") or "") if ctype == ConditionType.CLUSTER_READY else ""
             now = (str(cond.get("status")), str(cond.get("reason")), detail)
             if self._conditions.get(ctype) != now:
                 self._conditions[ctype] = now
@@ -102,6 +116,38 @@ class Timeline:
             self.say("event", f"{event.get('type')} {event.get('reason')}: {event.get('message')}")
 
 
+class _Held(logging.Handler):
+    """Keeps log records instead of printing them (the demo prints them only if it fails)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+        self.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(self.format(record))
+
+
+@contextmanager
+def _held_logs() -> Iterator[_Held]:
+    """Route the operator's and kopf's log records to a :class:`_Held` while the demo runs."""
+    held = _Held()
+    levels = {"flashrl_operator": logging.INFO, "kopf": logging.INFO, "aiohttp": logging.WARNING}
+    loggers = [logging.getLogger(name) for name in levels]
+    saved = [(lg.level, lg.propagate) for lg in loggers]
+    for lg in loggers:
+        lg.addHandler(held)
+        lg.setLevel(levels[lg.name])
+        lg.propagate = False
+    try:
+        yield held
+    finally:
+        for lg, (level, propagate) in zip(loggers, saved, strict=True):
+            lg.removeHandler(held)
+            lg.setLevel(level)
+            lg.propagate = propagate
+
+
 class DemoFailedError(Exception):
     """The lifecycle did not complete; the message says where it stopped."""
 
@@ -114,70 +160,51 @@ async def _lifecycle(manifest: dict[str, Any], out: TextIO, deadline: float) -> 
     namespace = str(manifest["metadata"].get("namespace") or "default")
     manifest = {**manifest, "metadata": {**manifest["metadata"], "namespace": namespace}}
     name = str(manifest["metadata"]["name"])
-    async with EmulatedApiServer() as server, kmock.Server(server) as http:
-        url = str(http.url).rstrip("/")
+    async with EmulatedCluster() as cluster:
         print(
             "NOTE: the Kubernetes API server and KubeRay are EMULATED in this demo "
-            f"(kmock's in-memory API server at {url}; the RayCluster, its status and one stuck pod are\n"
-            "      made the way KubeRay and the scheduler would; no container runs).\n"
+            f"(kmock's in-memory API server at {cluster.url}; the RayCluster, its status and one stuck\n"
+            "      pod are made the way KubeRay, the scheduler and the kubelet would; no container runs).\n"
             "      The operator is the real one: the same handlers, reconciler and status mapping as "
             "in a cluster.\n",
             file=out,
         )
         timeline = Timeline(out)
-        config = OperatorConfig(
-            server=url,
-            bind_host="127.0.0.1",
-            metrics_port=0,
-            health_port=None,
-            scanning=False,
-            retry_delay=0.5,
-            request_timeout=10.0,
-            # Pods are not watched: a stuck pod shows up at the next resync, every second here.
-            resync_interval=1.0,
+        # Pods are not watched: a stuck pod shows up at the next resync, every second here.
+        operator = await cluster.start_operator(
+            retry_delay=0.5, request_timeout=10.0, resync_interval=1.0, check_overrides=True
         )
-        operator = OperatorThread(config)
-        api = ApiClient(url)
-        try:
-            await asyncio.to_thread(operator.start)
-            timeline.say("operator", f"started (watching all namespaces; metrics at {operator.metrics_url})")
-            await watch_started(server, JOBS_RESOURCE)
-            await watch_started(server, RAY_JOBS_RESOURCE)
-            kuberay = KubeRayStandIn(api)
-            await _play(server, api, kuberay, timeline, manifest, namespace, name, deadline)
-            ray_job = await api.get(RAY_JOBS_RESOURCE, namespace, name)
-            if ray_job is not None:
-                print(
-                    "\nThe RayJob the operator rendered (as stored by the API server, status omitted):\n",
-                    file=out,
-                )
-                shown = {k: v for k, v in ray_job.items() if k != "status"}
-                annotations = shown.get("metadata", {}).get("annotations") or {}
-                if SPEC_ANNOTATION in annotations:  # one long JSON line: summarise it
-                    size = len(str(annotations[SPEC_ANNOTATION]))
-                    annotations[SPEC_ANNOTATION] = f"<the spec's immutable part as JSON, {size} bytes>"
-                print(dump(shown), file=out)
-        finally:
-            await api.close()
-            await asyncio.to_thread(operator.stop)
+        timeline.say("operator", f"started (watching all namespaces; metrics at {operator.metrics_url})")
+        await _play(cluster, timeline, manifest, namespace, name, deadline)
+        ray_job = await cluster.api.get(RAY_JOBS_RESOURCE, namespace, name)
+        if ray_job is not None:
+            print(
+                "\nThe RayJob the operator applied (as stored by the API server, status omitted):\n", file=out
+            )
+            shown = {k: v for k, v in ray_job.items() if k != "status"}
+            annotations = shown.get("metadata", {}).get("annotations") or {}
+            if SPEC_ANNOTATION in annotations:  # one long JSON line: summarise it
+                size = len(str(annotations[SPEC_ANNOTATION]))
+                annotations[SPEC_ANNOTATION] = f"<the spec's immutable part as JSON, {size} bytes>"
+            print(dump(shown), file=out)
 
 
 async def _play(
-    server: EmulatedApiServer,
-    api: ApiClient,
-    kuberay: KubeRayStandIn,
+    cluster: EmulatedCluster,
     timeline: Timeline,
     manifest: dict[str, Any],
     namespace: str,
     name: str,
     deadline: float,
 ) -> None:
+    server, api, kuberay = cluster.server, cluster.api, cluster.kuberay
+
     async def observe() -> dict[str, Any]:
         job = await api.get(JOBS_RESOURCE, namespace, name)
         status = dict((job or {}).get("status") or {})
         timeline.objects(server)
         timeline.status(status)
-        events = await api.list("v1/events", namespace)
+        events = await api.list(EVENTS_RESOURCE, namespace)
         timeline.events([e for e in events if e.get("involvedObject", {}).get("name") == name])
         return status
 
@@ -196,11 +223,15 @@ async def _play(
         return lambda s: s.get("phase") == wanted
 
     def ready(s: Mapping[str, Any]) -> bool:
-        return any(c["type"] == "ClusterReady" and c["status"] == "True" for c in s.get("conditions") or [])
+        return any(
+            c["type"] == ConditionType.CLUSTER_READY and c["status"] == "True"
+            for c in s.get("conditions") or []
+        )
 
     def cluster_says(text: str) -> Any:
         return lambda s: any(
-            c["type"] == "ClusterReady" and text in str(c.get("message")) for c in s.get("conditions") or []
+            c["type"] == ConditionType.CLUSTER_READY and text in str(c.get("message"))
+            for c in s.get("conditions") or []
         )
 
     await api.create(JOBS_RESOURCE, manifest)
@@ -210,18 +241,20 @@ async def _play(
     await until("phase Pending", phase("Pending"))
     total = int(manifest.get("spec", {}).get("training", {}).get("totalSteps", 150))
     workers = int(manifest.get("spec", {}).get("resources", {}).get("nodes", 1))
-    timeline.say("KubeRay (emulated)", f"creating the Ray cluster: {_describe(CLUSTER_STARTING)}")
+    timeline.say(KUBERAY, f"creating the Ray cluster: {_describe(CLUSTER_STARTING)}")
     await kuberay.set_status(namespace, name, CLUSTER_STARTING)
     await until("phase Starting", phase("Starting"))
     await until("the RayCluster's pod progress in ClusterReady", cluster_says("head pod not created yet"))
-    timeline.say("KubeRay (emulated)", "RayCluster status: head pod ready")
+    timeline.say(KUBERAY, "RayCluster status: head pod ready")
     await kuberay.cluster_pods(namespace, name, head_ready=True, ready_workers=0)
     await until("ClusterReady to show the head pod ready", cluster_says("head pod ready"))
-    timeline.say("scheduler (emulated)", f"a GPU worker pod does not fit yet: {NO_FREE_GPU}")
+    timeline.say(SCHEDULER, f"a GPU worker pod does not fit yet: {NO_FREE_GPU}")
     await kuberay.stuck_pod(namespace, name, unschedulable(NO_FREE_GPU))
-    await until("the job to name the unschedulable pod", lambda s: s.get("reason") == "PodUnschedulable")
+    await until(
+        "the job to name the unschedulable pod", lambda s: s.get("reason") == Reason.POD_UNSCHEDULABLE
+    )
     timeline.say(
-        "KubeRay (emulated)",
+        KUBERAY,
         f"GPU nodes free up; RayCluster status: {workers}/{workers} GPU worker pods ready",
     )
     await kuberay.delete_pods(namespace, name)
@@ -237,14 +270,14 @@ async def _play(
         ("verl is running", TRAINING, "phase Running", phase("Running")),
     ]
     for label, status, what, check in steps:
-        timeline.say("KubeRay (emulated)", f"{label}: {_describe(status)}")
+        timeline.say(KUBERAY, f"{label}: {_describe(status)}")
         await kuberay.set_status(namespace, name, status)
         await until(what, check)
     for step in range(1, DEMO_STEPS + 1):
-        timeline.say("launcher (emulated)", f"reports status.progress step {step}/{total}")
+        timeline.say(LAUNCHER, f"reports status.progress step {step}/{total}")
         await kuberay.report_progress(namespace, name, step, total)
         await until(f"progress step {step}", lambda s, n=step: (s.get("progress") or {}).get("step") == n)
-    timeline.say("KubeRay (emulated)", f"training finished (demo shortcut): {_describe(SUCCEEDED)}")
+    timeline.say(KUBERAY, f"training finished (demo shortcut): {_describe(SUCCEEDED)}")
     await kuberay.set_status(namespace, name, SUCCEEDED)
     final = await until("phase Succeeded", phase("Succeeded"))
     await until(
@@ -264,7 +297,7 @@ def _event_lines(server: EmulatedApiServer, namespace: str) -> list[str]:
     lines = []
     for plural, ns, event_name in server.creations:
         if plural == "events" and ns == namespace:
-            obj = server.objects["v1/events", ns, event_name]
+            obj = server.objects[EVENTS_RESOURCE, ns, event_name]
             lines.append(str(obj.get("message", "")))
     return lines
 
@@ -274,10 +307,20 @@ def _describe(status: Mapping[str, Any]) -> str:
 
 
 def run_demo(
-    manifest_path: str | Path, out: TextIO, err: TextIO, deadline_s: float = DEFAULT_DEADLINE
+    manifest_path: str | Path | Traversable | None,
+    out: TextIO,
+    err: TextIO,
+    deadline_s: float = DEFAULT_DEADLINE,
 ) -> int:
-    """Run the demo; 0 when the lifecycle completed, 1 when it did not, 2 for an invalid manifest."""
-    path = Path(manifest_path)
+    """Run the demo; 0 when the lifecycle completed, 1 when it did not, 2 for an invalid manifest.
+
+    ``manifest_path`` ``None`` runs the packaged example (:data:`EXAMPLE`).
+    """
+    path: Path | Traversable = EXAMPLE
+    if isinstance(manifest_path, str):
+        path = Path(manifest_path)
+    elif manifest_path is not None:
+        path = manifest_path
     try:
         docs = load_documents(path.read_text(encoding="utf-8"), str(path))
         if len(docs) != 1:
@@ -292,11 +335,13 @@ def run_demo(
             print(str(problem), file=err)
         return 2
     started = time.monotonic()
-    try:
-        asyncio.run(_lifecycle(dict(docs[0]), out, started + deadline_s))
-    except DemoFailedError as exc:
-        print(f"\nFAILED: the lifecycle did not complete within {deadline_s:.0f}s: {exc}", file=err)
-        return 1
+    with _held_logs() as held:
+        try:
+            asyncio.run(_lifecycle(dict(docs[0]), out, started + deadline_s))
+        except DemoFailedError as exc:
+            print(f"\nFAILED: the lifecycle did not complete within {deadline_s:.0f}s: {exc}", file=err)
+            print("The operator's log:\n" + "\n".join(held.lines[-60:]), file=err)
+            return 1
     elapsed = time.monotonic() - started
     print(f"\nOK: the job went Pending -> Starting -> Running -> Succeeded in {elapsed:.1f}s.", file=out)
     return 0

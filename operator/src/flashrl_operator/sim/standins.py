@@ -1,0 +1,397 @@
+"""KubeRay, the scheduler, the kubelet and the launcher, played for the emulated API server.
+
+There is no KubeRay here: :class:`KubeRayStandIn` patches RayJob status the way KubeRay would
+(``jobDeploymentStatus``, ``jobStatus``, ``reason``, ``message``), creates the RayJob's RayCluster
+and walks its status through pod startup (conditions, replica counts, mirrored into the RayJob's
+``status.rayClusterStatus``), and reports training progress the way the launcher in the head pod
+would. The RayCluster status is made up step by step by whoever drives it; pods exist only when it
+is told to make one that cannot start (:meth:`KubeRayStandIn.stuck_pod`, with the status the
+scheduler or the kubelet would have written). Each write names who would have made it (KubeRay, the
+scheduler, the kubelet, the launcher), so the emulator's record and the demo's timeline say so.
+Every name of KubeRay's it writes comes from :mod:`flashrl_operator.kuberay`.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping
+from typing import Any, Final
+
+from flashrl_operator.kube import now_rfc3339
+from flashrl_operator.kuberay import (
+    CLUSTER_LABEL,
+    CLUSTER_STATE_READY,
+    GROUP_LABEL,
+    HEAD_GROUP,
+    NODE_TYPE_LABEL,
+    ORIGINATED_FROM_CRD,
+    ORIGINATED_FROM_NAME,
+    RAY_CLUSTER,
+    RAY_JOB,
+    ClusterConditionReason,
+    ClusterConditionType,
+    DeploymentStatus,
+    JobStatus,
+    NodeType,
+    desired_worker_replicas,
+)
+from flashrl_operator.sim.apiserver import (
+    JOBS_RESOURCE,
+    KUBELET,
+    KUBERAY,
+    LAUNCHER,
+    PODS_RESOURCE,
+    RAY_CLUSTERS_RESOURCE,
+    RAY_JOBS_RESOURCE,
+    SCHEDULER,
+    ApiClient,
+)
+
+#: KubeRay's RayJob status at each step of a normal run (see docs/operator.md for the mapping).
+CLUSTER_STARTING: Final = {"jobDeploymentStatus": DeploymentStatus.INITIALIZING, "jobStatus": JobStatus.NEW}
+SUBMITTED: Final = {"jobDeploymentStatus": DeploymentStatus.RUNNING, "jobStatus": JobStatus.PENDING}
+TRAINING: Final = {"jobDeploymentStatus": DeploymentStatus.RUNNING, "jobStatus": JobStatus.RUNNING}
+SUCCEEDED: Final = {"jobDeploymentStatus": DeploymentStatus.COMPLETE, "jobStatus": JobStatus.SUCCEEDED}
+SUSPENDED: Final = {"jobDeploymentStatus": DeploymentStatus.SUSPENDED, "jobStatus": JobStatus.NEW}
+
+
+def failed(reason: str, message: str) -> dict[str, Any]:
+    """KubeRay's status for a failed RayJob."""
+    return {
+        "jobDeploymentStatus": DeploymentStatus.FAILED,
+        "jobStatus": JobStatus.FAILED,
+        "reason": reason,
+        "message": message,
+    }
+
+
+#: The characters Kubernetes' ``rand.String`` (and so KubeRay's cluster-name suffix) draws from.
+_NAME_ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"
+
+
+def _condition(ctype: str, status: bool, reason: str, message: str) -> dict[str, Any]:
+    return {
+        "type": ctype,
+        "status": "True" if status else "False",
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": now_rfc3339(),
+    }
+
+
+def cluster_status(
+    desired_workers: int,
+    *,
+    head_created: bool = False,
+    head_ready: bool = False,
+    ready_workers: int = 0,
+    provisioned: bool = False,
+    replica_failure: tuple[str, str] | None = None,
+) -> dict[str, Any]:
+    """A RayCluster ``status`` as KubeRay writes it during startup (emulated, no pods behind it).
+
+    ``provisioned`` is sticky in KubeRay (``RayClusterProvisioned`` never flips back); callers pass
+    it along once every pod was ready. ``replica_failure`` is ``(reason, message)`` of a pod KubeRay
+    could not create.
+    """
+    all_ready = head_ready and ready_workers >= desired_workers
+    if not head_created:
+        head = _condition(
+            ClusterConditionType.HEAD_POD_READY,
+            False,
+            ClusterConditionReason.HEAD_POD_NOT_FOUND,
+            "Head Pod not found",
+        )
+    elif head_ready:
+        head = _condition(
+            ClusterConditionType.HEAD_POD_READY, True, ClusterConditionReason.HEAD_POD_RUNNING_AND_READY, ""
+        )
+    else:
+        head = _condition(
+            ClusterConditionType.HEAD_POD_READY,
+            False,
+            "ContainersNotReady",
+            "containers with unready status: [ray-head]",
+        )
+    if provisioned or all_ready:
+        prov = _condition(
+            ClusterConditionType.PROVISIONED,
+            True,
+            ClusterConditionReason.ALL_PODS_READY_FIRST_TIME,
+            "All Ray Pods are ready for the first time",
+        )
+    else:
+        prov = _condition(
+            ClusterConditionType.PROVISIONED,
+            False,
+            ClusterConditionReason.PODS_PROVISIONING,
+            "RayCluster Pods are being provisioned for first time",
+        )
+    conditions = [head, prov]
+    if replica_failure is not None:
+        conditions.append(_condition(ClusterConditionType.REPLICA_FAILURE, True, *replica_failure))
+    status: dict[str, Any] = {
+        "desiredWorkerReplicas": desired_workers,
+        "minWorkerReplicas": desired_workers,
+        "maxWorkerReplicas": desired_workers,
+        "readyWorkerReplicas": ready_workers,
+        "availableWorkerReplicas": ready_workers,
+        "conditions": conditions,
+        "lastUpdateTime": now_rfc3339(),
+    }
+    if all_ready:
+        status["state"] = CLUSTER_STATE_READY
+    return status
+
+
+def unschedulable(message: str) -> dict[str, Any]:
+    """A pod status as the scheduler leaves it when no node fits."""
+    condition = {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": message,
+        "lastTransitionTime": now_rfc3339(),
+    }
+    return {"phase": "Pending", "conditions": [condition]}
+
+
+def image_pull_backoff(container: str, image: str) -> dict[str, Any]:
+    """A pod status as the kubelet leaves it when the image cannot be pulled."""
+    message = f'Back-off pulling image "{image}"'
+    waiting = {"reason": "ImagePullBackOff", "message": message}
+    return {
+        "phase": "Pending",
+        "conditions": [{"type": "PodScheduled", "status": "True"}],
+        "containerStatuses": [
+            {"name": container, "ready": False, "restartCount": 0, "state": {"waiting": waiting}}
+        ],
+    }
+
+
+class KubeRayStandIn:
+    """Plays KubeRay's (and the launcher's) part: tests patch RayJob status the way KubeRay would.
+
+    Like KubeRay, it creates a RayCluster named ``<rayjob>-<5 random characters>`` labelled with the
+    RayJob it came from, reports its pods' startup in the RayCluster's status, and mirrors that
+    status into the RayJob's ``status.rayClusterStatus`` (which is what makes the RayJob change, and
+    so reach the operator, while the cluster starts).
+    """
+
+    def __init__(self, api: ApiClient) -> None:
+        self._api = api.as_actor(KUBERAY)
+        self._scheduler = api.as_actor(SCHEDULER)
+        self._kubelet = api.as_actor(KUBELET)
+        self._launcher = api.as_actor(LAUNCHER)
+
+    async def set_status(self, namespace: str, ray_job: str, status: Mapping[str, Any]) -> None:
+        """Patch a RayJob's status; cluster name, dashboard and times are filled in as KubeRay does.
+
+        ``Initializing`` creates the RayCluster (no pods ready yet); ``Running`` first makes all its
+        pods ready (KubeRay submits only then); ``Suspended`` deletes it, as KubeRay does.
+        """
+        full = dict(status)
+        deployment = full.get("jobDeploymentStatus")
+        cluster: dict[str, Any] | None = None
+        if deployment in (DeploymentStatus.INITIALIZING, DeploymentStatus.RUNNING):
+            cluster = await self._ensure_cluster(namespace, ray_job)
+            running = deployment == DeploymentStatus.RUNNING
+            if running and (cluster.get("status") or {}).get("state") != CLUSTER_STATE_READY:
+                workers = int((cluster.get("status") or {}).get("desiredWorkerReplicas") or 0)
+                cluster = await self._patch_cluster(
+                    namespace,
+                    cluster,
+                    cluster_status(workers, head_created=True, head_ready=True, ready_workers=workers),
+                )
+        elif deployment in (DeploymentStatus.COMPLETE, DeploymentStatus.FAILED):
+            cluster = await self._find_cluster(namespace, ray_job)
+        elif deployment == DeploymentStatus.SUSPENDED:
+            found = await self._find_cluster(namespace, ray_job)
+            if found is not None:
+                await self._api.delete(RAY_CLUSTERS_RESOURCE, namespace, found["metadata"]["name"])
+            full.update({"rayClusterName": None, "dashboardURL": None, "rayClusterStatus": None})
+        if cluster is not None:
+            name = cluster["metadata"]["name"]
+            full.setdefault("rayClusterName", name)
+            full.setdefault("dashboardURL", f"{name}-head-svc.{namespace}.svc.cluster.local:8265")
+            full.setdefault("rayClusterStatus", cluster.get("status") or {})
+        if deployment == DeploymentStatus.RUNNING:
+            full.setdefault("startTime", now_rfc3339())
+        if deployment in (DeploymentStatus.COMPLETE, DeploymentStatus.FAILED):
+            full.setdefault("endTime", now_rfc3339())
+        await self._api.patch(RAY_JOBS_RESOURCE, namespace, ray_job, {"status": full}, subresource="status")
+
+    async def cluster_pods(
+        self, namespace: str, ray_job: str, *, head_ready: bool, ready_workers: int
+    ) -> dict[str, Any]:
+        """Report the RayJob's cluster pods as KubeRay would: the head and ``ready_workers`` ready.
+
+        Returns the RayCluster. Clears any ReplicaFailure (KubeRay removes it once pods are created).
+        """
+        cluster = await self._ensure_cluster(namespace, ray_job)
+        old = cluster.get("status") or {}
+        workers = int(old.get("desiredWorkerReplicas") or 0)
+        provisioned = any(
+            c.get("type") == ClusterConditionType.PROVISIONED and c.get("status") == "True"
+            for c in old.get("conditions") or []
+        )
+        new = cluster_status(
+            workers,
+            head_created=True,
+            head_ready=head_ready,
+            ready_workers=ready_workers,
+            provisioned=provisioned,
+        )
+        return await self._patch_cluster(namespace, cluster, new, ray_job)
+
+    async def replica_failure(
+        self, namespace: str, ray_job: str, reason: str, message: str
+    ) -> dict[str, Any]:
+        """KubeRay could not create a pod (quota, admission webhook, ...): ``ReplicaFailure`` True."""
+        cluster = await self._ensure_cluster(namespace, ray_job)
+        old = cluster.get("status") or {}
+        head_ready = any(
+            c.get("type") == ClusterConditionType.HEAD_POD_READY and c.get("status") == "True"
+            for c in old.get("conditions") or []
+        )
+        new = cluster_status(
+            int(old.get("desiredWorkerReplicas") or 0),
+            head_created=head_ready,
+            head_ready=head_ready,
+            ready_workers=int(old.get("readyWorkerReplicas") or 0),
+            replica_failure=(reason, message),
+        )
+        return await self._patch_cluster(namespace, cluster, new, ray_job)
+
+    async def stuck_pod(
+        self,
+        namespace: str,
+        ray_job: str,
+        pod_status: Mapping[str, Any],
+        *,
+        node_type: str = NodeType.WORKER,
+        by: str | None = None,
+    ) -> str:
+        """A pod of the RayJob's cluster that cannot start, as KubeRay names and labels it.
+
+        ``pod_status`` is what the scheduler or the kubelet wrote (see :func:`unschedulable` and
+        :func:`image_pull_backoff`); neither exists here, so the stand-in writes it, as ``by``
+        (default: the scheduler when the pod is unscheduled, else the kubelet). Returns the name.
+        """
+        cluster = await self._ensure_cluster(namespace, ray_job)
+        cluster_name = cluster["metadata"]["name"]
+        suffix = "".join(secrets.choice(_NAME_ALPHABET) for _ in range(5))
+        head = node_type == NodeType.HEAD
+        group = "head" if head else "gpu-worker"
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": f"{cluster_name}-{group}-{suffix}",
+                "namespace": namespace,
+                "labels": {
+                    CLUSTER_LABEL: cluster_name,
+                    NODE_TYPE_LABEL: node_type,
+                    GROUP_LABEL: HEAD_GROUP if head else "gpu",
+                },
+            },
+            "spec": {"containers": [{"name": f"ray-{node_type}", "image": "trainer"}]},
+        }
+        created = await self._api.create(PODS_RESOURCE, pod)
+        name = str(created["metadata"]["name"])
+        scheduled = not any(
+            c.get("type") == "PodScheduled" and c.get("status") == "False"
+            for c in pod_status.get("conditions") or []
+        )
+        writer = {SCHEDULER: self._scheduler, KUBELET: self._kubelet}.get(
+            by or (KUBELET if scheduled else SCHEDULER), self._scheduler
+        )
+        await writer.patch(PODS_RESOURCE, namespace, name, {"status": dict(pod_status)}, subresource="status")
+        return name
+
+    async def delete_pods(self, namespace: str, ray_job: str) -> None:
+        """Delete every pod of the RayJob's cluster (e.g. once the cause is fixed KubeRay recreates them)."""
+        cluster = await self._find_cluster(namespace, ray_job)
+        if cluster is None:
+            return
+        for pod in await self._api.list(PODS_RESOURCE, namespace):
+            if ((pod.get("metadata") or {}).get("labels") or {}).get(CLUSTER_LABEL) == cluster["metadata"][
+                "name"
+            ]:
+                await self._api.delete(PODS_RESOURCE, namespace, pod["metadata"]["name"])
+
+    async def _find_cluster(self, namespace: str, ray_job: str) -> dict[str, Any] | None:
+        for item in await self._api.list(RAY_CLUSTERS_RESOURCE, namespace):
+            labels = (item.get("metadata") or {}).get("labels") or {}
+            if (
+                labels.get(ORIGINATED_FROM_NAME) == ray_job
+                and labels.get(ORIGINATED_FROM_CRD) == RAY_JOB.kind
+            ):
+                return item
+        return None
+
+    async def _ensure_cluster(self, namespace: str, ray_job: str) -> dict[str, Any]:
+        """The RayJob's RayCluster, created from its ``rayClusterSpec`` the way KubeRay does."""
+        found = await self._find_cluster(namespace, ray_job)
+        if found is not None:
+            return found
+        owner = await self._api.get(RAY_JOBS_RESOURCE, namespace, ray_job)
+        if owner is None:
+            raise LookupError(f"RayJob {namespace}/{ray_job} does not exist")
+        meta = owner.get("metadata") or {}
+        suffix = "".join(secrets.choice(_NAME_ALPHABET) for _ in range(5))
+        cluster = {
+            "apiVersion": RAY_CLUSTER.api_version,
+            "kind": RAY_CLUSTER.kind,
+            "metadata": {
+                "name": f"{ray_job}-{suffix}",
+                "namespace": namespace,
+                "labels": {
+                    **(meta.get("labels") or {}),
+                    ORIGINATED_FROM_NAME: ray_job,
+                    ORIGINATED_FROM_CRD: RAY_JOB.kind,
+                },
+                "ownerReferences": [
+                    {
+                        "apiVersion": RAY_JOB.api_version,
+                        "kind": RAY_JOB.kind,
+                        "name": ray_job,
+                        "uid": meta.get("uid"),
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
+            },
+            "spec": (owner.get("spec") or {}).get("rayClusterSpec") or {},
+        }
+        created = await self._api.create(RAY_CLUSTERS_RESOURCE, cluster)
+        return await self._patch_cluster(namespace, created, cluster_status(desired_worker_replicas(owner)))
+
+    async def _patch_cluster(
+        self,
+        namespace: str,
+        cluster: Mapping[str, Any],
+        status: Mapping[str, Any],
+        mirror_to: str | None = None,
+    ) -> dict[str, Any]:
+        """Write the RayCluster's status; with ``mirror_to``, copy it into that RayJob's status too."""
+        name = cluster["metadata"]["name"]
+        # A merge patch would keep keys the new status drops (state, the ReplicaFailure condition):
+        # null them explicitly, as a full status update by KubeRay would.
+        old = cluster.get("status") or {}
+        patch = {**{k: None for k in old if k not in status}, **status}
+        updated = await self._api.patch(
+            RAY_CLUSTERS_RESOURCE, namespace, name, {"status": patch}, subresource="status"
+        )
+        if mirror_to is not None:
+            mirrored = {"rayClusterName": name, "rayClusterStatus": {**patch}}
+            await self._api.patch(
+                RAY_JOBS_RESOURCE, namespace, mirror_to, {"status": mirrored}, subresource="status"
+            )
+        return updated
+
+    async def report_progress(self, namespace: str, job: str, step: int, total: int) -> None:
+        """What the launcher does after each training step: patch ``status.progress`` only."""
+        progress = {"step": step, "totalSteps": total, "updateTime": now_rfc3339()}
+        patch = {"status": {"progress": progress}}
+        await self._launcher.patch(JOBS_RESOURCE, namespace, job, patch, subresource="status")
