@@ -98,7 +98,8 @@ def test_latest_metrics_are_copied_and_malformed_ones_skipped() -> None:
 
 def test_condition_times_move_only_when_the_status_flips() -> None:
     first = plan(_experiment(), {}, T0).status
-    again = plan(_experiment(status=first.to_wire()), {}, T1).status
+    pending = {n: _child("Pending") for n in ("x-blockwise-fp8", "x-channel-fp8", "x-bf16")}
+    again = plan(_experiment(status=first.to_wire()), pending, T1).status
     assert {c.type: c.last_transition_time for c in again.conditions} == {
         "Accepted": T0,
         "Succeeded": T0,
@@ -111,3 +112,11 @@ def test_an_invalid_experiment_is_failed_with_every_problem() -> None:
     assert status.phase == "Failed" and status.reason == "InvalidSpec"
     assert status.message == "spec.variants[1]: a; spec.template.x: b"
     assert status.conditions[0].status == "False"
+
+
+def test_a_deleted_variant_job_is_reported_not_run_again() -> None:
+    earlier = plan(_experiment(), {"x-bf16": _child("Running", 30)}, T0).status.to_wire()
+    p = plan(_experiment(status=earlier), {}, T1)
+    (bf16,) = [v for v in p.status.variants if v.name == "bf16"]
+    assert (bf16.phase, bf16.reason, bf16.step) == ("Failed", "JobDeleted", 30)
+    assert "x-bf16" not in [j.name for j in p.create]

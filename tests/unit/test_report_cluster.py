@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from flashrl_api import verl_metrics as vm
-from flashrl_api.history import HISTORY_KEY, add_step
+from flashrl_api.history import HISTORY_KEY, add_step, history_name
 from flashrl_operator.report import build_report
-from flashrl_operator.report.cluster import JobObjects, history_name, runs_from_objects
+from flashrl_operator.report.cluster import JobObjects, runs_from_objects
 from flashrl_operator.report.synthetic import records
 
 

@@ -58,6 +58,11 @@ KEPT_NAMES: Final[frozenset[str]] = frozenset(
 )
 
 
+def history_name(job_name: str) -> str:
+    """The history ConfigMap of a job: ``<job>-metrics``."""
+    return f"{job_name}-{HISTORY_SUFFIX}"
+
+
 def kept(data: Mapping[str, Any]) -> dict[str, float]:
     """The finite numeric metrics of one step that the history keeps."""
     out: dict[str, float] = {}
@@ -163,6 +168,7 @@ __all__ = [
     "MAX_HISTORY_BYTES",
     "add_metrics",
     "add_step",
+    "history_name",
     "kept",
     "parse_history",
     "render_history",

@@ -358,6 +358,21 @@ def _add_report(sub: _Subparsers) -> Handler:
         "(one per attempt, later attempts win for repeated steps); repeat for each run",
     )
     p.add_argument(
+        "--experiment",
+        metavar="NAME",
+        help="a FlashRLExperiment on the cluster: each variant's job is a run. Uses the current kubeconfig "
+        "context, as kubectl does, and reads the jobs' metrics history ConfigMaps, so it works after the "
+        "Ray clusters are gone and needs no Prometheus",
+    )
+    p.add_argument(
+        "--job",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a FlashRLJob on the cluster, labelled by its name; repeat for each run",
+    )
+    p.add_argument("-n", "--namespace", default="default", help="namespace of --experiment and --job")
+    p.add_argument(
         "--output", required=True, metavar="DIR", help="directory to write report.html and PNGs into"
     )
     p.add_argument(
@@ -365,7 +380,9 @@ def _add_report(sub: _Subparsers) -> Handler:
         metavar="LABEL",
         help="the run speed-ups are measured against (default: the one run whose label contains bf16)",
     )
-    p.add_argument("--title", default="FlashRL comparison", help="the page title")
+    p.add_argument(
+        "--title", help="the page title (default: names the experiment or says FlashRL comparison)"
+    )
     p.add_argument("--banner", help="a line shown above everything, e.g. to mark synthetic data")
     return _cmd_report
 
@@ -374,6 +391,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     try:
         from flashrl_operator.report import (
             MetricsInputError,
+            RunMetrics,
             build_report,
             load_run,
             parse_metrics_argument,
@@ -384,13 +402,25 @@ def _cmd_report(args: argparse.Namespace) -> int:
             f"flashrl report needs the report extra (pip install 'flashrl[report]'): {exc}", file=sys.stderr
         )
         return 1
-    if not args.metrics:
-        print("flashrl report: give at least one --metrics LABEL=PATH", file=sys.stderr)
+    if not args.metrics and not args.experiment and not args.job:
+        print(
+            "flashrl report: give --experiment NAME, --job NAME or --metrics LABEL=PATH (at least one run)",
+            file=sys.stderr,
+        )
         return EXIT_INVALID
+    title = args.title
     try:
+        runs: list[RunMetrics] = []
+        if args.experiment or args.job:
+            from flashrl_operator.report.cluster import load_cluster_runs
+
+            runs, cluster_title = load_cluster_runs(args.namespace, args.experiment, args.job)
+            title = title or cluster_title
         sources = [parse_metrics_argument(value) for value in args.metrics]
-        runs = [load_run(label, path) for label, path in sources]
-        report = build_report(runs, title=args.title, banner=args.banner, baseline=args.baseline)
+        runs += [load_run(label, path) for label, path in sources]
+        report = build_report(
+            runs, title=title or "FlashRL comparison", banner=args.banner, baseline=args.baseline
+        )
     except MetricsInputError as exc:
         print(f"flashrl report: {exc}", file=sys.stderr)
         return EXIT_INVALID

@@ -37,6 +37,8 @@ REASON_RUNNING: Final = "VariantsRunning"
 REASON_SUCCEEDED: Final = "AllVariantsSucceeded"
 REASON_VARIANT_FAILED: Final = "VariantFailed"
 REASON_INVALID: Final = "InvalidSpec"
+#: A variant's FlashRLJob was deleted after the experiment created it (it is not created again).
+REASON_JOB_DELETED: Final = "JobDeleted"
 
 
 @dataclass(frozen=True)
@@ -150,7 +152,16 @@ def plan(
     """
     jobs = variant_jobs(experiment, raw_template)
     names = [v.name for v in variants_of(experiment.spec)]
-    statuses = [_variant_status(n, j.name, children.get(j.name)) for n, j in zip(names, jobs, strict=True)]
+    before = {v.name: v for v in (experiment.status.variants if experiment.status is not None else [])}
+    statuses = []
+    for variant, job in zip(names, jobs, strict=True):
+        status = _variant_status(variant, job.name, children.get(job.name))
+        earlier = before.get(variant)
+        if status.phase == "Waiting" and earlier is not None and earlier.phase != "Waiting":
+            # Created before and gone now: someone deleted it. Re-running a whole training run is not
+            # the controller's call; the variant is reported failed, with its last known progress.
+            status = earlier.model_copy(update={"phase": "Failed", "reason": REASON_JOB_DELETED})
+        statuses.append(status)
     limit = experiment.spec.parallelism or len(jobs)
     busy = sum(1 for s in statuses if s.phase not in TERMINAL and s.phase != "Waiting")
     create: list[FlashRLJob] = []

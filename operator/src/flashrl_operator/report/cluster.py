@@ -15,16 +15,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from flashrl_api import API_VERSION
 from flashrl_api.experiment import (
     EXPERIMENT_KIND,
-    EXPERIMENT_PLURAL,
     VARIANT_LABEL,
     FlashRLExperiment,
     parse_experiment,
     variant_jobs,
 )
-from flashrl_api.history import HISTORY_KEY, HISTORY_SUFFIX, add_metrics
+from flashrl_api.history import HISTORY_KEY, add_metrics, history_name
 from flashrl_operator.report.data import MetricsInputError, RunMetrics, parse_lines
 
 #: Where a run's numbers were read, as the report's header shows it.
@@ -39,11 +37,6 @@ class JobObjects:
     name: str
     job: Mapping[str, Any] | None
     history: Mapping[str, Any] | None
-
-
-def history_name(job_name: str) -> str:
-    """The history ConfigMap of a job."""
-    return f"{job_name}-{HISTORY_SUFFIX}"
 
 
 def runs_from_objects(namespace: str, objects: Sequence[JobObjects]) -> list[RunMetrics]:
@@ -97,14 +90,12 @@ async def fetch_runs(
     client: Any, namespace: str, experiment: str | None, jobs: Sequence[str]
 ) -> tuple[list[RunMetrics], str]:
     """Read the experiment's (or the named) jobs and their histories; also a title for the page."""
-    from flashrl_operator.kinds import CONFIG_MAP, FLASHRL_JOB
-    from flashrl_operator.resource import Resource
+    from flashrl_operator.kinds import CONFIG_MAP, FLASHRL_EXPERIMENT, FLASHRL_JOB
 
-    experiments = Resource(API_VERSION, EXPERIMENT_KIND, EXPERIMENT_PLURAL)
     pairs: list[tuple[str, str]] = [(name, name) for name in jobs]
     title = f"FlashRL comparison: {', '.join(jobs)}"
     if experiment is not None:
-        raw = await client.get(experiments, namespace, experiment)
+        raw = await client.get(FLASHRL_EXPERIMENT, namespace, experiment)
         if raw is None:
             raise MetricsInputError(f"{EXPERIMENT_KIND} {namespace}/{experiment} does not exist")
         pairs = experiment_jobs(parse_experiment(raw)) + pairs
