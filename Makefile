@@ -45,7 +45,7 @@ test: install tools lint ## The whole suite: lint, unit, integration (kmock), Ra
 test-unit: install ## Unit tests only
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
 
-demo: install ## Run the main job end to end with no cluster (emulated API and KubeRay)
+demo: install ## Run the main job end to end with no cluster (emulated API and KubeRay), then an experiment and its report
 	$(BIN)/flashrl demo
 
 bench: install ## Benchmarks (not tests); figures go to docs/benchmarks.md

@@ -262,7 +262,9 @@ def _add_demo(sub: _Subparsers) -> Handler:
         description="Start the real operator against an in-process emulated Kubernetes API server "
         "(kmock, on 127.0.0.1), apply the example FlashRLJob, play KubeRay's part (RayJob status "
         "transitions) and the launcher's (training progress), and print the timeline and the "
-        "rendered RayJob. Needs no cluster; exits non-zero if the lifecycle does not complete.",
+        "rendered RayJob. Then run an emulated two-variant FlashRLExperiment (blockwise FP8 vs BF16, "
+        "synthetic metrics) and write its comparison report. Needs no cluster; exits non-zero if "
+        "either does not complete.",
     )
     p.add_argument(
         "--file",
@@ -272,6 +274,12 @@ def _add_demo(sub: _Subparsers) -> Handler:
     )
     p.add_argument(
         "--deadline", type=float, default=45.0, help="seconds the whole lifecycle may take (default: 45)"
+    )
+    p.add_argument(
+        "--report",
+        default="flashrl-demo-report",
+        metavar="DIR",
+        help="where the experiment's report goes (default: ./flashrl-demo-report); '' skips the experiment",
     )
     return _cmd_demo
 
@@ -297,7 +305,15 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         meta = obj.get("metadata", {})
         print(f"  {obj.get('apiVersion')} {obj.get('kind')} {meta.get('namespace', '-')}/{meta.get('name')}")
     print()
-    return run_demo(source, sys.stdout, sys.stderr, deadline_s=args.deadline)
+    status = run_demo(source, sys.stdout, sys.stderr, deadline_s=args.deadline)
+    if status != 0 or not args.report:
+        return status
+    try:
+        from flashrl_operator.sim.experiment_demo import run_experiment_demo
+    except ImportError as exc:
+        print(f"the demo's experiment needs the report extra (matplotlib): {exc}", file=sys.stderr)
+        return 1
+    return run_experiment_demo(sys.stdout, sys.stderr, Path(args.report))
 
 
 def _add_operator(sub: _Subparsers) -> Handler:

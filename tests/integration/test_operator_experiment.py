@@ -225,3 +225,17 @@ async def test_an_invalid_experiment_is_failed_with_field_paths_and_creates_noth
     assert status["reason"] == "InvalidSpec"
     assert "spec.variants[1].spec.data.train: changes the data" in status["message"]
     assert [j for j in await cluster.api.list(JOBS_RESOURCE, NAMESPACE)] == []
+
+
+def test_the_demos_experiment_completes_and_writes_its_report(tmp_path: Path) -> None:
+    import io
+
+    from flashrl_operator.sim.experiment_demo import run_experiment_demo
+
+    out, err = io.StringIO(), io.StringIO()
+    assert run_experiment_demo(out, err, tmp_path / "report", deadline_s=90.0, steps=8) == 0, err.getvalue()
+    text = out.getvalue()
+    assert "experiment: Succeeded, 2/2 variants finished" in text
+    assert "read 2 histories over the API" in text
+    page = (tmp_path / "report" / "report.html").read_text()
+    assert "SYNTHETIC" in page and page.count('src="data:image/png;base64,') == 8
