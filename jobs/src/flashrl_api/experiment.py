@@ -471,11 +471,11 @@ def variant_jobs(
 # --- parsing ---------------------------------------------------------------------------------------
 
 
-def _variant_path(index: int, spec_path: str, partial: Mapping[str, Any]) -> str:
+def variant_field_path(index: int, spec_path: str, partial: Mapping[str, Any]) -> str:
     """Where a problem of a merged spec belongs: the variant's field when it set it, else the template's."""
     rest = spec_path.removeprefix("spec.")
     for path in set_paths(partial):
-        if rest == path or rest.startswith(path + ".") or path.startswith(rest + "."):
+        if rest == path or rest.startswith((path + ".", path + "[")) or path.startswith(rest + "."):
             return f"spec.variants[{index}].spec.{rest}"
     return f"spec.template.{rest}"
 
@@ -563,7 +563,7 @@ def experiment_problems(
             variant_spec(template_wire, variant, name or "x"), prefix="spec"
         )
         for problem in merged_problems:
-            path = _variant_path(i, problem.path, variant.spec)
+            path = variant_field_path(i, problem.path, variant.spec)
             if path in template_paths:
                 continue  # the template's own problem, already reported once
             suffix = "" if path.startswith(where) else f" (in variant {variant.name!r})"
@@ -642,6 +642,7 @@ __all__ = [
     "setup_changes",
     "setup_changes_allowed",
     "supports_channel_fp8",
+    "variant_field_path",
     "variant_jobs",
     "variant_spec",
     "variants_of",

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import json
 import logging
 import time
 from collections.abc import Mapping
@@ -47,23 +48,28 @@ from flashrl_operator.status_mapping import Observation, desired_status, status_
 
 logger = logging.getLogger(__name__)
 
+#: Specs whose verl check results are remembered (a check takes about a second).
+_CONFIG_CACHE_SIZE = 256
+
 
 def override_problems(job: FlashRLJob) -> list[str]:
-    """verl overrides that do not compose against the pinned verl config (when it is importable).
+    """What verl 0.9.1 would refuse in the job's configuration, when verl's config is importable here.
 
-    The check needs hydra and verl's config files; where they are missing (a slim operator image),
-    the API's own syntax checks are all there is, and the launcher checks again before verl starts.
+    The overrides are composed against the pinned verl config and verl's own start-up checks run on
+    the result (``flashrl_jobs.verl_config.check_config``), each problem at the FlashRLJob field or
+    override it came from. The model-dependent checks are left to the launcher: a model path names a
+    directory inside the pods, not on the operator's filesystem. Where hydra or verl is missing (a slim
+    operator image), the API's own checks are all there is, and the launcher checks again before verl
+    starts.
     """
-    if not job.spec.overrides:
-        return []
     try:
-        from flashrl_jobs.verl_config import check_user_overrides
+        from flashrl_jobs.verl_config import check_config
     except ImportError:
         return []
     try:
-        return [str(p) for p in check_user_overrides(job)]
+        return [str(p) for p in check_config(job, model_files=False).problems]
     except Exception as exc:  # Unavailable config is not the user's error; the launcher rechecks.
-        logger.warning("verl overrides not checked: %s", exc)
+        logger.warning("verl configuration not checked: %s", exc)
         return []
 
 
@@ -76,7 +82,7 @@ class Reconciler:
         self._check_overrides = check_overrides
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
         self._first_seen: dict[str, datetime.datetime] = {}
-        self._override_cache: dict[tuple[str, ...], list[str]] = {}
+        self._override_cache: dict[str, list[str]] = {}
         #: Reads the API server refused (RBAC from an older chart), each logged once.
         self._refused_reads: set[str] = set()
 
@@ -116,10 +122,13 @@ class Reconciler:
             job = parse_job({k: v for k, v in body.items() if k != "status"})
         except SpecError as exc:
             return None, [str(p) for p in exc.problems]
-        if not self._check_overrides or not job.spec.overrides:
+        if not self._check_overrides:
             return job, []
-        key = tuple(job.spec.overrides)
+        # verl's checks read the whole configuration the spec renders, not only the overrides.
+        key = json.dumps(job.spec.to_wire(), sort_keys=True)
         if key not in self._override_cache:
+            if len(self._override_cache) >= _CONFIG_CACHE_SIZE:
+                self._override_cache.pop(next(iter(self._override_cache)))
             self._override_cache[key] = await asyncio.to_thread(override_problems, job)
         return job, self._override_cache[key]
 
