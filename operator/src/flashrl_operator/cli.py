@@ -340,15 +340,10 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         meta = obj.get("metadata", {})
         print(f"  {obj.get('apiVersion')} {obj.get('kind')} {meta.get('namespace', '-')}/{meta.get('name')}")
     print()
-    status = run_demo(source, sys.stdout, sys.stderr, deadline_s=args.deadline)
-    if status != 0 or not args.report:
-        return status
-    try:
-        from flashrl_operator.sim.experiment_demo import run_experiment_demo
-    except ImportError as exc:
-        print(f"the demo's experiment needs the report extra (matplotlib): {exc}", file=sys.stderr)
-        return 1
-    return run_experiment_demo(sys.stdout, sys.stderr, Path(args.report))
+    experiment_report = Path(args.report) if args.report else None
+    return run_demo(
+        source, sys.stdout, sys.stderr, deadline_s=args.deadline, experiment_report=experiment_report
+    )
 
 
 def _add_operator(sub: _Subparsers) -> Handler:
