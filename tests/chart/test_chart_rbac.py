@@ -16,7 +16,7 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("flashrl.dev", "flashrljobs/status"): {"get", "patch"},
     ("flashrl.dev", "flashrlexperiments"): {"get", "list", "watch", "patch"},
     ("flashrl.dev", "flashrlexperiments/status"): {"get", "patch"},
-    ("ray.io", "rayjobs"): {"get", "list", "watch", "create", "patch"},
+    ("ray.io", "rayjobs"): {"get", "list", "watch", "create", "patch", "delete"},
     ("ray.io", "rayclusters"): {"get"},
     ("", "pods"): {"list"},
     ("", "configmaps"): {"get", "create", "patch"},

@@ -74,6 +74,9 @@ class OperatorConfig:
     max_retry_delay: float = 300.0
     """Upper bound of the retry backoff."""
 
+    retry_backoff: float = 30.0
+    """Seconds before the second attempt of a failed job; doubles per attempt (capped at 10 minutes)."""
+
     resync_interval: float = 60.0
     """Seconds between periodic reconciles of every job (catches missed events)."""
 
@@ -251,7 +254,9 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
             config.retry_delay,
             credentials=functools.partial(credentials, settings),
         )
-        ctx.reconciler = Reconciler(ctx.kube, ctx.metrics, check_overrides=config.check_overrides)
+        ctx.reconciler = Reconciler(
+            ctx.kube, ctx.metrics, check_overrides=config.check_overrides, retry_backoff=config.retry_backoff
+        )
         ctx.experiments = ExperimentReconciler(ctx.kube)
         ctx.history = HistoryRecorder(ctx.kube)
         if config.metrics_port is not None:
