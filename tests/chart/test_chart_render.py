@@ -25,6 +25,12 @@ VALUE_SETS: dict[str, dict[str, str]] = {
         "metrics.serviceMonitor.labels.release": "prom",
     },
     "crds-disabled": {"crds.enabled": "false"},
+    "monitoring": {
+        "metrics.serviceMonitor.enabled": "true",
+        "monitoring.podMonitor.enabled": "true",
+        "monitoring.prometheusRule.enabled": "true",
+        "monitoring.dashboard.enabled": "true",
+    },
     "custom-image": {
         "image.repository": "registry.example.com/flashrl/operator",
         "image.tag": "9.9.9",
@@ -41,7 +47,7 @@ VALUE_SETS: dict[str, dict[str, str]] = {
 }
 
 #: Kinds with no schema in kubernetes-validate; checked by dedicated tests instead.
-CUSTOM_KINDS = {"ServiceMonitor"}
+CUSTOM_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
 
 
 @pytest.mark.parametrize("name", sorted(VALUE_SETS))

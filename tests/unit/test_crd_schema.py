@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -294,6 +295,23 @@ BAD_SPECS: list[tuple[str, dict[str, Any], str]] = [
     ("quant-enum", {"rollout": {"quantization": "fp4"}}, "spec.rollout.quantization"),
     ("tis-enum", {"correction": {"tis": {"level": "tokens"}}}, "spec.correction.tis.level"),
     ("cap-zero", {"correction": {"tis": {"cap": 0}}}, "spec.correction.tis.cap"),
+    ("guard-negative-kl", {"correction": {"guard": {"maxKL": -0.1}}}, "spec.correction.guard.maxKL"),
+    (
+        "guard-ess-above-one",
+        {"correction": {"guard": {"minEffectiveSampleSize": 1.5}}},
+        "spec.correction.guard.minEffectiveSampleSize",
+    ),
+    (
+        "guard-ess-negative",
+        {"correction": {"guard": {"minEffectiveSampleSize": -0.2}}},
+        "spec.correction.guard.minEffectiveSampleSize",
+    ),
+    (
+        "guard-zero-steps",
+        {"correction": {"guard": {"consecutiveSteps": 0}}},
+        "spec.correction.guard.consecutiveSteps",
+    ),
+    ("guard-action", {"correction": {"guard": {"action": "Stop"}}}, "spec.correction.guard.action"),
     ("nodes-string", {"resources": {"nodes": "two"}}, "spec.resources.nodes"),
     ("gpus-17", {"resources": {"gpusPerNode": 17}}, "spec.resources.gpusPerNode"),
     ("memory-pattern", {"resources": {"memory": "lots"}}, "spec.resources.memory"),
@@ -467,6 +485,8 @@ def test_printer_columns() -> None:
         "Step",
         "Steps",
         "Checkpoint",
+        "Val-Score",
+        "Mismatch-KL",
         "Quantization",
         "Nodes",
         "Attempt",
@@ -481,11 +501,16 @@ def test_printer_columns() -> None:
         if column["jsonPath"].startswith(".metadata."):
             continue
         node = root_schema()
-        for part in column["jsonPath"].lstrip(".").split("."):
-            assert part in node.get("properties", {}), (
+        # A filter (``metrics[?(@.name=="rollout_corr/kl")]``) selects an item of a list.
+        for part in re.sub(r"\[\?\(.*?\)\]", "[]", column["jsonPath"]).lstrip(".").split("."):
+            name = part.removesuffix("[]")
+            assert name in node.get("properties", {}), (
                 f"{column['name']}: {column['jsonPath']} is not a field"
             )
-            node = node["properties"][part]
+            node = node["properties"][name]
+            if part.endswith("[]"):
+                assert node["type"] == "array", column["name"]
+                node = node["items"]
         assert node["type"] == column["type"], column["name"]
 
 

@@ -317,7 +317,8 @@ def test_head_is_cpu_only_and_runs_as_the_launcher() -> None:
         assert env[key] == value
     assert c["envFrom"] == [{"secretRef": {"name": "hf-token"}}, {"secretRef": {"name": "wandb"}}]
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
-    assert ports == {"gcs-server": 6379, "dashboard": 8265, "client": 10001}
+    # Ray's ports and the launcher's /metrics (the chart's PodMonitor scrapes it by name).
+    assert ports == {"gcs-server": 6379, "dashboard": 8265, "client": 10001, "flashrl-metrics": 9450}
     # KubeRay injects Ray-aware probes only into empty slots; ours would gate submission.
     assert "readinessProbe" not in c
     assert "livenessProbe" not in c

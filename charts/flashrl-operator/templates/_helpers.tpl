@@ -77,9 +77,10 @@ namespaced Role (watchNamespaces mode). No wildcards.
 {{- define "flashrl-operator.rules" -}}
 # Exactly what the operator does (docs/operator.md, "RBAC"); children go by ownerReference garbage
 # collection, except a failed attempt's RayJob, deleted to free its GPUs before the next attempt.
-# FlashRLJobs: watch them; kopf keeps its bookkeeping in annotations (patch). create: a
-# FlashRLExperiment's variants are FlashRLJobs the operator creates (owned by the experiment, so they
-# go with it by garbage collection).
+# FlashRLJobs: watch them; patch sets spec.lifecycle.suspend when spec.correction.guard suspends a
+# drifting job (action Suspend).
+# create: a FlashRLExperiment's variants are FlashRLJobs the operator creates (owned by the
+# experiment, so they go with it by garbage collection).
 - apiGroups: ["flashrl.dev"]
   resources: ["flashrljobs"]
   verbs: ["get", "list", "watch", "create", "patch"]

@@ -167,11 +167,48 @@ class TisSpec(ApiModel):
     """Divide the weights by their batch mean."""
 
 
+GuardAction = Literal["Alert", "Suspend"]
+
+
+class MismatchGuardSpec(ApiModel):
+    """Watch the rollout/trainer mismatch while the job runs and act when it drifts.
+
+    The operator compares the newest values in status.metrics with these thresholds; a metric out of
+    bounds for consecutiveSteps training steps sets the RolloutMismatch condition (reason
+    MismatchDrift), emits a Warning Event naming the metric, its value and the threshold, and with
+    action Suspend suspends the job (its checkpoints stay; set lifecycle.suspend back to false to
+    resume). The defaults are the warning levels of verl's rollout-correction docs
+    (docs/algo/rollout_corr.md, "Conditional Alerting Based on Metrics": abs(kl) > 0.1 and an
+    effective sample size below 0.3). Unset a threshold (null) to stop checking it."""
+
+    max_kl: float | None = Field(default=0.1, ge=0.0, le=100.0, alias="maxKL")
+    """Upper bound of |rollout_corr/kl|, the mean log-ratio between the rollout and trainer policies.
+    verl's docs warn above 0.1."""
+
+    min_effective_sample_size: float | None = Field(default=0.3, ge=0.0, le=1.0)
+    """Lower bound of rollout_corr/rollout_is_eff_sample_size, the normalised effective sample size
+    of the IS weights (0..1). verl's docs warn below 0.3."""
+
+    max_probs_diff_mean: float | None = Field(default=None, ge=0.0, le=1.0)
+    """Upper bound of training/rollout_probs_diff_mean, the mean |p_rollout - p_trainer| per token.
+    verl gives no level for it; unset by default."""
+
+    consecutive_steps: int = Field(default=3, ge=1, le=1000)
+    """How many consecutive training steps a metric must stay out of bounds before the guard acts
+    (one noisy step is not drift)."""
+
+    action: GuardAction = "Alert"
+    """Alert: condition and Warning Event only. Suspend: also suspend the job."""
+
+
 class CorrectionSpec(ApiModel):
     """How the mismatch between the FP8 rollout policy and the bf16 trainer policy is corrected."""
 
     tis: TisSpec = Field(default_factory=TisSpec)
     """Truncated importance sampling settings."""
+
+    guard: MismatchGuardSpec = Field(default_factory=MismatchGuardSpec)
+    """Thresholds on the rollout/trainer mismatch that the operator watches while the job runs."""
 
 
 class OverlongBufferSpec(ApiModel):

@@ -120,8 +120,10 @@ def needs_reconcile(event_type: str | None, body: Mapping[str, Any]) -> bool:
     Every job listed when the operator starts (``event_type`` None) is reconciled, as is any job
     whose ``metadata.generation`` the status has not observed yet: a new job or a spec edit.
     Changes to the status (the operator's own writes, the launcher's progress) and to metadata do
-    not; the RayJob's changes and the periodic resync cover the rest. The job itself carries the
-    only bookkeeping there is (``status.observedGeneration``): kopf stores nothing on it.
+    not; the RayJob's changes and the periodic resync cover the rest (the mismatch guard judges the
+    launcher's ``status.metrics`` at each of those reconciles: a step takes minutes, the resync one).
+    The job itself carries the only bookkeeping there is (``status.observedGeneration``): kopf stores
+    nothing on it.
     """
     if event_type == "DELETED":
         return False

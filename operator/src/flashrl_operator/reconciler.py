@@ -34,6 +34,7 @@ from dataclasses import replace
 from typing import Any, Final
 
 from flashrl_api import KIND, FlashRLJob, FlashRLJobStatus, SpecError, parse_job
+from flashrl_api.spec import RolloutSpec
 from flashrl_api.status import RECOVERABLE_FAILURES, Reason
 from flashrl_operator import kuberay
 from flashrl_operator.attempts import Attempts, Reported, on_failure
@@ -51,9 +52,14 @@ from flashrl_operator.status_mapping import (
     Observation,
     decide_phase,
     desired_status,
+    guard_observation,
+    guard_tripped_now,
     status_events,
     status_patch,
 )
+
+#: ``spec.rollout.quantization`` when the stored object omits it (the CRD defaults it on admission).
+DEFAULT_QUANTIZATION = RolloutSpec.model_fields["quantization"].default
 
 logger = logging.getLogger(__name__)
 
@@ -274,12 +280,20 @@ class Reconciler:
             ray_cluster=cluster_view,
             pod_problems=await self._pod_problems(namespace, ray_view, cluster_view),
             previous=previous,
+            guard=guard_observation(job.spec.correction.guard, previous),
         )
         if not final and rejected is None:
             obs = await self._attempts(
                 body, job, obs, attempts, reported, now_dt, created, deleted=deleted, waiting=waiting
             )
-        await self._write_status(body, previous, desired_status(obs, now), uid, created)
+        status = desired_status(obs, now)
+        await self._write_status(body, previous, status, uid, created)
+        if (
+            job.spec.correction.guard.action == "Suspend"
+            and not job.spec.lifecycle.suspend
+            and guard_tripped_now(previous, status)
+        ):
+            await self._suspend_for_mismatch(body)
 
     def _attempt_context(
         self, job: FlashRLJob, attempts: Attempts, created: datetime.datetime
@@ -403,6 +417,22 @@ class Reconciler:
 
         self._wakeups[key] = loop.call_later(delay, fire)
 
+    async def _suspend_for_mismatch(self, body: Mapping[str, Any]) -> None:
+        """spec.correction.guard.action Suspend: set spec.lifecycle.suspend (the normal suspend path
+        then deletes the Ray cluster; checkpoints stay). Done once, when the guard trips."""
+        meta = body.get("metadata") or {}
+        namespace, name = str(meta.get("namespace") or "default"), str(meta["name"])
+        patch = {"spec": {"lifecycle": {"suspend": True}}}
+        await self._kube.patch(FLASHRL_JOB, namespace, name, patch)
+        message = (
+            "Suspended by spec.correction.guard (action Suspend): the rollout/trainer mismatch drifted; "
+            "set spec.lifecycle.suspend to false to resume from the newest checkpoint"
+        )
+        logger.warning("FlashRLJob %s/%s: %s", namespace, name, message)
+        await self._kube.create_event(
+            {**body, "kind": body.get("kind") or KIND}, "Warning", Reason.MISMATCH_DRIFT, message
+        )
+
     async def _ray_cluster(
         self, namespace: str, ray_job: RayJobView | None, previous: Mapping[str, Any]
     ) -> RayClusterView | None:
@@ -456,7 +486,9 @@ class Reconciler:
         patch = status_patch(previous, desired)
         if patch:
             await self._kube.patch_status(FLASHRL_JOB, namespace, name, patch)
-        self._metrics.observe_phase(uid, str(desired.phase), created)
+        rollout = (body.get("spec") or {}).get("rollout") or {}
+        quantization = str(rollout.get("quantization") or DEFAULT_QUANTIZATION)
+        self._metrics.observe_phase(uid, str(desired.phase), created, (namespace, name, quantization))
         involved = {**body, "kind": body.get("kind") or KIND}
         for event in status_events(previous, desired):
             log = logger.warning if event.type == "Warning" else logger.info

@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from flashrl_api import FlashRLJob, FlashRLJobSpec
 from flashrl_api.spec import GPU_PRODUCT_LABEL, VolumeSpec
-from flashrl_jobs.contract import SPEC_DIR
+from flashrl_jobs.contract import DEFAULT_METRICS_PORT, METRICS_PORT_NAME, SPEC_DIR
 from flashrl_jobs.engine_env import pod_env
 from flashrl_operator.render.labels import labels
 from flashrl_operator.render.names import child_names
@@ -33,6 +33,9 @@ SHM_VOLUME: Final = "dshm"
 SHM_PATH: Final = "/dev/shm"
 #: Ray's default ports, named as KubeRay expects (it builds the head Service from these names).
 HEAD_PORTS: Final = (("gcs-server", 6379), ("dashboard", 8265), ("client", 10001))
+#: The launcher's Prometheus ``/metrics`` (verl's metrics of the running job) at the launcher's default
+#: port; the chart's PodMonitor scrapes the head pods' port of this name.
+METRICS_PORT: Final = (METRICS_PORT_NAME, DEFAULT_METRICS_PORT)
 
 #: Any taint on GPU nodes keyed nvidia.com/gpu (GKE uses =present, others =true).
 GPU_TOLERATION: Final = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
@@ -106,7 +109,9 @@ def head_template(job: FlashRLJob, attempt_env: Mapping[str, str] | None = None)
     container = _container(spec, HEAD_CONTAINER)
     container.update(
         {
-            "ports": [{"name": n, "containerPort": p, "protocol": "TCP"} for n, p in HEAD_PORTS],
+            "ports": [
+                {"name": n, "containerPort": p, "protocol": "TCP"} for n, p in (*HEAD_PORTS, METRICS_PORT)
+            ],
             "resources": {"requests": dict(resources), "limits": dict(resources)},
             "env": _env(spec, {"NVIDIA_VISIBLE_DEVICES": "void", **(attempt_env or {})}),
             "volumeMounts": [

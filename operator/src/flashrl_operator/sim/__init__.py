@@ -42,6 +42,7 @@ from flashrl_operator.sim.standins import (
     failed,
     image_pull_backoff,
     unschedulable,
+    verl_step_metrics,
 )
 
 __all__ = [
@@ -78,5 +79,6 @@ __all__ = [
     "object_path",
     "resource_key",
     "unschedulable",
+    "verl_step_metrics",
     "watch_started",
 ]
