@@ -89,7 +89,7 @@ async def run_variant(cluster: Cluster, job: str, precision: str, *, fail_at: in
             continue
         if fail_at is not None and step > fail_at:
             break
-        await cluster.kuberay.report_metrics(NAMESPACE, job, step, STEPS, record["data"], REPORTED)
+        await cluster.kuberay.report_named_metrics(NAMESPACE, job, step, STEPS, record["data"], REPORTED)
         # One status patch per step, as the launcher makes: wait until the operator recorded it.
         await eventually(
             functools.partial(history_step, cluster, job, step), f"{job} history to reach step {step}", 10.0

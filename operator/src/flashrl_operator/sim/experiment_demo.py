@@ -116,7 +116,7 @@ async def run_experiment(out: TextIO, report_dir: Path, deadline: float, steps: 
         for record_pair in zip(*streams.values(), strict=True):
             for job, record in zip(jobs, record_pair, strict=True):
                 if record["step"] > 0:
-                    await kuberay.report_metrics(
+                    await kuberay.report_named_metrics(
                         NAMESPACE, job, record["step"], steps, record["data"], REPORTED
                     )
             # Let the operator record each step before the next (the launcher reports once per step).

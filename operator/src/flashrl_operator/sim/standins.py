@@ -417,7 +417,7 @@ class KubeRayStandIn:
         patch = {"status": {"progress": progress}}
         await self._launcher.patch(JOBS_RESOURCE, namespace, job, patch, subresource="status")
 
-    async def report_metrics(
+    async def report_named_metrics(
         self, namespace: str, job: str, step: int, total: int, data: Mapping[str, Any], names: Sequence[str]
     ) -> None:
         """What the launcher does after a step once verl's metrics are in: progress and ``status.metrics``
