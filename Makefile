@@ -46,14 +46,15 @@ test: install tools lint ## The whole suite: lint, unit, integration (kmock), Ra
 test-unit: install ## Unit tests only
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
 
-demo: install ## Run the main job end to end with no cluster (emulated API and KubeRay)
+demo: install ## Run the main job end to end with no cluster (emulated API and KubeRay), then an experiment and its report
 	$(BIN)/flashrl demo
 
 bench: install ## Benchmarks (not tests); figures go to docs/benchmarks.md
 	$(BIN)/python -m bench
 
-crd: install ## Regenerate the committed CRD from the API models
+crd: install ## Regenerate the committed CRDs from the API models
 	$(BIN)/flashrl crd > charts/flashrl-operator/files/crds/flashrljobs.flashrl.dev.yaml
+	$(BIN)/flashrl crd --kind FlashRLExperiment > charts/flashrl-operator/files/crds/flashrlexperiments.flashrl.dev.yaml
 
 e2e: ## kind e2e (needs Docker and kind): build images, install KubeRay and the chart, run a job
 	bash tests/e2e/run.sh

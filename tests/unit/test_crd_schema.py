@@ -28,7 +28,10 @@ from flashrl_api.pins import default_trainer_image
 from flashrl_operator.crd import build_crd, crd_yaml
 
 REPO = Path(__file__).resolve().parents[2]
-EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+#: The FlashRLJob examples (the experiment example is checked against its own CRD in test_experiment).
+EXAMPLES = sorted(
+    p for p in (REPO / "examples").glob("*.yaml") if "\nkind: FlashRLJob\n" in p.read_text(encoding="utf-8")
+)
 
 FORBIDDEN_KEYWORDS = ("$ref", "$defs", "definitions", "anyOf", "oneOf", "allOf", "not", "title", "const")
 

@@ -95,7 +95,12 @@ JOBS: dict[str, dict[str, Any]] = {
 }
 
 
-EXAMPLES = {f"example:{p.name}": p for p in sorted((REPO / "examples").glob("*.yaml"))}
+#: The FlashRLJob examples (a FlashRLExperiment's variants are rendered from its jobs in test_experiment).
+EXAMPLES = {
+    f"example:{p.name}": p
+    for p in sorted((REPO / "examples").glob("*.yaml"))
+    if "\nkind: FlashRLJob\n" in p.read_text(encoding="utf-8")
+}
 CASES = sorted(JOBS) + sorted(EXAMPLES)
 
 

@@ -79,13 +79,22 @@ namespaced Role (watchNamespaces mode). No wildcards.
 # collection, except a failed attempt's RayJob, deleted to free its GPUs before the next attempt.
 # FlashRLJobs: watch them; patch sets spec.lifecycle.suspend when spec.correction.guard suspends a
 # drifting job (action Suspend).
+# create: a FlashRLExperiment's variants are FlashRLJobs the operator creates (owned by the
+# experiment, so they go with it by garbage collection).
 - apiGroups: ["flashrl.dev"]
   resources: ["flashrljobs"]
-  verbs: ["get", "list", "watch", "patch"]
+  verbs: ["get", "list", "watch", "create", "patch"]
 # Status: phase, conditions. Also the verbs each job's launcher Role grants (get, patch on its own
 # flashrljobs/status): Kubernetes only lets the operator grant what it holds.
 - apiGroups: ["flashrl.dev"]
   resources: ["flashrljobs/status"]
+  verbs: ["get", "patch"]
+# FlashRLExperiments: watched; their status gathers the variants' phase, step and latest metrics.
+- apiGroups: ["flashrl.dev"]
+  resources: ["flashrlexperiments"]
+  verbs: ["get", "list", "watch", "patch"]
+- apiGroups: ["flashrl.dev"]
+  resources: ["flashrlexperiments/status"]
   verbs: ["get", "patch"]
 # The RayJob of each attempt of a FlashRLJob; watched to mirror its status. A failed attempt's RayJob
 # is deleted when the next attempt starts, so its Ray cluster does not hold the GPUs until its TTL.

@@ -7,7 +7,10 @@ the integration tests and the benchmark run the real operator against it.
 
 from flashrl_operator.sim.apiserver import (
     ACTOR_HEADER,
+    CONFIG_MAPS_RESOURCE,
     EVENTS_RESOURCE,
+    EXPERIMENTS_RESOURCE,
+    GARBAGE_COLLECTOR,
     JOBS_RESOURCE,
     KUBELET,
     KUBERAY,
@@ -33,6 +36,7 @@ from flashrl_operator.sim.standins import (
     SUCCEEDED,
     SUSPENDED,
     TRAINING,
+    GarbageCollectorStandIn,
     KubeRayStandIn,
     cluster_status,
     failed,
@@ -44,7 +48,10 @@ from flashrl_operator.sim.standins import (
 __all__ = [
     "ACTOR_HEADER",
     "CLUSTER_STARTING",
+    "CONFIG_MAPS_RESOURCE",
     "EVENTS_RESOURCE",
+    "EXPERIMENTS_RESOURCE",
+    "GARBAGE_COLLECTOR",
     "JOBS_RESOURCE",
     "KUBELET",
     "KUBERAY",
@@ -61,6 +68,7 @@ __all__ = [
     "ApiClient",
     "EmulatedApiServer",
     "EmulatedCluster",
+    "GarbageCollectorStandIn",
     "KubeRayStandIn",
     "Write",
     "cluster_status",

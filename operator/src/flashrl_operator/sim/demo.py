@@ -418,10 +418,13 @@ def run_demo(
     out: TextIO,
     err: TextIO,
     deadline_s: float = DEFAULT_DEADLINE,
+    experiment_report: Path | None = None,
 ) -> int:
     """Run the demo; 0 when the lifecycle completed, 1 when it did not, 2 for an invalid manifest.
 
-    ``manifest_path`` ``None`` runs the packaged example (:data:`EXAMPLE`).
+    ``manifest_path`` ``None`` runs the packaged example (:data:`EXAMPLE`). With
+    ``experiment_report``, the demo goes on with an emulated two-variant experiment and writes its
+    report there (:mod:`flashrl_operator.sim.experiment_demo`).
     """
     path: Path | Traversable = EXAMPLE
     if isinstance(manifest_path, str):
@@ -455,4 +458,8 @@ def run_demo(
         f"second attempt and Succeeded in {elapsed:.1f}s.",
         file=out,
     )
-    return 0
+    if experiment_report is None:
+        return 0
+    from flashrl_operator.sim.experiment_demo import run_experiment_demo
+
+    return run_experiment_demo(out, err, experiment_report)

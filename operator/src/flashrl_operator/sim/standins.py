@@ -14,7 +14,7 @@ Every name of KubeRay's it writes comes from :mod:`flashrl_operator.kuberay`.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -40,7 +40,9 @@ from flashrl_operator.kuberay import (
     NodeType,
     desired_worker_replicas,
 )
+from flashrl_operator.resource import Resource
 from flashrl_operator.sim.apiserver import (
+    GARBAGE_COLLECTOR,
     JOBS_RESOURCE,
     KUBELET,
     KUBERAY,
@@ -50,6 +52,8 @@ from flashrl_operator.sim.apiserver import (
     RAY_JOBS_RESOURCE,
     SCHEDULER,
     ApiClient,
+    EmulatedApiServer,
+    resource_key,
 )
 
 #: KubeRay's RayJob status at each step of a normal run (see docs/operator.md for the mapping).
@@ -413,6 +417,16 @@ class KubeRayStandIn:
         patch = {"status": {"progress": progress}}
         await self._launcher.patch(JOBS_RESOURCE, namespace, job, patch, subresource="status")
 
+    async def report_named_metrics(
+        self, namespace: str, job: str, step: int, total: int, data: Mapping[str, Any], names: Sequence[str]
+    ) -> None:
+        """What the launcher does after a step once verl's metrics are in: progress and ``status.metrics``
+        (the latest value of ``names``, as ``{name, value, step}``) in one status patch."""
+        metrics = [{"name": n, "value": data[n], "step": step} for n in names if n in data]
+        progress = {"step": step, "totalSteps": total, "updateTime": now_rfc3339()}
+        patch = {"status": {"progress": progress, "metrics": metrics}}
+        await self._launcher.patch(JOBS_RESOURCE, namespace, job, patch, subresource="status")
+
     async def report_checkpoint(
         self, namespace: str, job: str, step: int, path: str, attempt: int | None = None
     ) -> None:
@@ -422,6 +436,44 @@ class KubeRayStandIn:
             checkpoint["attempt"] = attempt
         patch = {"status": {"checkpoint": checkpoint}}
         await self._launcher.patch(JOBS_RESOURCE, namespace, job, patch, subresource="status")
+
+
+class GarbageCollectorStandIn:
+    """Kubernetes' garbage collector, played: deletes objects whose owners are gone.
+
+    The emulated API server deletes only what it is asked to; in a cluster the controller manager's
+    garbage collector then deletes every object whose ``ownerReferences`` name a deleted owner (by
+    uid), and what those owned in turn. :meth:`collect` does one full pass, as often as it is called.
+    """
+
+    def __init__(self, server: EmulatedApiServer, api: ApiClient) -> None:
+        self._server = server
+        self._api = api.as_actor(GARBAGE_COLLECTOR)
+
+    async def collect(self) -> list[str]:
+        """Delete every orphan, repeating until none is left; returns ``kind namespace/name`` of each."""
+        deleted: list[str] = []
+        while True:
+            live = {
+                str((obj.raw.get("metadata") or {}).get("uid"))
+                for obj in self._server.objects.values()
+                if not obj.deleted
+            }
+            orphans = [
+                (key, obj.raw)
+                for key, obj in list(self._server.objects.items())
+                if not obj.deleted
+                and (refs := (obj.raw.get("metadata") or {}).get("ownerReferences"))
+                and not any(str(ref.get("uid")) in live for ref in refs)
+            ]
+            if not orphans:
+                return deleted
+            for (resource, namespace, name), raw in orphans:
+                key = resource_key(
+                    Resource(str(raw.get("apiVersion")), str(raw.get("kind")), str(resource.plural))
+                )
+                await self._api.delete(key, str(namespace), name)
+                deleted.append(f"{raw.get('kind')} {namespace}/{name}")
 
 
 def verl_step_metrics(step: int, total: int) -> dict[str, float]:
