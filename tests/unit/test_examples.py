@@ -11,7 +11,10 @@ from flashrl_api import FlashRLJob, load_job_file
 from flashrl_operator.render import render
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
-EXAMPLES = sorted(EXAMPLES_DIR.glob("*.yaml"))
+#: The FlashRLJob examples (examples/flashrlexperiment.yaml is tested with the experiment API).
+EXAMPLES = sorted(
+    p for p in EXAMPLES_DIR.glob("*.yaml") if "\nkind: FlashRLJob\n" in p.read_text(encoding="utf-8")
+)
 EXPECTED = {
     "flashrljob.yaml",
     "flashrljob-channel-fp8.yaml",
@@ -49,6 +52,7 @@ def test_example_validates_and_renders(path: Path) -> None:
         "Role",
         "RoleBinding",
         "ConfigMap",
+        "NetworkPolicy",
         "Job",
         "RayJob",
     ]

@@ -13,14 +13,18 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from flashrl_api import GROUP, KIND, PLURAL, VERSION
+from flashrl_api.experiment import EXPERIMENT_KIND, EXPERIMENT_PLURAL
 from flashrl_operator import kuberay
 from flashrl_operator.resource import Resource
 
 FLASHRL_JOB: Final = Resource(f"{GROUP}/{VERSION}", KIND, PLURAL)
+#: The operator reads FlashRLExperiments, creates their FlashRLJobs and writes their status.
+FLASHRL_EXPERIMENT: Final = Resource(f"{GROUP}/{VERSION}", EXPERIMENT_KIND, EXPERIMENT_PLURAL)
 SERVICE_ACCOUNT: Final = Resource("v1", "ServiceAccount", "serviceaccounts")
 CONFIG_MAP: Final = Resource("v1", "ConfigMap", "configmaps")
 ROLE: Final = Resource("rbac.authorization.k8s.io/v1", "Role", "roles")
 ROLE_BINDING: Final = Resource("rbac.authorization.k8s.io/v1", "RoleBinding", "rolebindings")
+NETWORK_POLICY: Final = Resource("networking.k8s.io/v1", "NetworkPolicy", "networkpolicies")
 EVENT: Final = Resource("v1", "Event", "events")
 #: The RayCluster's pods; the operator only lists them while a cluster is starting.
 POD: Final = Resource("v1", "Pod", "pods")
@@ -35,6 +39,7 @@ CHILD_KINDS: Final[tuple[Resource, ...]] = (
     ROLE,
     ROLE_BINDING,
     CONFIG_MAP,
+    NETWORK_POLICY,
     JOB,
     kuberay.RAY_JOB,
 )
@@ -47,7 +52,8 @@ ANNOTATED_KINDS: Final[tuple[Resource, ...]] = (PERSISTENT_VOLUME_CLAIM,)
 
 #: Every kind the operator touches, by (apiVersion, kind).
 KINDS: Final[dict[tuple[str, str], Resource]] = {
-    (r.api_version, r.kind): r for r in (FLASHRL_JOB, EVENT, *CHILD_KINDS, *READ_KINDS, *ANNOTATED_KINDS)
+    (r.api_version, r.kind): r
+    for r in (FLASHRL_JOB, FLASHRL_EXPERIMENT, EVENT, *CHILD_KINDS, *READ_KINDS, *ANNOTATED_KINDS)
 }
 
 

@@ -33,6 +33,7 @@ from flashrl_operator.render.labels import (
     owner_reference,
 )
 from flashrl_operator.render.names import ChildNames, child_names
+from flashrl_operator.render.network import NetworkSettings, network_policy
 from flashrl_operator.render.pod import HEAD_CONTAINER, WORKER_CONTAINER
 from flashrl_operator.render.rayjob import (
     DRY_RUN_ENTRYPOINT,
@@ -61,6 +62,7 @@ __all__ = [
     "Child",
     "ChildNames",
     "DesiredState",
+    "NetworkSettings",
     "attempt_ray_job_name",
     "child_names",
     "entrypoint",
@@ -139,24 +141,26 @@ class DesiredState(Sequence[dict[str, Any]]):
         return (c.body for c in self.children)
 
 
-def render(job: FlashRLJob, attempt: AttemptContext | None = None) -> DesiredState:
-    """Every child of ``job`` in apply order: ServiceAccount, Role, RoleBinding, ConfigMap, the staging
-    Job (only with Hugging Face sources), RayJob.
+def render(
+    job: FlashRLJob, attempt: AttemptContext | None = None, network: NetworkSettings | None = None
+) -> DesiredState:
+    """Every child of ``job`` in apply order: ServiceAccount, Role, RoleBinding, ConfigMap,
+    NetworkPolicy (unless ``network.enabled`` is off), the staging Job (only with Hugging Face
+    sources), RayJob.
 
     The RBAC and the ConfigMap come first so the pods' ServiceAccount and spec volume exist before
-    they are created. The reconciler applies the RayJob only once the staging Job succeeded (or the
-    sources were staged before): no GPU is requested while anything downloads. The RayJob is the
-    current attempt's (the first when not given).
+    they are created, and the NetworkPolicy before any Ray pod can be reached. The reconciler applies
+    the RayJob only once the staging Job succeeded (or the sources were staged before): no GPU is
+    requested while anything downloads. The RayJob is the current attempt's (the first when not given).
     """
+    network = network or NetworkSettings()
     stage = staging_job(job)
-    bodies = [
-        service_account(job),
-        role(job),
-        role_binding(job),
-        config_map(job),
-        *([stage] if stage is not None else []),
-        ray_job(job, attempt),
-    ]
+    bodies = [service_account(job), role(job), role_binding(job), config_map(job)]
+    if network.enabled:
+        bodies.append(network_policy(job, network))
+    if stage is not None:
+        bodies.append(stage)
+    bodies.append(ray_job(job, attempt))
     return DesiredState(
         children=tuple(Child.of(body) for body in bodies),
         queued=job.spec.scheduling.queue_name is not None,

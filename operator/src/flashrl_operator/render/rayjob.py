@@ -23,6 +23,11 @@ from flashrl_operator.render.names import MAX_RAY_JOB_NAME, child_names, short_h
 from flashrl_operator.render.pod import head_template, submitter_template, worker_template
 
 WORKER_GROUP: Final = "gpu"
+#: Ray's token authentication, which KubeRay v1.7.0 sets up itself (``rayClusterSpec.authOptions``):
+#: it creates the token Secret, gives it to the Ray containers (RAY_AUTH_MODE, RAY_AUTH_TOKEN), to the
+#: submitter, and to its own dashboard client (``rayjob_controller.go``, ``dashboard_httpclient.go``),
+#: so job submission on the dashboard port needs the token. Needs Ray >= 2.52 (validation.go).
+AUTH_OPTIONS: Final = {"mode": "token"}
 #: The launcher (``flashrl_jobs``) reads the mounted job; Ray's job supervisor sets RAY_ADDRESS for it.
 ENTRYPOINT: Final = shlex.join(["flashrl-launch", "train", "--spec", DEFAULT_SPEC_PATH])
 #: ``spec.dryRun``: everything up to and including the GPU gate, then exit without training.
@@ -63,6 +68,7 @@ def ray_cluster_spec(job: FlashRLJob, attempt: AttemptContext | None = None) -> 
     nodes = job.spec.resources.nodes
     return {
         "rayVersion": ray_version(),
+        "authOptions": dict(AUTH_OPTIONS),
         # Fixed size: Kueue forbids the in-tree autoscaler (without workload slicing), and an RL run
         # needs every GPU from the first step anyway.
         "enableInTreeAutoscaling": False,
@@ -122,7 +128,7 @@ def ray_job(job: FlashRLJob, attempt: AttemptContext | None = None) -> dict[str,
         "suspend": True if queue is not None else lifecycle.suspend,
         "rayClusterSpec": ray_cluster_spec(job, attempt),
         # Our own submitter pod instead of KubeRay's default, which would pull the trainer image
-        # without the job's image pull Secrets (see render/pod.py, submitter_template).
+        # without the job's image pull Secrets and run without a security context (render/pod.py).
         "submitterPodTemplate": submitter_template(job),
     }
     deadline = attempt.deadline_seconds if attempt.attempt > 1 else lifecycle.active_deadline_seconds

@@ -11,7 +11,13 @@ with:
   means an anonymous download, never a pod stuck in ``CreateContainerConfigError``;
 * ``spec.env`` (``HF_ENDPOINT`` for a mirror, ``HF_HUB_OFFLINE``, proxies) and the launcher's
   ServiceAccount, whose Role lets it report progress to ``status.staging``;
-* no GPU: ``NVIDIA_VISIBLE_DEVICES=void``, the Ray head's node selector and tolerations (a CPU pool).
+* no GPU: ``NVIDIA_VISIBLE_DEVICES=void``, the Ray head's node selector and tolerations (a CPU pool);
+* the Ray pods' hardening (``security.py``): no privilege escalation, no capabilities, RuntimeDefault
+  seccomp, non-root ``images.runAsUser`` with that ``fsGroup``, so the claims it writes are the Ray
+  pods' group's (``fsGroupChangePolicy: OnRootMismatch``) and the files it stages readable by them.
+
+The job's NetworkPolicy (``network.py``) selects only the Ray pods: the staging pod serves nothing,
+and its egress to the Hub (or ``HF_ENDPOINT``) is never restricted by it.
 
 Retries: ``backoffLimit`` covers lost nodes and network trouble, while a ``podFailurePolicy`` fails
 the Job at once on the stage command's own exit codes (bad spec, staging failure): retrying a
@@ -29,7 +35,8 @@ from flashrl_jobs import contract
 from flashrl_jobs.engine_env import pod_env
 from flashrl_operator.render.labels import labels, object_meta
 from flashrl_operator.render.names import child_names, derived_name
-from flashrl_operator.render.pod import SPEC_VOLUME, pull_and_priority
+from flashrl_operator.render.pod import SPEC_VOLUME, common_pod_spec
+from flashrl_operator.render.security import container_security_context
 
 STAGE_CONTAINER: Final = "stage"
 #: ``flashrl-launch stage`` on the mounted spec.
@@ -91,6 +98,7 @@ def staging_job(job: FlashRLJob) -> dict[str, Any] | None:
         "resources": {k: dict(v) for k, v in RESOURCES.items()},
         "volumeMounts": mounts,
         "terminationMessagePolicy": "FallbackToLogsOnError",
+        "securityContext": container_security_context(),
     }
     head = spec.resources.head
     pod: dict[str, Any] = {
@@ -98,7 +106,7 @@ def staging_job(job: FlashRLJob) -> dict[str, Any] | None:
         "serviceAccountName": names.service_account,
         "containers": [container],
         "volumes": volumes,
-        **pull_and_priority(spec),
+        **common_pod_spec(spec),
     }
     if head.node_selector:
         pod["nodeSelector"] = dict(head.node_selector)

@@ -7,7 +7,10 @@ the integration tests and the benchmark run the real operator against it.
 
 from flashrl_operator.sim.apiserver import (
     ACTOR_HEADER,
+    CONFIG_MAPS_RESOURCE,
     EVENTS_RESOURCE,
+    EXPERIMENTS_RESOURCE,
+    GARBAGE_COLLECTOR,
     JOBS_RESOURCE,
     KUBELET,
     KUBERAY,
@@ -34,18 +37,23 @@ from flashrl_operator.sim.standins import (
     SUCCEEDED,
     SUSPENDED,
     TRAINING,
+    GarbageCollectorStandIn,
     KubeRayStandIn,
     cluster_status,
     failed,
     image_pull_backoff,
     unschedulable,
+    verl_step_metrics,
 )
 
 __all__ = [
     "ACTOR_HEADER",
     "BATCH_JOBS_RESOURCE",
     "CLUSTER_STARTING",
+    "CONFIG_MAPS_RESOURCE",
     "EVENTS_RESOURCE",
+    "EXPERIMENTS_RESOURCE",
+    "GARBAGE_COLLECTOR",
     "JOBS_RESOURCE",
     "JOB_CONTROLLER",
     "KUBELET",
@@ -64,6 +72,7 @@ __all__ = [
     "ApiClient",
     "EmulatedApiServer",
     "EmulatedCluster",
+    "GarbageCollectorStandIn",
     "KubeRayStandIn",
     "StagingStandIn",
     "Write",
@@ -75,5 +84,6 @@ __all__ = [
     "object_path",
     "resource_key",
     "unschedulable",
+    "verl_step_metrics",
     "watch_started",
 ]

@@ -30,6 +30,7 @@ import kmock
 from flashrl_operator.handlers import OperatorConfig
 from flashrl_operator.runner import OperatorThread
 from flashrl_operator.sim.apiserver import (
+    EXPERIMENTS_RESOURCE,
     JOBS_RESOURCE,
     RAY_JOBS_RESOURCE,
     ApiClient,
@@ -37,7 +38,7 @@ from flashrl_operator.sim.apiserver import (
     watch_started,
 )
 from flashrl_operator.sim.staging import StagingStandIn
-from flashrl_operator.sim.standins import KubeRayStandIn
+from flashrl_operator.sim.standins import GarbageCollectorStandIn, KubeRayStandIn
 
 
 class EmulatedCluster:
@@ -49,6 +50,7 @@ class EmulatedCluster:
         self._stack = contextlib.AsyncExitStack()
         self._api: ApiClient | None = None
         self._kuberay: KubeRayStandIn | None = None
+        self._gc: GarbageCollectorStandIn | None = None
         self.operators: list[OperatorThread] = []
 
     @property
@@ -70,6 +72,13 @@ class EmulatedCluster:
             raise RuntimeError("use EmulatedCluster in `async with`")
         return self._kuberay
 
+    @property
+    def garbage_collector(self) -> GarbageCollectorStandIn:
+        """Kubernetes' garbage collector, played (deletes what deleted owners owned)."""
+        if self._gc is None:
+            raise RuntimeError("use EmulatedCluster in `async with`")
+        return self._gc
+
     async def __aenter__(self) -> EmulatedCluster:
         await self._stack.__aenter__()
         try:
@@ -79,6 +88,7 @@ class EmulatedCluster:
             self._api = ApiClient(self.url)
             self._stack.push_async_callback(self._api.close)
             self._kuberay = KubeRayStandIn(self._api)
+            self._gc = GarbageCollectorStandIn(self.server, self._api)
             self._stack.push_async_callback(self.stop_operators)
         except BaseException:
             await self._stack.aclose()
@@ -115,6 +125,7 @@ class EmulatedCluster:
         await asyncio.to_thread(operator.start)
         await watch_started(self.server, JOBS_RESOURCE)
         await watch_started(self.server, RAY_JOBS_RESOURCE)
+        await watch_started(self.server, EXPERIMENTS_RESOURCE)
         return operator
 
     async def stop_operators(self) -> None:
