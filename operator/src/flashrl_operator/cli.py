@@ -80,7 +80,7 @@ def override_problems(job: FlashRLJob) -> tuple[list[Problem], str | None]:
 def _syntax_only_note(why: str) -> str:
     return (
         f"note: spec.overrides were checked for syntax only, not composed against the verl config ({why}; "
-        "install flashrl[verl-config] and verl to check them fully)"
+        "install flashrl-k8s[verl-config] and verl to check them fully)"
     )
 
 
@@ -212,7 +212,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     try:
         from flashrl_operator.sim.demo import EXAMPLE, run_demo
     except ImportError as exc:
-        print(f"flashrl demo needs the sim extra (kmock, kopf): {exc}", file=sys.stderr)
+        print(f"flashrl demo needs the sim extra (pip install 'flashrl-k8s[sim]'): {exc}", file=sys.stderr)
         return 1
     source = args.file if args.file is not None else str(EXAMPLE)
     job = read_job(source)
@@ -311,7 +311,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         )
     except ImportError as exc:
         print(
-            f"flashrl report needs the report extra (pip install 'flashrl[report]'): {exc}", file=sys.stderr
+            f"flashrl report needs the report extra (pip install 'flashrl-k8s[report]'): {exc}", file=sys.stderr
         )
         return 1
     if not args.metrics:
