@@ -311,7 +311,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
         )
     except ImportError as exc:
         print(
-            f"flashrl report needs the report extra (pip install 'flashrl-k8s[report]'): {exc}", file=sys.stderr
+            f"flashrl report needs the report extra (pip install 'flashrl-k8s[report]'): {exc}",
+            file=sys.stderr,
         )
         return 1
     if not args.metrics:
