@@ -205,3 +205,34 @@ def test_crd_reads_the_same_under_go_yaml_rules(default_docs: list[dict[str, Any
     python_view = next(d for d in yaml.safe_load_all(text) if d)
     go_view = next(d for d in yaml.load_all(text, Loader=_GoYaml11Loader) if d)
     assert go_view == python_view, "quote y/n/yes/no/on/off keys and values in the generated CRD"
+
+
+def test_security_contexts_are_values_for_platforms_that_assign_uids(
+    render: Callable[..., list[dict[str, Any]]],
+) -> None:
+    """OpenShift's restricted SCC assigns the UID: the fixed IDs can be dropped, the rest stays."""
+    docs = render(
+        {
+            "podSecurityContext.runAsUser": "null",
+            "podSecurityContext.runAsGroup": "null",
+            "podSecurityContext.fsGroup": "null",
+        }
+    )
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    assert pod["securityContext"] == {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    assert pod["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
+
+
+def test_service_monitor_additional_labels_and_namespace(render: Callable[..., list[dict[str, Any]]]) -> None:
+    docs = render(
+        {
+            "metrics.serviceMonitor.enabled": "true",
+            "metrics.serviceMonitor.additionalLabels.release": "prometheus",
+            "metrics.serviceMonitor.namespace": "monitoring",
+        }
+    )
+    monitor = one(docs, "ServiceMonitor")
+    assert monitor["metadata"]["labels"]["release"] == "prometheus"
+    assert monitor["metadata"]["namespace"] == "monitoring"
+    # It still scrapes the Service in the release's namespace.
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}

@@ -77,10 +77,10 @@ namespaced Role (watchNamespaces mode). No wildcards.
 {{- define "flashrl-operator.rules" -}}
 # Exactly what the operator does (docs/operator.md, "RBAC"); it never deletes: children go by
 # ownerReference garbage collection.
-# FlashRLJobs: watch them; kopf keeps its bookkeeping in annotations (patch).
+# FlashRLJobs: watch and read them (the operator writes only their status; kopf stores nothing on them).
 - apiGroups: ["flashrl.dev"]
   resources: ["flashrljobs"]
-  verbs: ["get", "list", "watch", "patch"]
+  verbs: ["get", "list", "watch"]
 # Status: phase, conditions. Also the verbs each job's launcher Role grants (get, patch on its own
 # flashrljobs/status): Kubernetes only lets the operator grant what it holds.
 - apiGroups: ["flashrl.dev"]
@@ -100,7 +100,8 @@ namespaced Role (watchNamespaces mode). No wildcards.
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["list"]
-# Per-job ConfigMap (spec + verl overrides) and the launcher's ServiceAccount.
+# Per-job ConfigMap (spec + verl overrides) and the launcher's ServiceAccount. Written by server-side
+# apply: patch, and create for an apply that creates the object.
 - apiGroups: [""]
   resources: ["configmaps", "serviceaccounts"]
   verbs: ["get", "create", "patch"]
