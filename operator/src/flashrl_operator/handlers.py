@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import itertools
 import logging
 from collections.abc import Mapping
@@ -29,9 +28,9 @@ import kopf
 from flashrl_api import GROUP, KIND, PLURAL, VERSION
 from flashrl_operator import kuberay
 from flashrl_operator.children import owner_name
-from flashrl_operator.credentials import CredentialError
 from flashrl_operator.errors import TransientError
-from flashrl_operator.kube import KubeClient, resolve_credentials
+from flashrl_operator.kube import KubeClient
+from flashrl_operator.login import CredentialError, Credentials
 from flashrl_operator.metrics import MetricsServer, OperatorMetrics
 from flashrl_operator.reconciler import Reconciler
 from flashrl_operator.render import JOB_LABEL, MANAGED_BY
@@ -170,34 +169,26 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
     config = ctx.config
 
-    def credentials(settings: kopf.OperatorSettings) -> kopf.ConnectionInfo | None:
-        return resolve_credentials(settings, config.server)
+    credentials = Credentials(config.server)
 
     @kopf.on.login(registry=registry)
-    async def login(settings: kopf.OperatorSettings, **_: Any) -> kopf.ConnectionInfo | None:
+    async def login(**_: Any) -> kopf.ConnectionInfo:
         # An explicit login handler also disables kopf's implicit logins: no accidental clusters.
-        # kopf calls it again when the credentials expire or are refused.
+        # kopf calls it again when the credentials expire or are refused; it gets what the
+        # operator's own client uses (flashrl_operator.login).
         try:
-            return await asyncio.to_thread(credentials, settings)
+            return await credentials.connection_info()
         except CredentialError as exc:
             raise kopf.LoginError(str(exc)) from exc
 
     @kopf.on.startup(registry=registry)
-    async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
+    async def startup(**_: Any) -> None:
         try:
-            info = await asyncio.to_thread(credentials, settings)
-        except CredentialError as exc:
-            raise kopf.PermanentError(f"cannot get Kubernetes credentials: {exc}") from exc
-        if info is None:
-            raise kopf.PermanentError(
-                "no Kubernetes credentials: not in a pod with a service account, and no kubeconfig"
+            ctx.kube = await KubeClient.connect(
+                credentials, request_timeout=config.request_timeout, retry_delay=config.retry_delay
             )
-        ctx.kube = KubeClient.connect(
-            info,
-            config.request_timeout,
-            config.retry_delay,
-            credentials=functools.partial(credentials, settings),
-        )
+        except CredentialError as exc:
+            raise kopf.PermanentError(str(exc)) from exc
         ctx.reconciler = Reconciler(ctx.kube, ctx.metrics, check_overrides=config.check_overrides)
         if config.metrics_port is not None:
             ctx.metrics_server = MetricsServer(ctx.metrics, config.bind_host, config.metrics_port)
