@@ -87,14 +87,21 @@ class ProgressReporter:
     def __init__(
         self,
         base_url: str,
-        token: str,
+        token: str | Path,
         namespace: str,
         name: str,
         log: Log,
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
+        """``token`` is the bearer token, or the file holding it, read again for every request.
+
+        The kubelet rotates a pod's projected service-account token (hourly by default; the API
+        server refuses it after about an hour and a half): a token read once would stop working
+        during a long training run.
+        """
         self._url = base_url.rstrip("/") + status_path(namespace, name)
-        self._token = token
+        self._token_file = token if isinstance(token, Path) else None
+        self._token = "" if isinstance(token, Path) else token
         self._ssl = ssl_context
         self._log = log
         self._cond = threading.Condition()
@@ -135,6 +142,17 @@ class ProgressReporter:
                 pending, self._pending = self._pending, {}
             self._send(pending)
 
+    def _current_token(self) -> str:
+        """The token file's content now (the last one read if it cannot be read)."""
+        if self._token_file is not None:
+            try:
+                self._token = self._token_file.read_text(encoding="utf-8").strip()
+            except OSError as exc:
+                self._log(
+                    f"Cannot read the service-account token {self._token_file} ({exc}); reusing the last"
+                )
+        return self._token
+
     def _send(self, pending: dict[str, Any]) -> None:
         status: dict[str, Any] = {}
         if "progress" in pending:
@@ -148,7 +166,7 @@ class ProgressReporter:
             method="PATCH",
             headers={
                 "Content-Type": "application/merge-patch+json",
-                "Authorization": f"Bearer {self._token}",
+                "Authorization": f"Bearer {self._current_token()}",
                 "Accept": "application/json",
             },
         )
@@ -173,9 +191,8 @@ class ProgressReporter:
 def from_environment(namespace: str | None, name: str, log: Log) -> ProgressReporter | None:
     """A reporter for the in-cluster API server, or None (with one log line) outside a cluster."""
     sa_dir = Path(os.environ.get(SERVICE_ACCOUNT_DIR_ENV) or SERVICE_ACCOUNT_DIR)
-    try:
-        token = (sa_dir / "token").read_text(encoding="utf-8").strip()
-    except OSError:
+    token = sa_dir / "token"
+    if not token.is_file():
         log(f"No service-account token under {sa_dir}: not in a cluster, progress reporting is off")
         return None
     base_url = os.environ.get(API_SERVER_ENV)
