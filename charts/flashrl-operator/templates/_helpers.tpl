@@ -122,3 +122,8 @@ namespace-scoped mode there is no ClusterRole; kopf logs that it cannot list the
   resources: ["customresourcedefinitions"]
   verbs: ["list", "watch"]
 {{- end }}
+
+{{- /* Leader election is on when asked for, and always with more than one replica. */}}
+{{- define "flashrl-operator.leaderElection" -}}
+{{- if or .Values.leaderElection.enabled (gt (int .Values.replicas) 1) }}true{{- end }}
+{{- end }}

@@ -247,6 +247,19 @@ def _add_operator(sub: _Subparsers) -> Handler:
     p.add_argument("--log-format", choices=("plain", "json"), default="plain", help="log format")
     p.add_argument("--metrics-port", type=int, default=8080, help="port serving /metrics (default: 8080)")
     p.add_argument("--health-port", type=int, default=8081, help="port serving /healthz (default: 8081)")
+    p.add_argument(
+        "--leader-election",
+        action="store_true",
+        help="reconcile only while holding the Lease flashrl-operator in $POD_NAMESPACE (run two or "
+        "more replicas; the others watch and take over when the leader stops renewing it)",
+    )
+    p.add_argument(
+        "--lease-duration",
+        type=int,
+        default=15,
+        metavar="SECONDS",
+        help="seconds without renewal after which another replica takes the Lease (default: 15, at least 3)",
+    )
     p.add_argument("--verbose", action="store_true", help="debug logging")
     return _cmd_operator
 
@@ -261,8 +274,15 @@ def _cmd_operator(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
+    if args.lease_duration < 3:
+        print("flashrl operator: --lease-duration must be at least 3 seconds", file=sys.stderr)
+        return EXIT_INVALID
     config = OperatorConfig(
-        namespaces=tuple(args.namespace), metrics_port=args.metrics_port, health_port=args.health_port
+        namespaces=tuple(args.namespace),
+        metrics_port=args.metrics_port,
+        health_port=args.health_port,
+        leader_election=args.leader_election,
+        lease_duration=args.lease_duration,
     )
     return run_foreground(config, log_format=args.log_format, verbose=args.verbose)
 

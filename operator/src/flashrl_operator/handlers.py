@@ -30,6 +30,7 @@ from flashrl_operator import kuberay
 from flashrl_operator.children import owner_name
 from flashrl_operator.errors import TransientError
 from flashrl_operator.kube import KubeClient
+from flashrl_operator.leadership import ElectionTiming, Leadership, default_identity, default_namespace
 from flashrl_operator.login import CredentialError, Credentials
 from flashrl_operator.metrics import MetricsServer, OperatorMetrics
 from flashrl_operator.reconciler import Reconciler
@@ -76,6 +77,18 @@ class OperatorConfig:
     check_overrides: bool = True
     """Compose spec.overrides against the verl config when hydra and verl are importable."""
 
+    leader_election: bool = False
+    """Reconcile only while holding the Lease (for two or more replicas; see ``leadership.py``)."""
+
+    lease_duration: int = 15
+    """Seconds without renewal after which another replica takes the Lease."""
+
+    lease_namespace: str | None = None
+    """Namespace of the Lease (default: ``$POD_NAMESPACE``, else ``default``)."""
+
+    identity: str | None = None
+    """This replica's name in the Lease (default: ``$POD_NAME``, else host and process)."""
+
 
 @dataclass
 class OperatorContext:
@@ -88,6 +101,13 @@ class OperatorContext:
     metrics_server: MetricsServer | None = None
     known_jobs: set[tuple[str, str]] = field(default_factory=set)
     resync_task: asyncio.Task[None] | None = None
+    leadership: Leadership | None = None
+    election_task: asyncio.Task[None] | None = None
+
+    @property
+    def may_reconcile(self) -> bool:
+        """This replica reconciles: it is alone (no leader election) or holds the Lease."""
+        return self.leadership is None or self.leadership.leading
 
     def require_reconciler(self) -> Reconciler:
         """The reconciler (set up by the startup handler)."""
@@ -130,6 +150,8 @@ async def reconcile_with_retries(
     """
     config = ctx.config
     for attempt in itertools.count():
+        if not ctx.may_reconcile:
+            return  # another replica leads; this one resyncs everything when it takes over
         try:
             await ctx.require_reconciler().reconcile(namespace, name, body)
             return
@@ -150,18 +172,25 @@ async def resync_forever(ctx: OperatorContext) -> None:
     per-object timers with a finalizer, and a finalizer would block deleting a FlashRLJob whenever
     the operator is not running.
     """
+    while True:
+        await asyncio.sleep(ctx.config.resync_interval)
+        await resync_all(ctx)
+
+
+async def resync_all(ctx: OperatorContext) -> None:
+    """Reconcile every known job once (at most eight at a time); nothing when another replica leads."""
     limit = asyncio.Semaphore(8)
 
     async def one(namespace: str, name: str) -> None:
         async with limit:
+            if not ctx.may_reconcile:
+                return
             try:
                 await ctx.require_reconciler().reconcile(namespace, name)
             except Exception as exc:  # One job's trouble must not stop the others' resync.
                 logger.warning("Resync of FlashRLJob %s/%s failed: %s", namespace, name, exc)
 
-    while True:
-        await asyncio.sleep(ctx.config.resync_interval)
-        await asyncio.gather(*(one(ns, name) for ns, name in sorted(ctx.known_jobs)))
+    await asyncio.gather(*(one(ns, name) for ns, name in sorted(ctx.known_jobs)))
 
 
 def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
@@ -195,9 +224,26 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
             url = await ctx.metrics_server.start()
             logger.info("Serving metrics on %s", url)
         ctx.resync_task = asyncio.create_task(resync_forever(ctx), name="flashrl-resync")
+        if config.leader_election:
+
+            async def elected() -> None:
+                await resync_all(ctx)  # the previous leader may have left work undone
+
+            ctx.leadership = Leadership(
+                credentials,
+                namespace=config.lease_namespace or default_namespace(),
+                identity=config.identity or default_identity(),
+                timing=ElectionTiming(config.lease_duration),
+                on_elected=elected,
+            )
+            ctx.election_task = asyncio.create_task(ctx.leadership.run(), name="flashrl-election")
 
     @kopf.on.cleanup(registry=registry)
     async def cleanup(**_: Any) -> None:
+        if ctx.election_task is not None:
+            ctx.election_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await ctx.election_task
         if ctx.resync_task is not None:
             ctx.resync_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
