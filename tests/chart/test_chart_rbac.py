@@ -14,7 +14,7 @@ pytestmark = pytest.mark.chart
 EXPECTED: dict[tuple[str, str], set[str]] = {
     ("flashrl.dev", "flashrljobs"): {"get", "list", "watch"},
     ("flashrl.dev", "flashrljobs/status"): {"get", "patch"},
-    ("ray.io", "rayjobs"): {"get", "list", "watch", "create", "patch"},
+    ("ray.io", "rayjobs"): {"get", "list", "watch", "create", "patch", "delete"},
     ("ray.io", "rayclusters"): {"get"},
     ("", "pods"): {"list"},
     ("", "configmaps"): {"get", "create", "patch"},

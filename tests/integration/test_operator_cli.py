@@ -177,7 +177,13 @@ def test_demo_runs_the_whole_lifecycle() -> None:
         assert f"-> {phase}" in text
     assert "created rayjob rl/qwen3-8b-dapo-fp8" in text
     assert "kind: RayJob" in text
-    assert "step 3/150" in text
+    # A GPU node is lost after step 7, past the checkpoint of step 5: attempt 2 resumes from step 5.
+    assert "step 7/150 (attempt 1)" in text
+    assert "Warning Retrying: attempt 1 failed after a checkpoint of step 5" in text
+    assert "2 step(s) since the checkpoint of step 5 lost" in text
+    assert "created rayjob rl/qwen3-8b-dapo-fp8-2" in text
+    assert "step 6/150 (attempt 2)" in text
+    assert "attempt 2, 2 step(s) lost to the failure" in text
     # The stuck GPU worker is named with the scheduler's reason, then the cluster comes up.
     assert "condition ClusterReady=False (PodUnschedulable)" in text
     assert "Warning PodUnschedulable" in text

@@ -251,6 +251,11 @@ def test_train_reports_each_new_checkpoint_once_through_the_status(
     experiment = checkpoints / "DAPO-1" / "train-test"
     assert reported[-1]["path"] == str(experiment / "global_step_3")
     assert reported[-1]["attempt"] == 2 and reported[-1]["time"].endswith("Z")
+    assert {
+        r["body"]["status"]["progress"]["attempt"]
+        for r in server.requests
+        if "progress" in r["body"]["status"]
+    } == {2}
     assert "Checkpoint of step 3 saved" in run.output and "(attempt 2)" in run.output
     assert json.loads(setup["out"].read_text())["driver_esi"] is None  # no deadline, no variable
 

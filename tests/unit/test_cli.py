@@ -51,7 +51,9 @@ def test_validate_prints_one_line_summary(tmp_path: Path, capsys: pytest.Capture
     assert err == (
         "not checked offline: namespace default; claims hf-cache, rl-data, rl-checkpoints (bound; "
         "ReadWriteMany when shared by several pods); optional Secret hf-token (Hub token); 1 node(s) with 8 "
-        "allocatable NVIDIA-H20; KubeRay's CRDs\n"
+        "allocatable NVIDIA-H20; KubeRay's CRDs; verl's model-dependent checks (Ulysses degree against the "
+        "attention heads, context length; /models/hf/Qwen/Qwen3-8B-Base/main is not a local directory with a "
+        "config.json here)\n"
     )
 
 
@@ -388,3 +390,44 @@ def test_console_script_reports_bad_input_without_a_traceback(tmp_path: Path) ->
     assert out.returncode == EXIT_INVALID
     assert out.stderr.startswith("spec.rollout.n: ")
     assert "Traceback" not in out.stderr
+
+
+def test_validate_refuses_what_verl_would_refuse_at_start_up(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("hydra", reason="hydra-core is not installed; verl's checks cannot run")
+    spec = {
+        "training": {"dynamicSampling": {"metric": "pred"}},
+        "overrides": ["trainer.test_freq=3", "actor_rollout_ref.actor.loss_agg_mode=seq-max"],
+    }
+    code, out, err = _run(["validate", _write(tmp_path, HEAD + yaml.safe_dump({"spec": spec}))], capsys)
+    assert (code, out) == (EXIT_INVALID, "")
+    lines = err.splitlines()
+    assert lines[0].startswith("spec.overrides[1]: verl ") and "Invalid loss_agg_mode: seq-max" in lines[0]
+    # The loss aggregation stops verl's actor checks; fixed, the DAPO metric is reported next.
+    spec["overrides"] = ["trainer.test_freq=3"]
+    code, _, err = _run(["validate", _write(tmp_path, HEAD + yaml.safe_dump({"spec": spec}))], capsys)
+    assert code == EXIT_INVALID
+    assert err.startswith("spec.training.dynamicSampling.metric: verl ")
+    assert "does not produce DAPO metric 'pred'" in err
+
+
+def test_validate_warns_about_a_gpu_it_does_not_know(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = _run(
+        ["validate", _write(tmp_path, HEAD + "spec: {resources: {gpuProduct: NVIDIA-Z9}}\n")], capsys
+    )
+    assert code == 0
+    assert err.splitlines()[0].startswith(
+        "warning: spec.resources.gpuProduct: 'NVIDIA-Z9' is not in the GPU table"
+    )
+
+
+def test_validate_refuses_fp8_on_a100(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(
+        ["validate", _write(tmp_path, HEAD + "spec: {resources: {gpuProduct: NVIDIA-A100-SXM4-80GB}}\n")],
+        capsys,
+    )
+    assert code == EXIT_INVALID
+    assert err.startswith("spec.rollout.quantization: blockwise-fp8 needs FP8 tensor cores")

@@ -206,3 +206,98 @@ def test_random_specs_agree() -> None:
             seen[name].add(verdict)
     # The sample exercised both outcomes of every rule, so agreement above means something.
     assert all(outcomes == {True, False} for outcomes in seen.values()), seen
+
+
+# --- transition rules: immutable fields ----------------------------------------------------------
+
+
+def _transition_programs() -> list[tuple[str, Any]]:
+    """``(spec path, program)`` for every transition rule in the CRD."""
+    from crd_schema_tools import walk
+
+    env = celpy.Environment()
+    return [
+        (path, env.program(env.compile(v["rule"])))
+        for path, node in walk(spec_schema(), "spec")
+        for v in node.get("x-kubernetes-validations", [])
+        if "oldSelf" in v["rule"]
+    ]
+
+
+def _at(tree: Any, path: str) -> Any:
+    for part in path.split(".")[1:]:
+        tree = tree[part]
+    return tree
+
+
+def _refused_transitions(old: dict[str, Any], new: dict[str, Any]) -> set[str]:
+    """The paths whose transition rule the API server would fail for this update (both defaulted)."""
+    old_d, new_d = apply_defaults(spec_schema(), old), apply_defaults(spec_schema(), new)
+    refused = set()
+    for path, program in _transition_programs():
+        activation = {
+            "self": celpy.json_to_cel(_at(new_d, path)),
+            "oldSelf": celpy.json_to_cel(_at(old_d, path)),
+        }
+        if not bool(program.evaluate(activation)):
+            refused.add(path)
+    return refused
+
+
+SEED: dict[str, Any] = {
+    "rollout": {"n": 16},
+    "env": [{"name": "NCCL_DEBUG", "value": "WARN"}],
+    "overrides": ["trainer.test_freq=5"],
+    "lifecycle": {"activeDeadlineSeconds": 86400},
+}
+
+
+def test_an_unchanged_spec_passes_every_transition_rule() -> None:
+    assert _refused_transitions(SEED, SEED) == set()
+    assert _refused_transitions({}, {}) == set()
+
+
+@pytest.mark.parametrize(
+    ("change", "refused"),
+    [
+        ({"rollout": {"n": 8}}, {"spec.rollout"}),
+        ({"resources": {"gpusPerNode": 4}}, {"spec.resources"}),
+        ({"overrides": ["trainer.test_freq=10"]}, {"spec.overrides"}),
+        ({"env": [{"name": "NCCL_DEBUG", "value": "INFO"}]}, {"spec.env"}),
+        ({"lifecycle": {"activeDeadlineSeconds": 86400, "maxRestarts": 3}}, {"spec.lifecycle.maxRestarts"}),
+        ({"dryRun": True}, {"spec.dryRun"}),
+        (
+            {"training": {"totalSteps": 10}, "model": {"source": "/models/other"}},
+            {"spec.training", "spec.model"},
+        ),
+    ],
+)
+def test_changing_an_immutable_field_is_refused_at_its_path(
+    change: dict[str, Any], refused: set[str]
+) -> None:
+    assert _refused_transitions(SEED, {**SEED, **change}) == refused
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"lifecycle": {"suspend": True, "activeDeadlineSeconds": 86400}},
+        {"lifecycle": {"activeDeadlineSeconds": 3600}},
+        {"lifecycle": {"activeDeadlineSeconds": 86400, "ttlSecondsAfterFinished": 60}},
+    ],
+)
+def test_the_lifecycle_knobs_stay_editable(change: dict[str, Any]) -> None:
+    assert _refused_transitions(SEED, {**SEED, **change}) == set()
+
+
+def test_operator_and_crd_agree_on_what_is_immutable() -> None:
+    """The operator's second-line check reports exactly the fields the transition rules refuse."""
+    from flashrl_operator.children import immutable_changes, spec_snapshot
+
+    old = apply_defaults(spec_schema(), SEED)
+    for change in ({"rollout": {"n": 8}}, {"lifecycle": {"activeDeadlineSeconds": 1}}, {"dryRun": True}):
+        new = apply_defaults(spec_schema(), {**SEED, **change})
+        by_operator = {p for p in immutable_changes(spec_snapshot(old), new)}
+        by_crd = _refused_transitions(SEED, {**SEED, **change})
+        assert {p for p in by_crd if any(o == p or o.startswith(p + ".") for o in by_operator)} == by_crd
+        assert all(any(o == p or o.startswith(p + ".") for p in by_crd) for o in by_operator)

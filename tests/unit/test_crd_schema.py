@@ -419,10 +419,41 @@ def test_cel_field_refs_skip_macro_calls() -> None:
     }
 
 
-def test_no_transition_rules() -> None:
-    for path, node in walk(root_schema()):
-        for validation in node.get("x-kubernetes-validations", []):
-            assert "oldSelf" not in validation["rule"], f"{path}: immutability is the operator's job"
+def test_transition_rules_are_exactly_the_immutable_fields() -> None:
+    """Immutability is refused at admission: ``self == oldSelf`` on every field but the lifecycle knobs
+    KubeRay honours on a live RayJob; the operator's own check stays as the second line."""
+    from flashrl_api.rules import MUTABLE_SPEC_FIELDS, immutable_spec_fields
+
+    with_rule = {
+        path.removeprefix("spec.")
+        for path, node in walk(root_schema())
+        for validation in node.get("x-kubernetes-validations", [])
+        if "oldSelf" in validation["rule"]
+    }
+    assert with_rule == set(immutable_spec_fields())
+    assert not with_rule & set(MUTABLE_SPEC_FIELDS)
+    assert {"rollout", "resources", "training", "overrides", "env", "lifecycle.maxRestarts"} <= with_rule
+    assert (
+        "lifecycle" not in with_rule
+    )  # suspend, activeDeadlineSeconds, ttlSecondsAfterFinished stay editable
+
+
+def test_every_immutable_field_has_a_default_so_its_rule_always_runs() -> None:
+    """A transition rule runs only when old and new objects both carry the field."""
+    from flashrl_api.rules import immutable_spec_fields
+
+    defaulted = apply_defaults(spec_schema(), {})
+    for path in immutable_spec_fields():
+        node: Any = defaulted
+        for part in path.split("."):
+            assert isinstance(node, dict) and part in node, f"spec.{path} has no default"
+            node = node[part]
+
+
+def test_the_name_rule_sits_on_the_whole_object() -> None:
+    (validation,) = root_schema()["x-kubernetes-validations"]
+    assert validation["rule"].startswith("self.metadata.name.size() <= 63")
+    assert validation["message"].startswith("metadata.name: must be a DNS-1035 label")
 
 
 def test_printer_columns() -> None:

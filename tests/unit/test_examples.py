@@ -91,7 +91,8 @@ def test_two_node_example_uses_rdma_across_16_gpus() -> None:
     assert int(container["resources"]["limits"]["nvidia.com/gpu"]) * group["replicas"] == 16
     assert container["resources"]["limits"]["rdma/hca_shared_devices_a"] == "1"
     assert container["securityContext"]["capabilities"]["add"] == ["IPC_LOCK"]
-    assert rayjob(job)["spec"]["backoffLimit"] == 2
+    assert job.spec.lifecycle.max_restarts == 2
+    assert rayjob(job)["spec"]["backoffLimit"] == 0  # the operator retries, each attempt a new RayJob
 
 
 def test_kueue_example_is_queued_and_prioritised() -> None:

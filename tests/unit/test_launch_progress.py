@@ -39,6 +39,8 @@ def test_progress_patch_touches_only_status_progress() -> None:
     assert body == {
         "status": {"progress": {"step": 5, "totalSteps": 150, "updateTime": "2026-01-02T03:04:05Z"}}
     }
+    with_attempt = json.loads(progress_patch(5, 150, datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC), attempt=2))
+    assert with_attempt["status"]["progress"]["attempt"] == 2
     assert status_path("ml", "job") == "/apis/flashrl.dev/v1alpha1/namespaces/ml/flashrljobs/job/status"
 
 

@@ -18,6 +18,8 @@ from flashrl_jobs.verl_args import verl_overrides
 from flashrl_operator.render import (
     JOB_LABEL,
     MANAGED_BY,
+    AttemptContext,
+    attempt_ray_job_name,
     child_names,
     owner_reference,
     render,
@@ -257,7 +259,8 @@ def test_ray_job_lifecycle_from_spec() -> None:
     assert spec["ttlSecondsAfterFinished"] == 0
     assert spec["activeDeadlineSeconds"] == 86400
     assert spec["preRunningDeadlineSeconds"] == 600
-    assert spec["backoffLimit"] == 3
+    # The operator retries (maxRestarts) with a new RayJob per attempt; KubeRay never does.
+    assert spec["backoffLimit"] == 0
 
 
 def test_dry_run_submits_the_launcher_check_command() -> None:
@@ -371,7 +374,7 @@ def test_worker_pod_targets_the_gpu_pool() -> None:
     assert "readinessProbe" not in c
     assert "livenessProbe" not in c
     assert "NVIDIA_VISIBLE_DEVICES" not in env_of(c)
-    assert env_of(c) == pod_env(job.spec)
+    assert env_of(c) == {**pod_env(job.spec), "FLASHRL_ATTEMPT": "1"}
 
 
 def test_spec_env_reaches_every_ray_container_and_overrides_engine_defaults() -> None:
@@ -386,6 +389,7 @@ def test_spec_env_reaches_every_ray_container_and_overrides_engine_defaults() ->
     worker = worker_group(job)["template"]["spec"]["containers"][0]
     expected = {**pod_env(job.spec), "NCCL_IB_HCA": "mlx5_0,mlx5_1", "NCCL_SOCKET_IFNAME": "eth0"}
     expected["NCCL_DEBUG"] = "INFO"
+    expected["FLASHRL_ATTEMPT"] = "1"
     assert env_of(worker) == expected
     assert env_of(head) == {**expected, "NVIDIA_VISIBLE_DEVICES": "void"}
     # One entry per name: a duplicate would leave the winner to the container runtime.
@@ -501,3 +505,29 @@ def test_objects_are_plain_json_without_nulls() -> None:
     assert json.loads(json.dumps(objs)) == objs
     # A null would read as "delete this field" in a merge patch, and as a diff on every reconcile.
     assert all(leaf is not None for leaf in _leaves(objs))
+
+
+def test_each_attempt_is_its_own_ray_job_with_its_number_and_what_is_left_of_the_deadline() -> None:
+    job = make_job({"lifecycle": {"activeDeadlineSeconds": 86400, "maxRestarts": 3}})
+    first = ray_job_of(job)
+    assert first["metadata"]["name"] == job.name
+    assert first["metadata"]["labels"]["flashrl.dev/attempt"] == "1"
+    assert first["metadata"]["labels"]["flashrl.dev/job"] == job.name
+    third = by_kind(list(render(job, AttemptContext(3, "2026-01-02T03:04:05Z", 3600))))["RayJob"]
+    assert third["metadata"]["name"] == f"{job.name}-3"
+    assert third["metadata"]["labels"]["flashrl.dev/attempt"] == "3"
+    assert third["spec"]["backoffLimit"] == 0
+    assert third["spec"]["activeDeadlineSeconds"] == 3600
+    cluster = third["spec"]["rayClusterSpec"]
+    pods = [cluster["headGroupSpec"]["template"], cluster["workerGroupSpecs"][0]["template"]]
+    for pod in pods:
+        env = env_of(pod["spec"]["containers"][0])
+        assert env["FLASHRL_ATTEMPT"] == "3"
+        assert env["FLASHRL_JOB_START_TIME"] == "2026-01-02T03:04:05Z"
+
+
+def test_attempt_names_stay_valid_ray_job_names() -> None:
+    job = make_job({}, name="a" * 47)
+    names = {attempt_ray_job_name(job, k) for k in range(1, 102)}
+    assert len(names) == 101
+    assert all(len(n) <= 47 and n[0].isalpha() and not n.endswith("-") for n in names)

@@ -44,7 +44,7 @@ def test_every_example_passes_verls_own_checks(name: str, doc: dict[str, Any]) -
     result = check_config(parse_job(doc))
     assert result.problems == [], name
     # verl's code ran: nothing was skipped but what needs the model's files.
-    assert all(note.startswith("model-dependent checks") for note in result.skipped), result.skipped
+    assert all(note.startswith("verl's model-dependent checks") for note in result.skipped), result.skipped
 
 
 #: (case, spec, expected path, words of verl's message)

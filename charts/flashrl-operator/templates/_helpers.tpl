@@ -75,8 +75,8 @@ The operator's permissions, in one place: used by the ClusterRole (cluster-wide 
 namespaced Role (watchNamespaces mode). No wildcards.
 */}}
 {{- define "flashrl-operator.rules" -}}
-# Exactly what the operator does (docs/operator.md, "RBAC"); it never deletes: children go by
-# ownerReference garbage collection.
+# Exactly what the operator does (docs/operator.md, "RBAC"); children go by ownerReference garbage
+# collection, except a failed attempt's RayJob, deleted to free its GPUs before the next attempt.
 # FlashRLJobs: watch and read them (the operator writes only their status; kopf stores nothing on them).
 - apiGroups: ["flashrl.dev"]
   resources: ["flashrljobs"]
@@ -86,10 +86,11 @@ namespaced Role (watchNamespaces mode). No wildcards.
 - apiGroups: ["flashrl.dev"]
   resources: ["flashrljobs/status"]
   verbs: ["get", "patch"]
-# The RayJob each FlashRLJob is rendered into; watched to mirror its status and restore it if deleted.
+# The RayJob of each attempt of a FlashRLJob; watched to mirror its status. A failed attempt's RayJob
+# is deleted when the next attempt starts, so its Ray cluster does not hold the GPUs until its TTL.
 - apiGroups: ["ray.io"]
   resources: ["rayjobs"]
-  verbs: ["get", "list", "watch", "create", "patch"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 # The RayCluster KubeRay creates for each RayJob, read by name for ClusterReady (pod progress,
 # ReplicaFailure). Not watched: KubeRay mirrors its status into the RayJob, which is.
 - apiGroups: ["ray.io"]

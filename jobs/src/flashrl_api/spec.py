@@ -501,7 +501,10 @@ class LifecycleSpec(ApiModel):
     """Inside the job: how long to wait for every GPU to join Ray before verl starts."""
 
     max_restarts: int = Field(default=0, ge=0, le=100)
-    """Retries after a failure; each creates a new Ray cluster and resumes from the latest checkpoint."""
+    """Retries after a failure, each a new Ray cluster (an attempt) resuming from the newest checkpoint.
+    A retry needs progress: an attempt that saved no newer checkpoint than the one it resumed from
+    (after one more try) ends the job with reason NoProgress. Some failures are never retried
+    (InvalidConfig, CheckpointUnwritable, StoppedEarly, the deadline)."""
 
 
 class SchedulingSpec(ApiModel):

@@ -64,7 +64,7 @@ class Reason(StrEnum):
     WAITING_FOR_KUBERAY = "WaitingForKubeRay"  #: the RayJob exists; KubeRay has not acted on it
     SUBMITTED = "Submitted"  #: the Ray cluster is ready and the job was submitted
     RUNNING = "Running"  #: verl is training
-    RETRYING = "Retrying"  #: KubeRay retries with a new Ray cluster after a failure
+    RETRYING = "Retrying"  #: a failed attempt is retried with a new Ray cluster, from the newest checkpoint
     SUCCEEDED = "Succeeded"  #: training finished
     STOPPED = "Stopped"  #: the Ray job was stopped
     QUEUED = "Queued"  #: waiting for Kueue to admit the job
@@ -96,6 +96,7 @@ class Reason(StrEnum):
 
     # The operator's retry policy (flashrl_operator.retry_policy).
     NO_PROGRESS = "NoProgress"  #: attempts from the same checkpoint keep failing without saving a newer one
+    RAY_JOB_DELETED = "RayJobDeleted"  #: the RayJob of a running attempt was deleted: a failed attempt
 
     # The phase conditions when they do not hold.
     JOB_RUNNING = "JobRunning"  #: Running=True
@@ -164,6 +165,9 @@ class Progress(ApiModel):
     update_time: str | None = None
     """When the step was last reported (RFC 3339)."""
 
+    attempt: int | None = Field(default=None, ge=1)
+    """The attempt (Ray cluster) that completed the step."""
+
 
 class CheckpointRecord(ApiModel):
     """The newest checkpoint verl finished, as the launcher read it from verl's tracker file."""
@@ -179,6 +183,31 @@ class CheckpointRecord(ApiModel):
 
     attempt: int | None = Field(default=None, ge=1)
     """The attempt (Ray cluster) whose launcher reported it."""
+
+
+class AttemptRecord(ApiModel):
+    """One attempt: a Ray cluster that ran (or tried to run) the job."""
+
+    attempt: int = Field(ge=1)
+    """1 for the first Ray cluster, then one more per retry."""
+
+    start_step: int = Field(default=0, ge=0)
+    """The checkpoint step it resumed from (0: from the start)."""
+
+    end_step: int | None = Field(default=None, ge=0)
+    """The last training step it completed."""
+
+    checkpoint_step: int | None = Field(default=None, ge=0)
+    """The newest checkpoint when it ended."""
+
+    reason: str | None = Field(default=None, max_length=1024)
+    """Why it ended, when it failed."""
+
+    start_time: str | None = None
+    """When its RayJob was created (RFC 3339)."""
+
+    end_time: str | None = None
+    """When it ended (RFC 3339); absent for the current attempt."""
 
 
 class FlashRLJobStatus(ApiModel):
@@ -217,3 +246,15 @@ class FlashRLJobStatus(ApiModel):
 
     checkpoint: CheckpointRecord | None = None
     """The newest checkpoint, reported by the launcher after each step (a retry resumes from it)."""
+
+    attempt: int | None = Field(default=None, ge=1)
+    """The current attempt (Ray cluster), from 1; each retry is a new one."""
+
+    attempts: list[AttemptRecord] | None = Field(default=None, max_length=10)
+    """The last attempts, oldest first; the current one last."""
+
+    lost_steps: int | None = Field(default=None, ge=0)
+    """Training steps all failures so far cost: completed after the newest checkpoint, then redone."""
+
+    next_attempt_time: str | None = None
+    """While a retry waits out its backoff: when the next attempt's Ray cluster will be created."""

@@ -286,6 +286,8 @@ def train(job: FlashRLJob, address: str, entry_module: str) -> int:
     argv = [sys.executable or "python3", "-m", entry_module, *overrides]
     parser = StepParser(total_steps=job.spec.training.total_steps)
     reporter = from_environment(job.metadata.get("namespace"), job.name, log)
+    if reporter is not None:
+        reporter.attempt = attempt
     ledger = Ledger(checkpoints, log)
     if (resume := ledger.poll()) is not None:
         mode = job.spec.checkpoint.resume_mode

@@ -74,11 +74,17 @@ def status_path(namespace: str, name: str) -> str:
     return f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}/{name}/status"
 
 
-def progress_patch(step: int, total_steps: int, now: datetime) -> bytes:
-    """The JSON merge patch body: only ``status.progress``, so the operator's fields stay untouched."""
+def progress_patch(step: int, total_steps: int, now: datetime, attempt: int | None = None) -> bytes:
+    """The JSON merge patch body: only ``status.progress``, so the operator's fields stay untouched.
+
+    ``attempt`` (``$FLASHRL_ATTEMPT``) tells the operator which attempt completed the step: a step
+    reported by an earlier attempt says nothing about whether the current one trained.
+    """
     stamp = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    body = {"status": {"progress": {"step": step, "totalSteps": total_steps, "updateTime": stamp}}}
-    return json.dumps(body, separators=(",", ":")).encode()
+    progress: dict[str, Any] = {"step": step, "totalSteps": total_steps, "updateTime": stamp}
+    if attempt is not None:
+        progress["attempt"] = attempt
+    return json.dumps({"status": {"progress": progress}}, separators=(",", ":")).encode()
 
 
 class ProgressReporter:
@@ -109,6 +115,8 @@ class ProgressReporter:
         self._pending: dict[str, Any] = {}
         self._closed = False
         self._failures = 0
+        #: ``$FLASHRL_ATTEMPT``, sent with every progress report (set before the first report).
+        self.attempt: int | None = None
         self._thread = threading.Thread(target=self._run, name="progress-reporter", daemon=True)
         self._thread.start()
 
@@ -157,7 +165,7 @@ class ProgressReporter:
         status: dict[str, Any] = {}
         if "progress" in pending:
             step, total = pending["progress"]
-            status.update(json.loads(progress_patch(step, total, datetime.now(UTC)))["status"])
+            status.update(json.loads(progress_patch(step, total, datetime.now(UTC), self.attempt))["status"])
         if "checkpoint" in pending:
             status["checkpoint"] = pending["checkpoint"]
         request = urllib.request.Request(  # noqa: S310 - the URL is the in-cluster API server

@@ -155,8 +155,8 @@ def run_checks(cfg: Any, model_config: Mapping[str, Any] | None = None) -> Repor
     _transcribed_checks(cfg, report)
     if model_config is None:
         report.skipped.append(
-            "model-dependent checks (Ulysses degree against the attention heads, context length): "
-            f"{_get(cfg, 'actor_rollout_ref.model.path')} is not a local directory with a config.json here"
+            "verl's model-dependent checks (Ulysses degree against the attention heads, context length; "
+            f"{_get(cfg, 'actor_rollout_ref.model.path')} is not a local directory with a config.json here)"
         )
     else:
         _model_checks(cfg, model_config, report)

@@ -296,15 +296,16 @@ def finding_path(job: FlashRLJob, keys: Sequence[str], message: str, section: st
     return "spec"
 
 
-def check_config(job: FlashRLJob) -> ConfigCheck:
+def check_config(job: FlashRLJob, *, model_files: bool = True) -> ConfigCheck:
     """Everything verl 0.9.1 would refuse in this job's configuration, before any GPU is asked for.
 
     First the override checks of :func:`check_user_overrides` (keys, syntax, composition); when the
     configuration composes, verl's own start-up checks on it (:mod:`flashrl_jobs.verl_checks`), each
     reported at the FlashRLJob field or override its value came from. Model-dependent checks use the
     model's ``config.json`` when the model (``spec.model.source``, staged or a path) is a local
-    directory; ``skipped`` says what could not be checked here. Raises
-    :class:`VerlConfigUnavailableError` when verl's config cannot be loaded.
+    directory (``model_files=False`` skips them: the operator's filesystem is not the pods');
+    ``skipped`` says what could not be checked here. Raises :class:`VerlConfigUnavailableError` when
+    verl's config cannot be loaded.
     """
     from flashrl_jobs.verl_checks import model_config_json, run_checks
 
@@ -312,7 +313,7 @@ def check_config(job: FlashRLJob) -> ConfigCheck:
     if problems:
         return ConfigCheck(problems, ["verl's start-up checks: not run until the overrides compose"])
     cfg = compose_config(verl_overrides_for(job))
-    report = run_checks(cfg, model_config_json(model_location(job.spec)))
+    report = run_checks(cfg, model_config_json(model_location(job.spec)) if model_files else None)
     found: dict[str, Problem] = {}
     for finding in report.findings:
         path = finding_path(job, finding.keys, finding.message, finding.section)

@@ -14,17 +14,16 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
+from flashrl_api.rules import MUTABLE_SPEC_FIELDS as API_MUTABLE_SPEC_FIELDS
 from flashrl_operator import kuberay
 
 #: Annotation on the RayJob holding the (immutable part of the) spec it was rendered from.
 SPEC_ANNOTATION: Final = "flashrl.dev/spec"
 
-#: FlashRLJob spec fields that may change on a running job, and the RayJob fields they feed.
-MUTABLE_SPEC_FIELDS: Final = (
-    "lifecycle.suspend",
-    "lifecycle.activeDeadlineSeconds",
-    "lifecycle.ttlSecondsAfterFinished",
-)
+#: FlashRLJob spec fields that may change on a running job (one list, in the API: the CRD's transition
+#: rules refuse changes to every other field at admission; this module is the second line).
+MUTABLE_SPEC_FIELDS: Final = API_MUTABLE_SPEC_FIELDS
+#: The RayJob fields they feed.
 RAY_JOB_MUTABLE_KEYS: Final = ("suspend", "activeDeadlineSeconds", "ttlSecondsAfterFinished")
 
 _METADATA_KEYS: Final = ("labels", "annotations", "ownerReferences")

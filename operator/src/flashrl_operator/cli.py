@@ -15,9 +15,18 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TextIO
 
-from flashrl_api import FlashRLJob, Problem, SpecError, load_documents, load_job_file, parse_job
+from flashrl_api import (
+    FlashRLJob,
+    Problem,
+    SpecError,
+    load_documents,
+    load_job_file,
+    parse_job,
+    spec_warnings,
+)
 from flashrl_operator.preflight import offline_limits
 
 if TYPE_CHECKING:
@@ -57,24 +66,40 @@ def protected_problems(job: FlashRLJob) -> list[Problem]:
     return [Problem(f"spec.overrides[{i}]", msg) for i, msg in protected_key_problems(job.spec.overrides)]
 
 
-def override_problems(job: FlashRLJob) -> tuple[list[Problem], str | None]:
-    """Problems with the user's verl overrides, and a note when they could only be syntax-checked.
+@dataclass(frozen=True)
+class ConfigReport:
+    """What checking a job's verl configuration offline found."""
 
-    The overrides are composed against the pinned verl config when hydra and verl's config files
-    are importable (the dev venv and the trainer image); otherwise only the keys the spec owns are
-    refused, and the note says the rest went unchecked.
+    problems: list[Problem]
+    #: Said when the overrides could only be syntax-checked (no hydra or verl here).
+    note: str | None = None
+    #: verl checks that could not run here (the model-dependent ones without the model's files).
+    skipped: tuple[str, ...] = ()
+
+
+def override_problems(job: FlashRLJob, *, start_up_checks: bool = True) -> ConfigReport:
+    """Problems with the job's verl configuration: the overrides, then verl's own start-up checks.
+
+    With hydra and verl's config files importable (the dev venv and the trainer image) the overrides
+    are composed against the pinned verl config and verl 0.9.1's start-up checks run on the result
+    (``flashrl_jobs.verl_config.check_config``), each problem at its field path; otherwise only the
+    keys the spec owns are refused, and the note says the rest went unchecked. ``start_up_checks=False``
+    composes the overrides only (for a spec whose own rules already failed: verl would repeat them).
     """
     protected = protected_problems(job)
-    if not job.spec.overrides:
-        return protected, None
     try:
-        from flashrl_jobs.verl_config import VerlConfigUnavailableError, check_user_overrides
+        from flashrl_jobs.verl_config import VerlConfigUnavailableError, check_config, check_user_overrides
     except ImportError as exc:
-        return protected, _syntax_only_note(exc.name or str(exc))
+        return ConfigReport(
+            protected, _syntax_only_note(exc.name or str(exc)) if job.spec.overrides else None
+        )
     try:
-        return check_user_overrides(job), None
+        if not start_up_checks:
+            return ConfigReport(check_user_overrides(job) if job.spec.overrides else protected)
+        result = check_config(job)
     except (VerlConfigUnavailableError, ImportError) as exc:
-        return protected, _syntax_only_note(str(exc))
+        return ConfigReport(protected, _syntax_only_note(str(exc)) if job.spec.overrides else None)
+    return ConfigReport(result.problems, None, tuple(result.skipped))
 
 
 def _syntax_only_note(why: str) -> str:
@@ -131,14 +156,16 @@ def _cmd_validate(args: argparse.Namespace) -> int:
             raise
         # Only cross-field rules failed: check the overrides too, so one run reports everything.
         job, earlier = exc.job, list(exc.problems)
-    problems, note = override_problems(job)
-    problems = earlier + problems
-    if note:
-        print(note, file=sys.stderr)
+    report = override_problems(job, start_up_checks=not earlier)
+    problems = earlier + report.problems
+    if report.note:
+        print(report.note, file=sys.stderr)
     if problems:
         return _report(problems, sys.stderr)
     print(f'{_source_name(args.file)}: valid FlashRLJob "{job.name}" {summary(job)}')
-    print(offline_limits(job), file=sys.stderr)
+    for path, message in spec_warnings(job.spec):
+        print(f"warning: spec.{path}: {message}", file=sys.stderr)
+    print(offline_limits(job, report.skipped), file=sys.stderr)
     return 0
 
 
@@ -216,11 +243,11 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         return 1
     source = args.file if args.file is not None else str(EXAMPLE)
     job = read_job(source)
-    problems, note = override_problems(job)
-    if note:
-        print(note, file=sys.stderr)
-    if problems:
-        return _report(problems, sys.stderr)
+    report = override_problems(job)
+    if report.note:
+        print(report.note, file=sys.stderr)
+    if report.problems:
+        return _report(report.problems, sys.stderr)
     print(f'{source}: valid FlashRLJob "{job.name}" {summary(job)}')
     print("the operator will create:")
     for obj in render(job):

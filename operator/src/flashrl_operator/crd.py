@@ -31,6 +31,8 @@ from flashrl_api import (
     FlashRLJobSpec,
     FlashRLJobStatus,
 )
+from flashrl_api.manifest import NAME_CEL, NAME_MESSAGE
+from flashrl_api.rules import IMMUTABLE_CEL, IMMUTABLE_MESSAGE, immutable_spec_fields
 from flashrl_operator import kuberay
 from flashrl_operator._yaml import dump_all
 
@@ -331,11 +333,36 @@ def spec_validations() -> list[dict[str, str]]:
     ]
 
 
+def add_transition_rules(schema: dict[str, Any]) -> None:
+    """``self == oldSelf`` on every immutable field of ``spec`` (``flashrl_api.rules.immutable_spec_fields``).
+
+    The API server then refuses an update that changes one at once (``kubectl apply`` fails with the
+    field path), instead of the operator reporting ImmutableFieldChanged afterwards; the operator keeps
+    its own check for clusters without CEL. Rules sit on the fields themselves (cardinality 1), not on
+    ``spec``, so each message names its field, and the lifecycle knobs KubeRay honours on a live RayJob
+    stay editable. Every field has a default, so old and new objects always carry it and the rule
+    always runs.
+    """
+    for path in immutable_spec_fields():
+        node = schema
+        for part in path.split("."):
+            node = node["properties"][part]
+        node.setdefault("x-kubernetes-validations", []).append(
+            {
+                "rule": IMMUTABLE_CEL,
+                "message": f"spec.{path}: {IMMUTABLE_MESSAGE}",
+                "reason": "FieldValueForbidden",
+            }
+        )
+
+
 def spec_schema() -> dict[str, Any]:
-    """``spec``: the FlashRLJobSpec schema, defaulted as a whole, with the cross-field rules."""
+    """``spec``: the FlashRLJobSpec schema, defaulted as a whole, with the cross-field rules and the
+    immutable fields' transition rules."""
     schema = object_schema(FlashRLJobSpec)
     schema["default"] = {}
     schema["x-kubernetes-validations"] = spec_validations()
+    add_transition_rules(schema)
     return _order(schema)
 
 
@@ -368,6 +395,11 @@ def root_schema() -> dict[str, Any]:
             "spec": spec_schema(),
             "status": status_schema(),
         },
+        # Kubernetes allows custom-resource names of up to 253 characters; a FlashRLJob's name becomes
+        # the RayJob's, its pods' and their labels' (parse_job checks the same, for clusters without CEL).
+        "x-kubernetes-validations": [
+            {"rule": NAME_CEL, "message": f"metadata.name: {NAME_MESSAGE}", "reason": "FieldValueInvalid"}
+        ],
     }
 
 

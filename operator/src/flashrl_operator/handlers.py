@@ -68,6 +68,9 @@ class OperatorConfig:
     max_retry_delay: float = 300.0
     """Upper bound of the retry backoff."""
 
+    retry_backoff: float = 30.0
+    """Seconds before the second attempt of a failed job; doubles per attempt (capped at 10 minutes)."""
+
     resync_interval: float = 60.0
     """Seconds between periodic reconciles of every job (catches missed events)."""
 
@@ -218,7 +221,9 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
             )
         except CredentialError as exc:
             raise kopf.PermanentError(str(exc)) from exc
-        ctx.reconciler = Reconciler(ctx.kube, ctx.metrics, check_overrides=config.check_overrides)
+        ctx.reconciler = Reconciler(
+            ctx.kube, ctx.metrics, check_overrides=config.check_overrides, retry_backoff=config.retry_backoff
+        )
         if config.metrics_port is not None:
             ctx.metrics_server = MetricsServer(ctx.metrics, config.bind_host, config.metrics_port)
             url = await ctx.metrics_server.start()

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from flashrl_api import FlashRLJob
@@ -47,8 +48,12 @@ def cluster_needs(job: FlashRLJob) -> ClusterNeeds:
     return ClusterNeeds(job.namespace or "default", claims, staged, secrets, optional)
 
 
-def offline_limits(job: FlashRLJob) -> str:
-    """One line: what validation without a cluster could not check, and the command that checks it."""
+def offline_limits(job: FlashRLJob, skipped: Sequence[str] = ()) -> str:
+    """One line: what validation without a cluster could not check, and the command that checks it.
+
+    ``skipped``: verl's checks that could not run offline (the model-dependent ones without the model's
+    files), as ``flashrl_jobs.verl_config.check_config`` lists them.
+    """
     needs = cluster_needs(job)
     parts = [f"namespace {needs.namespace}"]
     if needs.claims:
@@ -60,4 +65,5 @@ def offline_limits(job: FlashRLJob) -> str:
     r = job.spec.resources
     parts.append(f"{r.nodes} node(s) with {r.gpus_per_node} allocatable {r.gpu_product}")
     parts.append("KubeRay's CRDs")
+    parts.extend(skipped)
     return f"not checked offline: {'; '.join(parts)}"

@@ -26,14 +26,17 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import json
 import logging
 import time
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import replace
+from typing import Any, Final
 
 from flashrl_api import KIND, FlashRLJob, FlashRLJobStatus, SpecError, parse_job
-from flashrl_api.status import Reason
+from flashrl_api.status import RECOVERABLE_FAILURES, Reason
 from flashrl_operator import kuberay
+from flashrl_operator.attempts import Attempts, Reported, on_failure
 from flashrl_operator.children import SPEC_ANNOTATION, drift_patch, immutable_changes
 from flashrl_operator.errors import ConflictError, RejectedError, TransientError
 from flashrl_operator.kinds import FLASHRL_JOB, POD
@@ -41,42 +44,78 @@ from flashrl_operator.kube import KubeClient, now_rfc3339
 from flashrl_operator.kuberay import CLUSTER_LABEL, RayClusterView, RayJobView
 from flashrl_operator.metrics import OperatorMetrics, parse_time
 from flashrl_operator.pod_diagnosis import PodProblem, pod_problems
-from flashrl_operator.ray_status import is_final, should_read_cluster, should_read_pods
-from flashrl_operator.render import Child, render
-from flashrl_operator.status_mapping import Observation, desired_status, status_events, status_patch
+from flashrl_operator.ray_status import PhaseDecision, is_final, should_read_cluster, should_read_pods
+from flashrl_operator.render import AttemptContext, Child, attempt_ray_job_name, render
+from flashrl_operator.retry_policy import BACKOFF_BASE_SECONDS
+from flashrl_operator.status_mapping import (
+    Observation,
+    decide_phase,
+    desired_status,
+    status_events,
+    status_patch,
+)
 
 logger = logging.getLogger(__name__)
 
+#: Specs whose verl check results are remembered (a check takes about a second).
+_CONFIG_CACHE_SIZE = 256
+
+#: Phases in which the current attempt's RayJob is in KubeRay's hands: its disappearance is a failure.
+RUNNING_PHASES: Final = frozenset({"Starting", "Running"})
+
+
+def _waiting(attempts: Attempts, now: datetime.datetime) -> bool:
+    """Whether the next attempt is still waiting out its backoff."""
+    when = parse_time(attempts.next_attempt_time)
+    return when is not None and now < when and not attempts.created
+
+
+def _log_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        logger.warning("A scheduled reconcile failed: %s", task.exception())
+
 
 def override_problems(job: FlashRLJob) -> list[str]:
-    """verl overrides that do not compose against the pinned verl config (when it is importable).
+    """What verl 0.9.1 would refuse in the job's configuration, when verl's config is importable here.
 
-    The check needs hydra and verl's config files; where they are missing (a slim operator image),
-    the API's own syntax checks are all there is, and the launcher checks again before verl starts.
+    The overrides are composed against the pinned verl config and verl's own start-up checks run on
+    the result (``flashrl_jobs.verl_config.check_config``), each problem at the FlashRLJob field or
+    override it came from. The model-dependent checks are left to the launcher: a model path names a
+    directory inside the pods, not on the operator's filesystem. Where hydra or verl is missing (a slim
+    operator image), the API's own checks are all there is, and the launcher checks again before verl
+    starts.
     """
-    if not job.spec.overrides:
-        return []
     try:
-        from flashrl_jobs.verl_config import check_user_overrides
+        from flashrl_jobs.verl_config import check_config
     except ImportError:
         return []
     try:
-        return [str(p) for p in check_user_overrides(job)]
+        return [str(p) for p in check_config(job, model_files=False).problems]
     except Exception as exc:  # Unavailable config is not the user's error; the launcher rechecks.
-        logger.warning("verl overrides not checked: %s", exc)
+        logger.warning("verl configuration not checked: %s", exc)
         return []
 
 
 class Reconciler:
     """Converges FlashRLJobs; one instance per operator, living in the operator's event loop."""
 
-    def __init__(self, kube: KubeClient, metrics: OperatorMetrics, *, check_overrides: bool = True) -> None:
+    def __init__(
+        self,
+        kube: KubeClient,
+        metrics: OperatorMetrics,
+        *,
+        check_overrides: bool = True,
+        retry_backoff: float = BACKOFF_BASE_SECONDS,
+    ) -> None:
         self._kube = kube
+        self._retry_backoff = retry_backoff
+        #: Reconciles scheduled for when a retry's backoff ends, one per job.
+        self._wakeups: dict[tuple[str, str], asyncio.TimerHandle] = {}
         self._metrics = metrics
         self._check_overrides = check_overrides
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
         self._first_seen: dict[str, datetime.datetime] = {}
-        self._override_cache: dict[tuple[str, ...], list[str]] = {}
+        self._override_cache: dict[str, list[str]] = {}
         #: Reads the API server refused (RBAC from an older chart), each logged once.
         self._refused_reads: set[str] = set()
 
@@ -107,6 +146,9 @@ class Reconciler:
     def forget(self, namespace: str, name: str, uid: str | None) -> None:
         """Drop what is remembered about a deleted job."""
         self._locks.pop((namespace, name), None)
+        wakeup = self._wakeups.pop((namespace, name), None)
+        if wakeup is not None:
+            wakeup.cancel()
         if uid:
             self._first_seen.pop(uid, None)
             self._metrics.forget(uid)
@@ -116,16 +158,25 @@ class Reconciler:
             job = parse_job({k: v for k, v in body.items() if k != "status"})
         except SpecError as exc:
             return None, [str(p) for p in exc.problems]
-        if not self._check_overrides or not job.spec.overrides:
+        if not self._check_overrides:
             return job, []
-        key = tuple(job.spec.overrides)
+        # verl's checks read the whole configuration the spec renders, not only the overrides.
+        key = json.dumps(job.spec.to_wire(), sort_keys=True)
         if key not in self._override_cache:
+            if len(self._override_cache) >= _CONFIG_CACHE_SIZE:
+                self._override_cache.pop(next(iter(self._override_cache)))
             self._override_cache[key] = await asyncio.to_thread(override_problems, job)
         return job, self._override_cache[key]
 
-    async def _converge(self, child: Child, *, fresh: bool, queued: bool) -> dict[str, Any]:
-        """Bring ``child`` into the cluster as rendered; returns the live object."""
-        live = None if fresh else await self._kube.get(child.resource, child.namespace, child.name)
+    async def _converge(
+        self, child: Child, *, fresh: bool, queued: bool, live: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Bring ``child`` into the cluster as rendered; returns the live object.
+
+        ``live``: the object as just read (saves reading it again).
+        """
+        if live is None and not fresh:
+            live = await self._kube.get(child.resource, child.namespace, child.name)
         if live is None:
             try:
                 applied = await self._kube.apply(child.body, force=False)
@@ -165,23 +216,39 @@ class Reconciler:
             await self._write_status(body, previous, desired_status(obs, now), uid, created)
             return
 
-        desired = render(job)
+        attempts = Attempts.of(previous)
+        reported = Reported.of(previous)
+        final = is_final(previous)
+        now_dt = parse_time(now) or datetime.datetime.now(datetime.UTC)
+        desired = render(job, self._attempt_context(job, attempts, created))
         ray_job = desired.ray_job
         rejected: str | None = None
         immutable: list[str] = []
         ray_live: dict[str, Any] | None = None
+        deleted = False
+        waiting = not final and _waiting(attempts, now_dt)
         same_generation = previous.get("observedGeneration") == generation
         if previous.get("reason") == Reason.CHILD_REJECTED and same_generation:
             # Retrying cannot help until the spec changes (a new generation).
             rejected = str(previous.get("message") or "A child object was rejected")
             ray_live = await self._kube.get(ray_job.resource, namespace, ray_job.name)
-        elif is_final(previous):
+        elif final:
             ray_live = await self._kube.get(ray_job.resource, namespace, ray_job.name)
         else:
             fresh = previous.get("observedGeneration") is None
             for child in desired.children:
+                if child is ray_job and waiting:
+                    continue  # the next attempt's RayJob is created when its backoff ends
+                known: dict[str, Any] | None = None
+                if child is ray_job and attempts.created and not fresh:
+                    # The attempt's RayJob existed: gone now while the job ran means someone deleted
+                    # it. That is a failed attempt (counted, announced), never a silent restart.
+                    known = await self._kube.get(ray_job.resource, namespace, ray_job.name)
+                    if known is None and previous.get("phase") in RUNNING_PHASES:
+                        deleted = True
+                        continue
                 try:
-                    live = await self._converge(child, fresh=fresh, queued=desired.queued)
+                    live = await self._converge(child, fresh=fresh, queued=desired.queued, live=known)
                 except RejectedError as exc:
                     rejected = (
                         f"{child.describe()} was rejected by the API server "
@@ -208,7 +275,133 @@ class Reconciler:
             pod_problems=await self._pod_problems(namespace, ray_view, cluster_view),
             previous=previous,
         )
+        if not final and rejected is None:
+            obs = await self._attempts(
+                body, job, obs, attempts, reported, now_dt, created, deleted=deleted, waiting=waiting
+            )
         await self._write_status(body, previous, desired_status(obs, now), uid, created)
+
+    def _attempt_context(
+        self, job: FlashRLJob, attempts: Attempts, created: datetime.datetime
+    ) -> AttemptContext:
+        """The current attempt's number, the job's start, and what is left of its deadline.
+
+        Attempt ``k > 1`` gets the deadline left when attempt ``k - 1`` ended (stored, so every
+        reconcile renders the same RayJob); the first attempt gets the whole deadline.
+        """
+        deadline = job.spec.lifecycle.active_deadline_seconds
+        left: int | None = None
+        if deadline is not None and attempts.attempt > 1:
+            ends = [t for e in attempts.history if (t := parse_time(e.end_time)) is not None]
+            ended = max(ends, default=None)
+            used = (ended - created).total_seconds() if ended is not None else 0.0
+            left = max(1, int(deadline - used))
+        start = created.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return AttemptContext(attempts.attempt, start, left)
+
+    async def _attempts(
+        self,
+        body: Mapping[str, Any],
+        job: FlashRLJob,
+        obs: Observation,
+        attempts: Attempts,
+        reported: Reported,
+        now: datetime.datetime,
+        created: datetime.datetime,
+        *,
+        deleted: bool,
+        waiting: bool,
+    ) -> Observation:
+        """Apply the retry policy to the current attempt (:mod:`flashrl_operator.attempts`)."""
+        meta = body.get("metadata") or {}
+        namespace, name = str(meta.get("namespace") or "default"), str(meta["name"])
+        stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        previous = obs.previous
+        if waiting:
+            self._wake_at(namespace, name, attempts, now)
+            message = str(previous.get("message") or f"Attempt {attempts.attempt} starts after its backoff")
+            decision = PhaseDecision("Starting", Reason.RETRYING, message)
+            return replace(obs, attempt_decision=decision, attempts=attempts.to_status())
+        if obs.ray_job is not None:
+            attempts = attempts.started(stamp, reported.checkpoint_step)
+        if deleted:
+            phase = previous.get("phase")
+            verdict = PhaseDecision(
+                "Failed",
+                Reason.RAY_JOB_DELETED,
+                f"RayJob {obs.ray_job_name} of attempt {attempts.attempt} was deleted while the job "
+                f"was {phase}",
+            )
+        else:
+            verdict = decide_phase(obs)
+        if verdict.phase == "Succeeded":
+            return replace(obs, attempts=attempts.finished(stamp, reported, None).to_status())
+        if verdict.phase == "Pending" and attempts.attempt > 1:
+            # A retry's RayJob waiting for KubeRay: still the retry, not a new job.
+            message = f"Attempt {attempts.attempt}: {verdict.message}"
+            decision = PhaseDecision("Starting", Reason.RETRYING, message)
+            return replace(obs, attempt_decision=decision, attempts=attempts.to_status())
+        if verdict.phase != "Failed" or verdict.reason in RECOVERABLE_FAILURES:
+            return replace(obs, attempts=attempts.to_status())
+        deadline = job.spec.lifecycle.active_deadline_seconds
+        left = None if deadline is None else deadline - (now - created).total_seconds()
+        failure = on_failure(
+            attempts,
+            reported,
+            verdict.reason,
+            verdict.message,
+            job.spec.lifecycle.max_restarts,
+            now,
+            deadline_left_seconds=left,
+            backoff_base=self._retry_backoff,
+        )
+        involved = {**body, "kind": body.get("kind") or KIND}
+        if failure.decision.action == "fail":
+            message = failure.decision.message
+            if failure.decision.reason == verdict.reason and job.spec.lifecycle.max_restarts == 0:
+                message = verdict.message  # no retries configured: the failure speaks for itself
+            decision = PhaseDecision("Failed", failure.decision.reason, message)
+            return replace(obs, attempt_decision=decision, attempts=failure.attempts.to_status())
+        # A retry: free the failed attempt's GPUs now (KubeRay would keep its cluster until the TTL),
+        # announce what the failure cost, and wake up when the backoff ends.
+        if obs.ray_job is not None and obs.ray_job_name:
+            try:
+                await self._kube.delete(kuberay.RAY_JOB, namespace, obs.ray_job_name)
+            except RejectedError as exc:
+                self._refused_once("delete RayJobs", exc, "a failed attempt's cluster stays until its TTL")
+        logger.warning("FlashRLJob %s/%s: %s", namespace, name, failure.event_message)
+        await self._kube.create_event(involved, "Warning", failure.event_reason, failure.event_message)
+        self._wake_at(namespace, name, failure.attempts, now)
+        decision = PhaseDecision("Starting", Reason.RETRYING, failure.event_message)
+        # The failed attempt's RayJob and cluster are gone; the status speaks of the next one.
+        return replace(
+            obs,
+            attempt_decision=decision,
+            attempts=failure.attempts.to_status(),
+            ray_job_name=attempt_ray_job_name(job, failure.attempts.attempt),
+            ray_job=None,
+            ray_cluster=None,
+            pod_problems=(),
+        )
+
+    def _wake_at(self, namespace: str, name: str, attempts: Attempts, now: datetime.datetime) -> None:
+        """Reconcile the job again when its backoff ends (the resync would, later)."""
+        when = parse_time(attempts.next_attempt_time)
+        if when is None:
+            return
+        key = (namespace, name)
+        old = self._wakeups.pop(key, None)
+        if old is not None:
+            old.cancel()
+        delay = max(0.0, (when - now).total_seconds()) + 0.05
+        loop = asyncio.get_running_loop()
+
+        def fire() -> None:
+            self._wakeups.pop(key, None)
+            task = loop.create_task(self.reconcile(namespace, name))
+            task.add_done_callback(_log_failure)
+
+        self._wakeups[key] = loop.call_later(delay, fire)
 
     async def _ray_cluster(
         self, namespace: str, ray_job: RayJobView | None, previous: Mapping[str, Any]

@@ -118,12 +118,12 @@ def lost_steps(end: AttemptEnd) -> int:
     return max(0, end.step - max(end.checkpoint_step, end.start_step))
 
 
-def backoff_seconds(attempt: int) -> float:
-    """Wait before starting attempt ``attempt + 1``."""
-    return min(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS * 2.0 ** max(0, attempt - 1))
+def backoff_seconds(attempt: int, base: float = BACKOFF_BASE_SECONDS) -> float:
+    """Wait before starting attempt ``attempt + 1``: ``base`` doubling per retry, capped."""
+    return min(BACKOFF_CAP_SECONDS, base * 2.0 ** max(0, attempt - 1))
 
 
-def decide(end: AttemptEnd, max_restarts: int) -> RetryDecision:
+def decide(end: AttemptEnd, max_restarts: int, backoff_base: float = BACKOFF_BASE_SECONDS) -> RetryDecision:
     """The operator's verdict on a failed attempt (see the module docstring for the rules)."""
     lost = lost_steps(end)
     cost = f"{lost} step(s) since the checkpoint of step {max(end.checkpoint_step, end.start_step)} lost"
@@ -164,12 +164,12 @@ def decide(end: AttemptEnd, max_restarts: int) -> RetryDecision:
         why = f"after a checkpoint of step {end.checkpoint_step}"
     else:
         why = f"at step {end.step} before its first checkpoint (one more try from step {end.start_step})"
-    wait = backoff_seconds(end.attempt)
+    wait = backoff_seconds(end.attempt, backoff_base)
     return RetryDecision(
         "retry",
         end.reason,
         f"attempt {end.attempt} failed {why} ({end.reason}: {end.message}); {cost}; attempt "
-        f"{end.attempt + 1} resumes from step {max(end.checkpoint_step, end.start_step)} in {wait:.0f}s",
+        f"{end.attempt + 1} resumes from step {max(end.checkpoint_step, end.start_step)} in {wait:g}s",
         lost,
         wait,
     )

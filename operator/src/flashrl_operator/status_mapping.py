@@ -62,7 +62,14 @@ OWNED_KEYS: tuple[str, ...] = (
     "completionTime",
     "reason",
     "message",
+    # The attempts (flashrl_operator.attempts).
+    "attempt",
+    "attempts",
+    "lostSteps",
+    "nextAttemptTime",
 )
+#: The attempt keys: kept as they were when a reconcile does not decide them.
+ATTEMPT_KEYS: Final = ("attempt", "attempts", "lostSteps", "nextAttemptTime")
 
 #: Status ``message`` is for people; keep it readable in ``kubectl describe``.
 MAX_STATUS_MESSAGE: Final = 1024
@@ -105,6 +112,14 @@ class Observation:
     previous: Mapping[str, Any] = field(default_factory=dict)
     """The status as last written (any keys; only owned ones are read)."""
 
+    attempt_decision: PhaseDecision | None = None
+    """The operator's retry policy overrides KubeRay's verdict: a retry (Starting, Retrying) or a
+    final failure with the policy's reason (``NoProgress``, ...)."""
+
+    attempts: Mapping[str, Any] | None = None
+    """The attempt keys (``attempt``, ``attempts``, ``lostSteps``, ``nextAttemptTime``) in wire form;
+    ``None`` keeps the previous ones."""
+
 
 def _kuberay_phase(obs: Observation, rj: RayJobView) -> PhaseDecision:
     return ray_phase(
@@ -122,6 +137,8 @@ def decide_phase(obs: Observation) -> PhaseDecision:
         return PhaseDecision("Failed", Reason.INVALID_SPEC, "Invalid spec: " + "; ".join(obs.spec_problems))
     if obs.rejected:
         return PhaseDecision("Failed", Reason.CHILD_REJECTED, obs.rejected)
+    if obs.attempt_decision is not None:
+        return obs.attempt_decision
     prev = obs.previous
     if is_final(prev) and (
         obs.ray_job is None or _kuberay_phase(obs, obs.ray_job).phase not in TERMINAL_PHASES
@@ -244,12 +261,23 @@ def desired_status(obs: Observation, now: str) -> FlashRLJobStatus:
         completion_time=completion,
         reason=str(decision.reason) if shown_reason else None,
         message=truncate(decision.message, MAX_STATUS_MESSAGE),
+        **{key: value for key, value in _attempt_fields(obs).items() if value is not None},
     )
+
+
+def _attempt_fields(obs: Observation) -> dict[str, Any]:
+    """The attempt keys for the model (by alias): the observation's, else the previous status's."""
+    source = obs.attempts if obs.attempts is not None else obs.previous
+    return {key: source.get(key) for key in ATTEMPT_KEYS}
 
 
 def owned(status: FlashRLJobStatus | Mapping[str, Any]) -> dict[str, Any]:
     """The operator-owned keys of ``status`` in wire form (``None`` for absent ones)."""
-    wire = status.model_dump(mode="json", by_alias=True) if isinstance(status, FlashRLJobStatus) else status
+    wire = (
+        status.model_dump(mode="json", by_alias=True, exclude_none=True)
+        if isinstance(status, FlashRLJobStatus)
+        else status
+    )
     return {key: wire.get(key) for key in OWNED_KEYS}
 
 

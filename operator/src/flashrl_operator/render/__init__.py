@@ -24,14 +24,30 @@ from flashrl_api import FlashRLJob
 from flashrl_operator import kuberay
 from flashrl_operator.kinds import resource_of
 from flashrl_operator.render.configmap import config_map
-from flashrl_operator.render.labels import JOB_LABEL, KUEUE_QUEUE_LABEL, MANAGED_BY, labels, owner_reference
+from flashrl_operator.render.labels import (
+    ATTEMPT_LABEL,
+    JOB_LABEL,
+    KUEUE_QUEUE_LABEL,
+    MANAGED_BY,
+    labels,
+    owner_reference,
+)
 from flashrl_operator.render.names import ChildNames, child_names
 from flashrl_operator.render.pod import HEAD_CONTAINER, WORKER_CONTAINER
-from flashrl_operator.render.rayjob import DRY_RUN_ENTRYPOINT, ENTRYPOINT, WORKER_GROUP, entrypoint, ray_job
+from flashrl_operator.render.rayjob import (
+    DRY_RUN_ENTRYPOINT,
+    ENTRYPOINT,
+    WORKER_GROUP,
+    AttemptContext,
+    attempt_ray_job_name,
+    entrypoint,
+    ray_job,
+)
 from flashrl_operator.render.rbac import role, role_binding, service_account
 from flashrl_operator.resource import Resource
 
 __all__ = [
+    "ATTEMPT_LABEL",
     "DRY_RUN_ENTRYPOINT",
     "ENTRYPOINT",
     "HEAD_CONTAINER",
@@ -40,9 +56,11 @@ __all__ = [
     "MANAGED_BY",
     "WORKER_CONTAINER",
     "WORKER_GROUP",
+    "AttemptContext",
     "Child",
     "ChildNames",
     "DesiredState",
+    "attempt_ray_job_name",
     "child_names",
     "entrypoint",
     "labels",
@@ -115,13 +133,13 @@ class DesiredState(Sequence[dict[str, Any]]):
         return (c.body for c in self.children)
 
 
-def render(job: FlashRLJob) -> DesiredState:
+def render(job: FlashRLJob, attempt: AttemptContext | None = None) -> DesiredState:
     """Every child of ``job`` in apply order: ServiceAccount, Role, RoleBinding, ConfigMap, RayJob.
 
     The RBAC and the ConfigMap come first so the head pod's ServiceAccount and spec volume exist
-    before KubeRay creates it.
+    before KubeRay creates it. The RayJob is the current attempt's (the first when not given).
     """
-    bodies = [service_account(job), role(job), role_binding(job), config_map(job), ray_job(job)]
+    bodies = [service_account(job), role(job), role_binding(job), config_map(job), ray_job(job, attempt)]
     return DesiredState(
         children=tuple(Child.of(body) for body in bodies),
         queued=job.spec.scheduling.queue_name is not None,

@@ -16,6 +16,8 @@ MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
 MANAGED_BY: Final = "flashrl-operator"
 #: Label carrying the owning FlashRLJob's name on every child.
 JOB_LABEL: Final = "flashrl.dev/job"
+#: Label carrying the attempt number (from 1) on each attempt's RayJob.
+ATTEMPT_LABEL: Final = "flashrl.dev/attempt"
 #: Kueue's LocalQueue label; its presence hands admission (``spec.suspend``) to Kueue.
 KUEUE_QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
 

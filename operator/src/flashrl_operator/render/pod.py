@@ -15,6 +15,7 @@ Rules these templates follow, each because of how KubeRay builds pods (see docs/
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Final
 
 from flashrl_api import FlashRLJob, FlashRLJobSpec
@@ -94,8 +95,12 @@ def _container(spec: FlashRLJobSpec, name: str) -> dict[str, Any]:
     return container
 
 
-def head_template(job: FlashRLJob) -> dict[str, Any]:
-    """Pod template of the CPU-only head: GCS, dashboard and the launcher (the Ray driver)."""
+def head_template(job: FlashRLJob, attempt_env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Pod template of the CPU-only head: GCS, dashboard and the launcher (the Ray driver).
+
+    ``attempt_env``: the launcher's per-attempt variables (``FLASHRL_ATTEMPT``, ...), reserved names
+    ``spec.env`` cannot set.
+    """
     spec = job.spec
     resources = {"cpu": spec.resources.head.cpu, "memory": spec.resources.head.memory}
     container = _container(spec, HEAD_CONTAINER)
@@ -103,7 +108,7 @@ def head_template(job: FlashRLJob) -> dict[str, Any]:
         {
             "ports": [{"name": n, "containerPort": p, "protocol": "TCP"} for n, p in HEAD_PORTS],
             "resources": {"requests": dict(resources), "limits": dict(resources)},
-            "env": _env(spec, {"NVIDIA_VISIBLE_DEVICES": "void"}),
+            "env": _env(spec, {"NVIDIA_VISIBLE_DEVICES": "void", **(attempt_env or {})}),
             "volumeMounts": [
                 {"name": SPEC_VOLUME, "mountPath": SPEC_DIR, "readOnly": True},
                 *storage_mounts(spec),
@@ -132,7 +137,7 @@ def head_template(job: FlashRLJob) -> dict[str, Any]:
     return {"metadata": {"labels": labels(job, "ray-job")}, "spec": pod}
 
 
-def worker_template(job: FlashRLJob) -> dict[str, Any]:
+def worker_template(job: FlashRLJob, attempt_env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Pod template of one GPU worker: a whole node's GPUs, shared by SGLang and the FSDP trainer."""
     spec = job.spec
     res = spec.resources
@@ -143,7 +148,7 @@ def worker_template(job: FlashRLJob) -> dict[str, Any]:
     container.update(
         {
             "resources": {"requests": dict(quantities), "limits": dict(quantities)},
-            "env": _env(spec),
+            "env": _env(spec, dict(attempt_env or {})),
             "volumeMounts": [{"name": SHM_VOLUME, "mountPath": SHM_PATH}, *storage_mounts(spec)],
         }
     )

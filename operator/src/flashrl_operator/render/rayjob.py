@@ -10,15 +10,16 @@ inline, autoscaling is off and no worker group is called ``head``.
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass
 from typing import Any, Final
 
 from flashrl_api import FlashRLJob
 from flashrl_api.pins import ray_version
-from flashrl_jobs.contract import DEFAULT_SPEC_PATH
+from flashrl_jobs.contract import ATTEMPT_ENV, DEFAULT_SPEC_PATH, JOB_START_ENV
 from flashrl_operator import kuberay
 from flashrl_operator.children import SPEC_ANNOTATION, spec_snapshot
-from flashrl_operator.render.labels import KUEUE_QUEUE_LABEL, object_meta
-from flashrl_operator.render.names import child_names
+from flashrl_operator.render.labels import ATTEMPT_LABEL, KUEUE_QUEUE_LABEL, object_meta
+from flashrl_operator.render.names import MAX_RAY_JOB_NAME, child_names, short_hash
 from flashrl_operator.render.pod import head_template, worker_template
 
 WORKER_GROUP: Final = "gpu"
@@ -33,8 +34,32 @@ def entrypoint(job: FlashRLJob) -> str:
     return DRY_RUN_ENTRYPOINT if job.spec.dry_run else ENTRYPOINT
 
 
-def ray_cluster_spec(job: FlashRLJob) -> dict[str, Any]:
+@dataclass(frozen=True)
+class AttemptContext:
+    """Which attempt the RayJob runs, and what its launcher needs to know about the job.
+
+    The operator retries by creating a new RayJob per attempt (``backoffLimit: 0``: KubeRay's own
+    retries cannot wait for training progress; :mod:`flashrl_operator.retry_policy` decides).
+    """
+
+    attempt: int = 1
+    """From 1; attempt ``k > 1`` has its own name and resumes from the newest checkpoint."""
+    job_start: str | None = None
+    """RFC 3339 start of the job (its creation), where ``lifecycle.activeDeadlineSeconds`` counts from."""
+    deadline_seconds: int | None = None
+    """``activeDeadlineSeconds`` of this attempt's RayJob: what is left of the job's deadline."""
+
+    def env(self) -> dict[str, str]:
+        """The launcher's per-attempt environment (``flashrl_jobs.contract``)."""
+        env = {ATTEMPT_ENV: str(self.attempt)}
+        if self.job_start:
+            env[JOB_START_ENV] = self.job_start
+        return env
+
+
+def ray_cluster_spec(job: FlashRLJob, attempt: AttemptContext | None = None) -> dict[str, Any]:
     """The inline RayCluster: a CPU head and ``resources.nodes`` GPU workers, fixed size."""
+    attempt_env = (attempt or AttemptContext()).env()
     nodes = job.spec.resources.nodes
     return {
         "rayVersion": ray_version(),
@@ -45,7 +70,7 @@ def ray_cluster_spec(job: FlashRLJob) -> dict[str, Any]:
             # The head must not advertise GPUs; the dashboard must listen on the pod IP for the
             # submitter and the operator.
             "rayStartParams": {"num-gpus": "0", "dashboard-host": "0.0.0.0"},  # noqa: S104
-            "template": head_template(job),
+            "template": head_template(job, attempt_env),
         },
         "workerGroupSpecs": [
             {
@@ -56,34 +81,51 @@ def ray_cluster_spec(job: FlashRLJob) -> dict[str, Any]:
                 "numOfHosts": 1,
                 # KubeRay derives num-gpus, num-cpus and memory from the container limits.
                 "rayStartParams": {},
-                "template": worker_template(job),
+                "template": worker_template(job, attempt_env),
             }
         ],
     }
 
 
-def ray_job(job: FlashRLJob) -> dict[str, Any]:
-    """The RayJob: submits :data:`ENTRYPOINT` once the cluster is ready, then tears the cluster down.
+def attempt_ray_job_name(job: FlashRLJob, attempt: int) -> str:
+    """Attempt 1 keeps the job's RayJob name; attempt ``k`` appends ``-k`` (hash-shortened to fit)."""
+    base = child_names(job).ray_job
+    if attempt <= 1:
+        return base
+    suffix = f"-{attempt}"
+    if len(base) + len(suffix) <= MAX_RAY_JOB_NAME:
+        return base + suffix
+    tail = f"-{short_hash(job.name)}{suffix}"
+    return base[: MAX_RAY_JOB_NAME - len(tail)].rstrip("-") + tail
+
+
+def ray_job(job: FlashRLJob, attempt: AttemptContext | None = None) -> dict[str, Any]:
+    """The RayJob of one attempt: submits :data:`ENTRYPOINT` once the cluster is ready, then tears the
+    cluster down. ``backoffLimit`` is 0: the operator decides about retries, each a new RayJob.
 
     Annotated with the immutable part of the spec (:data:`~flashrl_operator.children.SPEC_ANNOTATION`).
     """
+    attempt = attempt or AttemptContext()
     lifecycle = job.spec.lifecycle
     queue = job.spec.scheduling.queue_name
-    extra_labels = {KUEUE_QUEUE_LABEL: queue} if queue is not None else None
+    extra_labels = {ATTEMPT_LABEL: str(attempt.attempt)}
+    if queue is not None:
+        extra_labels[KUEUE_QUEUE_LABEL] = queue
     spec: dict[str, Any] = {
         "entrypoint": entrypoint(job),
         "submissionMode": "K8sJobMode",
         "shutdownAfterJobFinishes": True,
         "ttlSecondsAfterFinished": lifecycle.ttl_seconds_after_finished,
         "preRunningDeadlineSeconds": lifecycle.startup_timeout_seconds,
-        "backoffLimit": lifecycle.max_restarts,
+        "backoffLimit": 0,
         # With a queue, Kueue owns suspend: created suspended, admitted by clearing it.
         "suspend": True if queue is not None else lifecycle.suspend,
-        "rayClusterSpec": ray_cluster_spec(job),
+        "rayClusterSpec": ray_cluster_spec(job, attempt),
     }
-    if lifecycle.active_deadline_seconds is not None:
-        spec["activeDeadlineSeconds"] = lifecycle.active_deadline_seconds
-    meta = object_meta(job, child_names(job).ray_job, "ray-job", extra_labels)
+    deadline = attempt.deadline_seconds if attempt.attempt > 1 else lifecycle.active_deadline_seconds
+    if deadline is not None:
+        spec["activeDeadlineSeconds"] = deadline
+    meta = object_meta(job, attempt_ray_job_name(job, attempt.attempt), "ray-job", extra_labels)
     # The spec it was made from: later edits that a live RayJob cannot take are found against it.
     meta["annotations"] = {SPEC_ANNOTATION: spec_snapshot(job.spec.to_wire())}
     return {

@@ -27,10 +27,13 @@ from pathlib import Path
 from typing import Any, Final, TextIO
 
 from flashrl_api import SpecError, load_documents, parse_job
+from flashrl_api.spec import DEFAULT_CHECKPOINT_INTERVAL
 from flashrl_api.status import ConditionType, Reason
 from flashrl_operator._yaml import dump
 from flashrl_operator.children import SPEC_ANNOTATION
 from flashrl_operator.kube import COMPONENT
+from flashrl_operator.kuberay import KubeRayReason
+from flashrl_operator.render import attempt_ray_job_name
 from flashrl_operator.sim.apiserver import (
     EVENTS_RESOURCE,
     JOBS_RESOURCE,
@@ -43,12 +46,19 @@ from flashrl_operator.sim.apiserver import (
     eventually,
 )
 from flashrl_operator.sim.harness import EmulatedCluster
-from flashrl_operator.sim.standins import CLUSTER_STARTING, SUBMITTED, SUCCEEDED, TRAINING, unschedulable
+from flashrl_operator.sim.standins import (
+    CLUSTER_STARTING,
+    SUBMITTED,
+    SUCCEEDED,
+    TRAINING,
+    failed,
+    unschedulable,
+)
 
 #: The example FlashRLJob shipped with the package (``examples/flashrljob.yaml`` in the repository).
 EXAMPLE: Final[Traversable] = resources.files("flashrl_operator.sim") / "example.yaml"
-#: Training steps the emulated launcher reports before KubeRay (emulated) reports success.
-DEMO_STEPS: Final = 3
+#: Steps the emulated run completes after its first checkpoint before a GPU node is lost.
+DEMO_STEPS_LOST: Final = 2
 #: The whole lifecycle must complete within this many seconds.
 DEFAULT_DEADLINE: Final = 45.0
 #: How the timeline names each actor the emulator records (the rest by their own name).
@@ -172,11 +182,17 @@ async def _lifecycle(manifest: dict[str, Any], out: TextIO, deadline: float) -> 
         timeline = Timeline(out)
         # Pods are not watched: a stuck pod shows up at the next resync, every second here.
         operator = await cluster.start_operator(
-            retry_delay=0.5, request_timeout=10.0, resync_interval=1.0, check_overrides=True
+            retry_delay=0.5,
+            request_timeout=10.0,
+            resync_interval=1.0,
+            check_overrides=True,
+            retry_backoff=1.0,
         )
         timeline.say("operator", f"started (watching all namespaces; metrics at {operator.metrics_url})")
         await _play(cluster, timeline, manifest, namespace, name, deadline)
-        ray_job = await cluster.api.get(RAY_JOBS_RESOURCE, namespace, name)
+        final = await cluster.api.get(JOBS_RESOURCE, namespace, name)
+        current = str(((final or {}).get("status") or {}).get("rayJobName") or name)
+        ray_job = await cluster.api.get(RAY_JOBS_RESOURCE, namespace, current)
         if ray_job is not None:
             print(
                 "\nThe RayJob the operator applied (as stored by the API server, status omitted):\n", file=out
@@ -273,12 +289,43 @@ async def _play(
         timeline.say(KUBERAY, f"{label}: {_describe(status)}")
         await kuberay.set_status(namespace, name, status)
         await until(what, check)
-    for step in range(1, DEMO_STEPS + 1):
-        timeline.say(LAUNCHER, f"reports status.progress step {step}/{total}")
-        await kuberay.report_progress(namespace, name, step, total)
-        await until(f"progress step {step}", lambda s, n=step: (s.get("progress") or {}).get("step") == n)
+    interval = int(
+        manifest.get("spec", {}).get("checkpoint", {}).get("interval", DEFAULT_CHECKPOINT_INTERVAL)
+    )
+    fails_after = interval + DEMO_STEPS_LOST
+
+    async def run_steps(attempt: int, steps: range) -> None:
+        for step in steps:
+            if step % interval == 0:
+                path = f"/checkpoints/.../global_step_{step}"
+                timeline.say(LAUNCHER, f"verl saved a checkpoint: status.checkpoint step {step} ({path})")
+                await kuberay.report_checkpoint(namespace, name, step, path, attempt)
+            timeline.say(LAUNCHER, f"reports status.progress step {step}/{total} (attempt {attempt})")
+            await kuberay.report_progress(namespace, name, step, total, attempt)
+            await until(f"progress step {step}", lambda s, n=step: (s.get("progress") or {}).get("step") == n)
+
+    await run_steps(1, range(1, fails_after + 1))
+    crash = (
+        "Job entrypoint command failed with exit code 1, last available logs (truncated to 20,000 chars):\n"
+        "RuntimeError: NCCL watchdog timeout (a GPU node was lost)\n"
+        f"flashrl-launch: verl exited with code 1 on its own at step {fails_after}"
+    )
+    timeline.say(
+        KUBERAY, f"the Ray job failed after step {fails_after} (NCCL timeout): jobDeploymentStatus=Failed"
+    )
+    await kuberay.set_status(namespace, name, failed(KubeRayReason.APP_FAILED, crash))
+    await until("the operator to decide on a retry", lambda s: s.get("attempt") == 2)
+    retry = attempt_ray_job_name(parse_job(manifest), 2)
+    await until(
+        f"the second attempt's RayJob {retry}", lambda _s: ("rayjobs", namespace, retry) in server.creations
+    )
+    timeline.say(KUBERAY, f"attempt 2's Ray cluster is up and verl is running: {_describe(TRAINING)}")
+    await kuberay.set_status(namespace, retry, TRAINING)
+    await until("phase Running again", phase("Running"))
+    timeline.say(LAUNCHER, f"verl resumes from the checkpoint of step {interval} (resumeMode auto)")
+    await run_steps(2, range(interval + 1, fails_after + 2))
     timeline.say(KUBERAY, f"training finished (demo shortcut): {_describe(SUCCEEDED)}")
-    await kuberay.set_status(namespace, name, SUCCEEDED)
+    await kuberay.set_status(namespace, retry, SUCCEEDED)
     final = await until("phase Succeeded", phase("Succeeded"))
     await until(
         "the Succeeded event",
@@ -289,8 +336,16 @@ async def _play(
     timeline.say(
         "result",
         f"FlashRLJob {namespace}/{name}: {final.get('phase')} at step {progress.get('step')}/"
-        f"{progress.get('totalSteps')}, completed {final.get('completionTime')}",
+        f"{progress.get('totalSteps')}, completed {final.get('completionTime')}; attempt "
+        f"{final.get('attempt')}, {final.get('lostSteps')} step(s) lost to the failure",
     )
+    for entry in final.get("attempts") or []:
+        timeline.say(
+            "result",
+            f"  attempt {entry.get('attempt')}: from step {entry.get('startStep')} to step "
+            f"{entry.get('endStep')}, newest checkpoint {entry.get('checkpointStep')}"
+            + (f", ended by {entry['reason']}" if entry.get("reason") else ""),
+        )
 
 
 def _event_lines(server: EmulatedApiServer, namespace: str) -> list[str]:
@@ -343,5 +398,9 @@ def run_demo(
             print("The operator's log:\n" + "\n".join(held.lines[-60:]), file=err)
             return 1
     elapsed = time.monotonic() - started
-    print(f"\nOK: the job went Pending -> Starting -> Running -> Succeeded in {elapsed:.1f}s.", file=out)
+    print(
+        f"\nOK: the job went Pending -> Starting -> Running, failed past a checkpoint, resumed from it in a "
+        f"second attempt and Succeeded in {elapsed:.1f}s.",
+        file=out,
+    )
     return 0

@@ -390,8 +390,22 @@ class KubeRayStandIn:
             )
         return updated
 
-    async def report_progress(self, namespace: str, job: str, step: int, total: int) -> None:
+    async def report_progress(
+        self, namespace: str, job: str, step: int, total: int, attempt: int | None = None
+    ) -> None:
         """What the launcher does after each training step: patch ``status.progress`` only."""
-        progress = {"step": step, "totalSteps": total, "updateTime": now_rfc3339()}
+        progress: dict[str, Any] = {"step": step, "totalSteps": total, "updateTime": now_rfc3339()}
+        if attempt is not None:
+            progress["attempt"] = attempt
         patch = {"status": {"progress": progress}}
+        await self._launcher.patch(JOBS_RESOURCE, namespace, job, patch, subresource="status")
+
+    async def report_checkpoint(
+        self, namespace: str, job: str, step: int, path: str, attempt: int | None = None
+    ) -> None:
+        """What the launcher's ledger does when verl finished a checkpoint: patch ``status.checkpoint``."""
+        checkpoint: dict[str, Any] = {"step": step, "time": now_rfc3339(), "path": path}
+        if attempt is not None:
+            checkpoint["attempt"] = attempt
+        patch = {"status": {"checkpoint": checkpoint}}
         await self._launcher.patch(JOBS_RESOURCE, namespace, job, patch, subresource="status")

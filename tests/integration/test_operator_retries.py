@@ -1,0 +1,216 @@
+"""Retries that resume, against the real operator: each attempt its own RayJob, gated on checkpoints."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from operator_harness import NAMESPACE, Cluster, StartOperator, job_manifest
+
+from flashrl_operator.sim import (
+    JOBS_RESOURCE,
+    RAY_JOBS_RESOURCE,
+    SUCCEEDED,
+    SUSPENDED,
+    TRAINING,
+    eventually,
+    failed,
+)
+
+pytestmark = pytest.mark.kmock
+
+CKPT = "/checkpoints/DAPO-1/{job}/global_step_{step}"
+
+
+def crash(step: int, code: int = 1) -> dict[str, Any]:
+    """KubeRay's status when verl crashed (the launcher's last line, as Ray's job message carries it)."""
+    message = (
+        f"Job entrypoint command failed with exit code {code}, last available logs (truncated to 20,000 "
+        f"chars):\nRuntimeError: NCCL watchdog timeout\nflashrl-launch: verl exited with code {code} on its "
+        f"own at step {step}"
+    )
+    return failed("AppFailed", message)
+
+
+async def train(cluster: Cluster, job: str, ray_job: str, attempt: int, steps: range, every: int = 5) -> None:
+    """The attempt's cluster runs; the launcher reports each step and each checkpoint verl saved."""
+    await cluster.kuberay.set_status(NAMESPACE, ray_job, TRAINING)
+    await cluster.wait_phase(job, "Running")
+    for step in steps:
+        if step % every == 0:
+            path = CKPT.format(job=job, step=step)
+            await cluster.kuberay.report_checkpoint(NAMESPACE, job, step, path, attempt)
+        await cluster.kuberay.report_progress(NAMESPACE, job, step, 20, attempt)
+
+    async def reported() -> bool:
+        return ((await cluster.status(job)).get("progress") or {}).get("step") == steps[-1]
+
+    await eventually(reported, f"step {steps[-1]} in the status")
+
+
+async def test_a_failure_after_a_checkpoint_starts_attempt_2_from_it(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    await start_operator(retry_backoff=0.2)
+    await cluster.api.create(JOBS_RESOURCE, job_manifest("r1", {"lifecycle": {"maxRestarts": 2}}))
+    first = await cluster.wait_for(RAY_JOBS_RESOURCE, "r1")
+    assert first["spec"]["backoffLimit"] == 0
+    assert first["metadata"]["labels"]["flashrl.dev/attempt"] == "1"
+    await train(cluster, "r1", "r1", 1, range(1, 8))  # checkpoint at 5, fails after 7
+    await cluster.kuberay.set_status(NAMESPACE, "r1", crash(7))
+
+    second = await cluster.wait_for(RAY_JOBS_RESOURCE, "r1-2")
+    assert second["metadata"]["labels"]["flashrl.dev/attempt"] == "2"
+    assert second["metadata"]["ownerReferences"][0]["controller"] is True
+    head = second["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+    assert {"name": "FLASHRL_ATTEMPT", "value": "2"} in head["env"]
+
+    async def first_gone() -> bool:  # its GPUs are freed, not held until the TTL
+        return await cluster.api.get(RAY_JOBS_RESOURCE, NAMESPACE, "r1") is None
+
+    await eventually(first_gone, "the failed attempt's RayJob to be deleted")
+    status = await cluster.status("r1")
+    assert status["attempt"] == 2
+    assert status["lostSteps"] == 2
+    one, two = status["attempts"]
+    assert (one["attempt"], one["startStep"], one["endStep"], one["checkpointStep"]) == (1, 0, 7, 5)
+    assert one["reason"] == "TrainerFailed" and one["endTime"]
+    assert (two["attempt"], two["startStep"]) == (2, 5) and "endTime" not in two
+    retrying = [e for e in await cluster.events_for("r1") if e["reason"] == "Retrying"]
+    assert len(retrying) == 1 and retrying[0]["type"] == "Warning"
+    assert "2 step(s) since the checkpoint of step 5 lost" in retrying[0]["message"]
+    assert "attempt 2 resumes from step 5" in retrying[0]["message"]
+
+    # Attempt 2 resumes from step 5 and finishes.
+    await train(cluster, "r1", "r1-2", 2, range(6, 21))
+    await cluster.kuberay.set_status(NAMESPACE, "r1-2", SUCCEEDED)
+    status = await cluster.wait_phase("r1", "Succeeded")
+    assert status["attempt"] == 2 and status["lostSteps"] == 2
+    assert status["attempts"][-1]["endStep"] == 20 and status["attempts"][-1]["endTime"]
+
+
+async def test_repeated_failure_without_a_new_checkpoint_is_no_progress(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    await start_operator(retry_backoff=0.1)
+    await cluster.api.create(JOBS_RESOURCE, job_manifest("r2", {"lifecycle": {"maxRestarts": 5}}))
+    await cluster.wait_for(RAY_JOBS_RESOURCE, "r2")
+    await train(cluster, "r2", "r2", 1, range(1, 8))
+    await cluster.kuberay.set_status(NAMESPACE, "r2", crash(7))
+    # Attempts 2 and 3 resume from step 5 and crash after step 7 again, saving nothing newer.
+    for attempt in (2, 3):
+        await cluster.wait_for(RAY_JOBS_RESOURCE, f"r2-{attempt}")
+        await train(cluster, "r2", f"r2-{attempt}", attempt, range(6, 8))
+        await cluster.kuberay.set_status(NAMESPACE, f"r2-{attempt}", crash(7))
+    status = await cluster.wait_phase("r2", "Failed")
+    assert status["reason"] == "NoProgress"
+    assert "keep failing after step 7" in status["message"]
+    assert "attempts 2, 3 each resumed from step 5" in status["message"]
+    assert status["attempt"] == 3 and status["lostSteps"] == 6
+    assert await cluster.api.get(RAY_JOBS_RESOURCE, NAMESPACE, "r2-4") is None
+
+
+async def test_a_non_retryable_failure_is_not_retried(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    await start_operator(retry_backoff=0.1)
+    await cluster.api.create(JOBS_RESOURCE, job_manifest("r3", {"lifecycle": {"maxRestarts": 3}}))
+    await cluster.wait_for(RAY_JOBS_RESOURCE, "r3")
+    await train(cluster, "r3", "r3", 1, range(1, 3))
+    line = "checkpoint directory /checkpoints/r3 is not writable: Read-only file system (OSError errno 30)"
+    message = (
+        "Job entrypoint command failed with exit code 73, last available logs (truncated to 20,000 chars):\n"
+        f"flashrl-launch: {line}"
+    )
+    await cluster.kuberay.set_status(NAMESPACE, "r3", failed("AppFailed", message))
+    status = await cluster.wait_phase("r3", "Failed")
+    assert status["reason"] == "CheckpointUnwritable"
+    assert line in status["message"] and "not retryable" in status["message"]
+    assert status["attempt"] == 1
+    assert not [e for e in await cluster.events_for("r3") if e["reason"] == "Retrying"]
+    assert await cluster.api.get(RAY_JOBS_RESOURCE, NAMESPACE, "r3-2") is None
+
+
+async def test_verl_exiting_0_before_the_last_step_is_not_success(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    await start_operator(retry_backoff=0.1)
+    await cluster.api.create(JOBS_RESOURCE, job_manifest("r4", {"lifecycle": {"maxRestarts": 3}}))
+    await cluster.wait_for(RAY_JOBS_RESOURCE, "r4")
+    await train(cluster, "r4", "r4", 1, range(1, 6))
+    line = "verl stopped early: it exited 0 at step 5 of 20 (last step line 5, newest checkpoint 5)"
+    message = (
+        "Job entrypoint command failed with exit code 70, last available logs (truncated to 20,000 chars):\n"
+        f"flashrl-launch: {line}"
+    )
+    await cluster.kuberay.set_status(NAMESPACE, "r4", failed("AppFailed", message))
+    status = await cluster.wait_phase("r4", "Failed")
+    assert status["reason"] == "StoppedEarly" and line in status["message"]
+    conditions = {c["type"]: c["status"] for c in status["conditions"]}
+    assert conditions["Succeeded"] == "False" and conditions["Failed"] == "True"
+    assert status["attempt"] == 1
+
+
+async def test_kueue_preemption_resumes_the_same_attempt_and_is_not_a_failure(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    await start_operator(retry_backoff=0.1, resync_interval=0.3)
+    spec = {"scheduling": {"queueName": "gpu-h20"}, "lifecycle": {"maxRestarts": 0}}
+    await cluster.api.create(JOBS_RESOURCE, job_manifest("r5", spec))
+    await cluster.wait_for(RAY_JOBS_RESOURCE, "r5")
+    await cluster.api.patch(RAY_JOBS_RESOURCE, NAMESPACE, "r5", {"spec": {"suspend": False}})  # admitted
+    await train(cluster, "r5", "r5", 1, range(1, 8))
+    # Kueue preempts the running job: suspend, and KubeRay deletes the cluster.
+    await cluster.api.patch(RAY_JOBS_RESOURCE, NAMESPACE, "r5", {"spec": {"suspend": True}})
+    await cluster.kuberay.set_status(NAMESPACE, "r5", SUSPENDED)
+    status = await cluster.wait_phase("r5", "Suspended")
+    suspended = next(c for c in status["conditions"] if c["type"] == "Suspended")
+    assert (suspended["status"], suspended["reason"]) == ("True", "Queued")
+    assert status["attempt"] == 1 and status["lostSteps"] == 0
+    # Re-admitted: the same RayJob (attempt 1) brings up a new cluster; verl resumes from step 5.
+    await cluster.api.patch(RAY_JOBS_RESOURCE, NAMESPACE, "r5", {"spec": {"suspend": False}})
+    await train(cluster, "r5", "r5", 1, range(6, 21))
+    await cluster.kuberay.set_status(NAMESPACE, "r5", SUCCEEDED)
+    status = await cluster.wait_phase("r5", "Succeeded")
+    assert status["attempt"] == 1 and status["lostSteps"] == 0
+    assert [a["attempt"] for a in status["attempts"]] == [1]
+    assert not [e for e in await cluster.events_for("r5") if e["reason"] == "Retrying"]
+    assert await cluster.api.get(RAY_JOBS_RESOURCE, NAMESPACE, "r5-2") is None
+
+
+async def test_a_deleted_ray_job_of_a_running_job_is_a_failed_attempt(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    await start_operator(retry_backoff=0.1)
+    await cluster.api.create(JOBS_RESOURCE, job_manifest("r6", {"lifecycle": {"maxRestarts": 1}}))
+    await cluster.wait_for(RAY_JOBS_RESOURCE, "r6")
+    await train(cluster, "r6", "r6", 1, range(1, 7))
+    await cluster.api.delete(RAY_JOBS_RESOURCE, NAMESPACE, "r6")
+    # Counted against maxRestarts 1: one retry, announced, from the checkpoint of step 5.
+    await cluster.wait_for(RAY_JOBS_RESOURCE, "r6-2")
+    status = await cluster.status("r6")
+    assert status["attempt"] == 2 and status["attempts"][0]["reason"] == "RayJobDeleted"
+    retrying = [e for e in await cluster.events_for("r6") if e["reason"] == "Retrying"]
+    assert len(retrying) == 1 and "RayJobDeleted" in retrying[0]["message"]
+    assert cluster.server.creations[("rayjobs", NAMESPACE, "r6")] == 1  # not silently recreated
+    # The budget is spent: deleting attempt 2's RayJob fails the job.
+    await train(cluster, "r6", "r6-2", 2, range(6, 9))
+    await cluster.api.delete(RAY_JOBS_RESOURCE, NAMESPACE, "r6-2")
+    status = await cluster.wait_phase("r6", "Failed")
+    assert status["reason"] == "RayJobDeleted" and "no retries left" in status["message"]
+    assert cluster.server.creations[("rayjobs", NAMESPACE, "r6-2")] == 1
+
+
+async def test_with_no_retries_a_deleted_ray_job_fails_the_job(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    await start_operator(retry_backoff=0.1)
+    await cluster.api.create(JOBS_RESOURCE, job_manifest("r7"))  # maxRestarts 0, the default
+    await cluster.wait_for(RAY_JOBS_RESOURCE, "r7")
+    await train(cluster, "r7", "r7", 1, range(1, 3))
+    await cluster.api.delete(RAY_JOBS_RESOURCE, NAMESPACE, "r7")
+    status = await cluster.wait_phase("r7", "Failed")
+    assert status["reason"] == "RayJobDeleted"
+    warnings = [e for e in await cluster.events_for("r7") if e["type"] == "Warning"]
+    assert any(e["reason"] == "RayJobDeleted" for e in warnings)
+    assert cluster.server.creations[("rayjobs", NAMESPACE, "r7")] == 1

@@ -1,0 +1,85 @@
+"""Attempt bookkeeping in the status: names, history, lost steps, what a failure does (pure)."""
+
+from __future__ import annotations
+
+import datetime
+
+from flashrl_operator.attempts import MAX_HISTORY, Attempt, Attempts, Reported, on_failure
+
+NOW = datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)
+
+
+def test_a_fresh_job_is_attempt_1_and_its_start_is_recorded_once() -> None:
+    state = Attempts.of({})
+    assert (state.attempt, state.history, state.lost_steps, state.created) == (1, (), 0, False)
+    started = state.started("2026-01-02T03:04:05Z", checkpoint_step=0)
+    assert started.created and started.current == Attempt(1, 0, start_time="2026-01-02T03:04:05Z")
+    assert started.started("2026-01-02T09:09:09Z", 0) == started
+    wire = started.to_status()
+    assert wire == {
+        "attempt": 1,
+        "attempts": [{"attempt": 1, "startStep": 0, "startTime": "2026-01-02T03:04:05Z"}],
+        "lostSteps": 0,
+        "nextAttemptTime": None,
+    }
+    assert Attempts.of(wire) == started
+
+
+def test_a_failure_past_a_checkpoint_opens_attempt_2_from_it_after_the_backoff() -> None:
+    state = Attempts.of({}).started("2026-01-02T02:00:00Z", 0)
+    reported = Reported(step=12, step_attempt=1, checkpoint_step=10)
+    failure = on_failure(state, reported, "TrainerFailed", "verl exited with code 1", 3, NOW)
+    assert failure.decision.action == "retry" and failure.decision.lost_steps == 2
+    after = failure.attempts
+    assert after.attempt == 2 and after.lost_steps == 2 and not after.created
+    assert after.next_attempt_time == "2026-01-02T03:04:35Z"
+    first, second = after.history
+    assert first == Attempt(1, 0, 12, 10, "TrainerFailed", "2026-01-02T02:00:00Z", "2026-01-02T03:04:05Z")
+    assert second == Attempt(2, 10)
+    assert failure.event_reason == "Retrying" and "2 step(s)" in failure.event_message
+
+
+def test_a_step_reported_by_an_earlier_attempt_is_not_this_attempts_progress() -> None:
+    state = Attempts(
+        attempt=2,
+        history=(Attempt(1, 0, 12, 10, "TrainerFailed", "t0", "t1"), Attempt(2, 10, start_time="t2")),
+    )
+    # The progress still says step 12 from attempt 1: attempt 2 failed before its first step.
+    failure = on_failure(
+        state, Reported(step=12, step_attempt=1, checkpoint_step=10), "GPUWaitTimeout", "x", 3, NOW
+    )
+    assert failure.decision.action == "retry" and failure.decision.lost_steps == 0
+    assert "before its first step" in failure.decision.message
+
+
+def test_repeated_failure_from_one_checkpoint_is_no_progress_and_final() -> None:
+    history = (
+        Attempt(1, 0, 37, 35, "TrainerFailed", "t0", "t1"),
+        Attempt(2, 35, 37, 35, "TrainerFailed", "t2", "t3"),
+        Attempt(3, 35, start_time="t4"),
+    )
+    state = Attempts(attempt=3, history=history, lost_steps=4)
+    failure = on_failure(
+        state, Reported(step=37, step_attempt=3, checkpoint_step=35), "TrainerFailed", "x", 5, NOW
+    )
+    assert (failure.decision.action, failure.decision.reason) == ("fail", "NoProgress")
+    assert failure.attempts.attempt == 3 and failure.attempts.lost_steps == 6
+    assert failure.attempts.history[-1].end_time == "2026-01-02T03:04:05Z"
+    assert "keep failing after step 37" in failure.event_message
+
+
+def test_history_is_bounded() -> None:
+    state = Attempts.of({}).started("t", 0)
+    for k in range(1, 30):
+        reported = Reported(step=5 * k + 1, step_attempt=k, checkpoint_step=5 * k)
+        state = on_failure(state, reported, "TrainerFailed", "x", 100, NOW).attempts.started("t", 0)
+    assert len(state.history) == MAX_HISTORY
+    assert state.history[-1].attempt == state.attempt == 30
+    assert state.lost_steps == 29
+
+
+def test_success_closes_the_attempt() -> None:
+    state = Attempts.of({}).started("t0", 0)
+    done = state.finished("t1", Reported(step=150, step_attempt=1, checkpoint_step=150), None)
+    assert done.current == Attempt(1, 0, 150, 150, None, "t0", "t1")
+    assert done.finished("t2", Reported(), None) == done
