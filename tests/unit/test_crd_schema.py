@@ -459,7 +459,18 @@ def test_the_name_rule_sits_on_the_whole_object() -> None:
 def test_printer_columns() -> None:
     columns = _version()["additionalPrinterColumns"]
     by_name = {c["name"]: c for c in columns}
-    assert list(by_name) == ["Phase", "Step", "Steps", "Quantization", "Nodes", "Reason", "RayJob", "Age"]
+    assert list(by_name) == [
+        "Phase",
+        "Step",
+        "Steps",
+        "Checkpoint",
+        "Quantization",
+        "Nodes",
+        "Attempt",
+        "Reason",
+        "RayJob",
+        "Age",
+    ]
     visible = [c["name"] for c in columns if c.get("priority", 0) == 0]
     assert {"Phase", "Step", "Age"} <= set(visible)
     assert by_name["Age"] == {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}

@@ -249,3 +249,35 @@ def test_a_check_that_reaches_torch_fails_loudly_instead_of_passing() -> None:
             torch.zeros(3)
         with pytest.raises(VerlUnavailableError):
             bool(torch.cuda.is_available)
+
+
+def test_a_verl_check_that_needs_the_model_files_is_skipped_not_failed() -> None:
+    """The critic's config loads the model (HFModelConfig): offline that is a skip, not the user's error."""
+    result = check_config(job({"overrides": ["critic.enable=True"]}))
+    assert all("not available without its library" not in p.message for p in result.problems), result.problems
+    assert any("validate_config: not run here" in note for note in result.skipped), result.skipped
+
+
+def test_an_hf_model_in_the_local_hugging_face_cache_is_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``flashrl validate`` on a machine that has the model cached runs the model-dependent checks."""
+    pytest.importorskip("huggingface_hub", reason="the stage extra (huggingface_hub) is not installed")
+    import huggingface_hub.constants
+
+    repo = tmp_path / "models--acme--tiny"
+    snapshot = repo / "snapshots" / ("0" * 40)
+    snapshot.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0" * 40)
+    (snapshot / "config.json").write_text(
+        json.dumps({"num_attention_heads": 6, "num_key_value_heads": 2, "max_position_embeddings": 32768})
+    )
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
+    result = check_config(
+        job({"model": {"source": "hf://acme/tiny"}, "training": {"ulyssesSequenceParallelSize": 4}})
+    )
+    assert [p.path for p in result.problems] == ["spec.training.ulyssesSequenceParallelSize"]
+    assert "num_attention_heads 6" in result.problems[0].message
+    elsewhere = check_config(job({"model": {"source": "hf://acme/other"}}))
+    assert any("model-dependent" in note for note in elsewhere.skipped)

@@ -114,16 +114,34 @@ def _message(exc: BaseException) -> str:
     return " ".join(text.split())
 
 
+def _unavailable(exc: BaseException) -> VerlUnavailableError | None:
+    """The placeholder error behind ``exc`` (Hydra wraps what a dataclass raises), if any."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, VerlUnavailableError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def _run(report: Report, name: str, section: str, keys: tuple[str, ...], check: Callable[[], object]) -> None:
-    """Run one verl check; its exception becomes a finding, a missing library a skip note."""
+    """Run one verl check; its exception becomes a finding, a missing library a skip note.
+
+    verl's ``validate_config`` prints its verdict; stdout is captured while it runs (process-wide, for
+    the second it takes) so the operator's and the CLI's output stay theirs.
+    """
     try:
         with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             check()
-    except VerlUnavailableError as exc:
-        report.skipped.append(f"{name}: not run here ({exc})")
     except Exception as exc:
-        report.findings.append(Finding(_message(exc), keys, section))
+        missing = _unavailable(exc)
+        if missing is not None or "is not available without its library" in str(exc):
+            report.skipped.append(f"verl's {name}: not run here ({missing or _message(exc)})")
+        else:
+            report.findings.append(Finding(_message(exc), keys, section))
 
 
 def _get(cfg: Any, dotted: str, default: Any = None) -> Any:
@@ -145,6 +163,25 @@ def model_config_json(model_path: str) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return None
+
+
+def cached_model_config_json(source: str) -> dict[str, Any] | None:
+    """An ``hf://`` model's ``config.json`` from this machine's Hugging Face cache, never the network.
+
+    ``huggingface_hub.try_to_load_from_cache`` (the ``stage`` extra) resolves the revision through the
+    cache's refs like a download would; without the library, or with the model not cached, None.
+    """
+    from flashrl_api.sources import parse_model_source
+
+    try:
+        parsed = parse_model_source(source)
+        from huggingface_hub import try_to_load_from_cache
+    except (ImportError, ValueError):
+        return None
+    if parsed is None:
+        return None
+    found = try_to_load_from_cache(parsed.repo_id, "config.json", revision=parsed.revision)
+    return model_config_json(str(Path(found).parent)) if isinstance(found, str) else None
 
 
 def run_checks(cfg: Any, model_config: Mapping[str, Any] | None = None) -> Report:

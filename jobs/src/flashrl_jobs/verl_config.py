@@ -303,17 +303,23 @@ def check_config(job: FlashRLJob, *, model_files: bool = True) -> ConfigCheck:
     configuration composes, verl's own start-up checks on it (:mod:`flashrl_jobs.verl_checks`), each
     reported at the FlashRLJob field or override its value came from. Model-dependent checks use the
     model's ``config.json`` when the model (``spec.model.source``, staged or a path) is a local
-    directory (``model_files=False`` skips them: the operator's filesystem is not the pods');
-    ``skipped`` says what could not be checked here. Raises :class:`VerlConfigUnavailableError` when
+    directory, or an ``hf://`` model is in this machine's Hugging Face cache (``model_files=False``
+    skips them: the operator's filesystem is not the pods'); ``skipped`` says what could not be
+    checked here. Raises :class:`VerlConfigUnavailableError` when
     verl's config cannot be loaded.
     """
-    from flashrl_jobs.verl_checks import model_config_json, run_checks
+    from flashrl_jobs.verl_checks import cached_model_config_json, model_config_json, run_checks
 
     problems = check_user_overrides(job)
     if problems:
         return ConfigCheck(problems, ["verl's start-up checks: not run until the overrides compose"])
     cfg = compose_config(verl_overrides_for(job))
-    report = run_checks(cfg, model_config_json(model_location(job.spec)) if model_files else None)
+    model_config = None
+    if model_files:
+        model_config = model_config_json(model_location(job.spec)) or cached_model_config_json(
+            job.spec.model.source
+        )
+    report = run_checks(cfg, model_config)
     found: dict[str, Problem] = {}
     for finding in report.findings:
         path = finding_path(job, finding.keys, finding.message, finding.section)

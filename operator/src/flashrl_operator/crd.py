@@ -74,6 +74,12 @@ PRINTER_COLUMNS: Final[tuple[dict[str, Any], ...]] = (
         "description": "Steps the job will run.",
     },
     {
+        "name": "Checkpoint",
+        "type": "integer",
+        "jsonPath": ".status.checkpoint.step",
+        "description": "Step of the newest checkpoint (where a retry resumes).",
+    },
+    {
         "name": "Quantization",
         "type": "string",
         "jsonPath": ".spec.rollout.quantization",
@@ -84,6 +90,13 @@ PRINTER_COLUMNS: Final[tuple[dict[str, Any], ...]] = (
         "type": "integer",
         "jsonPath": ".spec.resources.nodes",
         "description": "GPU worker pods (resources.gpusPerNode GPUs each).",
+        "priority": 1,
+    },
+    {
+        "name": "Attempt",
+        "type": "integer",
+        "jsonPath": ".status.attempt",
+        "description": "Current attempt (Ray cluster); each retry is a new one.",
         "priority": 1,
     },
     {
