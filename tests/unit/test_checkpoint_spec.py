@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from crd_schema_tools import apply_defaults, error_path, root_schema, validator
 
-from flashrl_api import SpecError, parse_job
+from flashrl_api import SpecError, parse_job, parse_spec, spec_warnings
 from flashrl_api.spec import DEFAULT_CHECKPOINT_INTERVAL
 from flashrl_jobs.verl_args import checkpoint_dir, protected_key_problems, verl_overrides
 from flashrl_jobs.verl_config import compose_config
@@ -92,3 +92,14 @@ def test_settings_and_hugging_face_export_compose_against_verl() -> None:
 def test_overrides_may_not_set_what_spec_checkpoint_owns(key: str) -> None:
     (problem,) = protected_key_problems([f"{key}=3"])
     assert "spec.checkpoint." in problem[1]
+
+
+def test_retries_that_cannot_resume_are_warned_about() -> None:
+    assert spec_warnings(parse_spec({"lifecycle": {"maxRestarts": 2}})) == []
+    no_claim = {"lifecycle": {"maxRestarts": 2}, "storage": {"checkpoints": {"mountPath": "/checkpoints"}}}
+    [(path, message)] = spec_warnings(parse_spec(no_claim))
+    assert path == "storage.checkpoints.claimName" and "starts again from step 0" in message
+    disabled = {"lifecycle": {"maxRestarts": 1}, "checkpoint": {"resumeMode": "disable"}}
+    assert [p for p, _ in spec_warnings(parse_spec(disabled))] == ["checkpoint.resumeMode"]
+    # Without retries there is nothing to resume.
+    assert spec_warnings(parse_spec({"storage": {"checkpoints": {"mountPath": "/checkpoints"}}})) == []

@@ -278,6 +278,21 @@ def spec_warnings(spec: FlashRLJobSpec) -> list[tuple[str, str]]:
                 "prompt batch per step",
             )
         )
+    if spec.lifecycle.max_restarts > 0 and spec.storage.checkpoints.claim_name is None:
+        found.append(
+            (
+                "storage.checkpoints.claimName",
+                "is not set, so checkpoints go to a pod-local emptyDir that disappears with each Ray "
+                "cluster: every retry (lifecycle.maxRestarts) starts again from step 0",
+            )
+        )
+    if spec.lifecycle.max_restarts > 0 and spec.checkpoint.resume_mode == "disable":
+        found.append(
+            (
+                "checkpoint.resumeMode",
+                "is disable: every retry (lifecycle.maxRestarts) starts again from step 0",
+            )
+        )
     return found
 
 
