@@ -579,7 +579,8 @@ class FlashRLJobSpec(ApiModel):
     )
     """Extra environment variables for every Ray container (head and GPU workers), e.g. NCCL_IB_HCA and
     NCCL_SOCKET_IFNAME for RDMA, or NCCL_DEBUG=INFO. They take precedence over the engine defaults (HF_HOME,
-    NCCL_DEBUG, ...) and over secretRefs; GPU visibility, RAY_ADDRESS and FLASHRL_* are reserved."""
+    NCCL_DEBUG, ...) and over secretRefs; GPU visibility, RAY_ADDRESS and FLASHRL_* are reserved, and so
+    is every variable KubeRay v1.7.0 refuses or sets in Ray containers (RAY_CLUSTER_NAME, RAY_PORT, ...)."""
 
     dry_run: bool = False
     """Do everything up to starting verl (compose its config, bring up the Ray cluster, wait for every
