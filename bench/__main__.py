@@ -12,7 +12,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from bench import operator_bench, requests_bench, resume_bench
+from bench import operator_bench, override_bench, requests_bench, resume_bench
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 
@@ -47,6 +47,8 @@ def main() -> int:
             status = 1
     print("retry benchmark: simulated 100-step runs with failures ...", file=sys.stderr)
     sections.append(resume_bench.run())
+    print("override benchmark: verl overrides at the CRD's maximum ...", file=sys.stderr)
+    sections.append(override_bench.run())
     date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")
     text = HEADER.format(date=date) + "\n".join(sections)
     DOC.write_text(text, encoding="utf-8")

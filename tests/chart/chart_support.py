@@ -14,6 +14,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "flashrl-operator"
 CRD_FILE = CHART / "files" / "crds" / "flashrljobs.flashrl.dev.yaml"
+EXPERIMENT_CRD_FILE = CHART / "files" / "crds" / "flashrlexperiments.flashrl.dev.yaml"
+CRD_FILES = (CRD_FILE, EXPERIMENT_CRD_FILE)
 PINS_FILE = REPO / "images" / "pins.yaml"
 RELEASE = "frl"
 NAMESPACE = "flashrl-system"

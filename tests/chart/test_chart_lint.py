@@ -51,6 +51,7 @@ def test_package_follows_the_pins_symlink(tmp_path: Path) -> None:
         assert extracted.read().decode() == PINS_FILE.read_text(encoding="utf-8")
         names = tar.getnames()
     assert "flashrl-operator/files/crds/flashrljobs.flashrl.dev.yaml" in names
+    assert "flashrl-operator/files/crds/flashrlexperiments.flashrl.dev.yaml" in names
     assert "flashrl-operator/values.schema.json" in names
 
 

@@ -12,8 +12,10 @@ pytestmark = pytest.mark.chart
 
 #: (apiGroup, resource) -> verbs the operator needs; nothing more, nothing less.
 EXPECTED: dict[tuple[str, str], set[str]] = {
-    ("flashrl.dev", "flashrljobs"): {"get", "list", "watch"},
+    ("flashrl.dev", "flashrljobs"): {"get", "list", "watch", "create", "patch"},
     ("flashrl.dev", "flashrljobs/status"): {"get", "patch"},
+    ("flashrl.dev", "flashrlexperiments"): {"get", "list", "watch", "patch"},
+    ("flashrl.dev", "flashrlexperiments/status"): {"get", "patch"},
     ("ray.io", "rayjobs"): {"get", "list", "watch", "create", "patch", "delete"},
     ("ray.io", "rayclusters"): {"get"},
     ("", "pods"): {"list"},
@@ -21,6 +23,7 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("", "serviceaccounts"): {"get", "create", "patch"},
     ("rbac.authorization.k8s.io", "roles"): {"get", "create", "patch"},
     ("rbac.authorization.k8s.io", "rolebindings"): {"get", "create", "patch"},
+    ("networking.k8s.io", "networkpolicies"): {"get", "create", "patch"},
     ("", "events"): {"create", "patch"},
 }
 #: Only the cluster-wide ClusterRole adds these (kopf's CRD scanning; read-only).
@@ -114,11 +117,17 @@ def test_aggregated_user_roles(default_docs: list[dict[str, Any]]) -> None:
         "get",
         "list",
     }
+    assert (
+        editor_grants[("flashrl.dev", "flashrlexperiments")] == editor_grants[("flashrl.dev", "flashrljobs")]
+    )
     assert editor_grants[("flashrl.dev", "flashrljobs/status")] == {"get"}
+    assert editor_grants[("flashrl.dev", "flashrlexperiments/status")] == {"get"}
     viewer_grants = grants(viewer["rules"])
     assert viewer_grants == {
         ("flashrl.dev", "flashrljobs"): {"get", "list", "watch"},
         ("flashrl.dev", "flashrljobs/status"): {"get"},
+        ("flashrl.dev", "flashrlexperiments"): {"get", "list", "watch"},
+        ("flashrl.dev", "flashrlexperiments/status"): {"get"},
     }
 
 

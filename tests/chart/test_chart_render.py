@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
 import pytest
 import yaml
-from chart_support import CRD_FILE, NAMESPACE, find, one
+from chart_support import CRD_FILES, NAMESPACE, find, one
 
 pytestmark = pytest.mark.chart
 
@@ -24,6 +25,12 @@ VALUE_SETS: dict[str, dict[str, str]] = {
         "metrics.serviceMonitor.labels.release": "prom",
     },
     "crds-disabled": {"crds.enabled": "false"},
+    "monitoring": {
+        "metrics.serviceMonitor.enabled": "true",
+        "monitoring.podMonitor.enabled": "true",
+        "monitoring.prometheusRule.enabled": "true",
+        "monitoring.dashboard.enabled": "true",
+    },
     "custom-image": {
         "image.repository": "registry.example.com/flashrl/operator",
         "image.tag": "9.9.9",
@@ -40,7 +47,7 @@ VALUE_SETS: dict[str, dict[str, str]] = {
 }
 
 #: Kinds with no schema in kubernetes-validate; checked by dedicated tests instead.
-CUSTOM_KINDS = {"ServiceMonitor"}
+CUSTOM_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
 
 
 @pytest.mark.parametrize("name", sorted(VALUE_SETS))
@@ -65,7 +72,8 @@ def test_default_objects(default_docs: list[dict[str, Any]]) -> None:
             "ClusterRole",  # editor (aggregated)
             "ClusterRole",  # viewer (aggregated)
             "ClusterRoleBinding",
-            "CustomResourceDefinition",
+            "CustomResourceDefinition",  # FlashRLJob
+            "CustomResourceDefinition",  # FlashRLExperiment
             "Deployment",
             "Pod",  # helm test
             "Service",
@@ -105,7 +113,14 @@ def test_deployment_security_and_shape(default_docs: list[dict[str, Any]]) -> No
     assert ports == {"metrics": 8080, "health": 8081}
     for probe in ("livenessProbe", "readinessProbe"):
         assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
-    assert container["args"] == ["--log-format=json", "--metrics-port=8080", "--health-port=8081"]
+    assert container["args"] == [
+        "--log-format=json",
+        "--metrics-port=8080",
+        "--health-port=8081",
+        "--network-policy-kuberay-namespace=kuberay-system",
+        "--network-policy-monitoring-namespace=monitoring",
+        "--network-policy-metrics-port=8080",
+    ]
     assert pod["serviceAccountName"] == one(default_docs, "ServiceAccount")["metadata"]["name"]
 
 
@@ -120,6 +135,9 @@ def test_args_follow_values(render: Callable[..., list[dict[str, Any]]]) -> None
         "--health-port=9091",
         "--namespace=a",
         "--namespace=b",
+        "--network-policy-kuberay-namespace=kuberay-system",
+        "--network-policy-monitoring-namespace=monitoring",
+        "--network-policy-metrics-port=8080",
     ]
     service = one(docs, "Service")
     assert {p["name"]: p["port"] for p in service["spec"]["ports"]} == {"metrics": 9090, "health": 9091}
@@ -147,10 +165,13 @@ def test_service_monitor_only_when_enabled(
     assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
 
 
-def test_crd_is_the_generated_file_plus_labels_and_keep(default_docs: list[dict[str, Any]]) -> None:
-    crd = one(default_docs, "CustomResourceDefinition")
-    generated = next(d for d in yaml.safe_load_all(CRD_FILE.read_text(encoding="utf-8")) if d)
-    assert crd["metadata"]["name"] == "flashrljobs.flashrl.dev" == generated["metadata"]["name"]
+@pytest.mark.parametrize("crd_file", CRD_FILES, ids=lambda p: p.name)
+def test_crd_is_the_generated_file_plus_labels_and_keep(
+    default_docs: list[dict[str, Any]], crd_file: Path
+) -> None:
+    generated = next(d for d in yaml.safe_load_all(crd_file.read_text(encoding="utf-8")) if d)
+    crd = one(default_docs, "CustomResourceDefinition", generated["metadata"]["name"])
+    assert crd["metadata"]["name"] == crd_file.name.removesuffix(".yaml")
     # The spec (schema, CEL rules, printer columns) is carried over unchanged.
     assert crd["spec"] == generated["spec"]
     assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
@@ -158,8 +179,10 @@ def test_crd_is_the_generated_file_plus_labels_and_keep(default_docs: list[dict[
 
 
 def test_crd_keep_can_be_turned_off(render: Callable[..., list[dict[str, Any]]]) -> None:
-    crd = one(render({"crds.keep": "false"}), "CustomResourceDefinition")
-    assert "helm.sh/resource-policy" not in (crd["metadata"].get("annotations") or {})
+    crds = find(render({"crds.keep": "false"}), "CustomResourceDefinition")
+    assert len(crds) == len(CRD_FILES)
+    for crd in crds:
+        assert "helm.sh/resource-policy" not in (crd["metadata"].get("annotations") or {})
 
 
 def test_crds_disabled_renders_no_crd(render: Callable[..., list[dict[str, Any]]]) -> None:
@@ -199,9 +222,10 @@ _GoYaml11Loader.add_implicit_resolver(
 _GoYaml11Loader.add_constructor("tag:yaml.org,2002:bool", _GoYaml11Loader.construct_yaml_bool)
 
 
-def test_crd_reads_the_same_under_go_yaml_rules(default_docs: list[dict[str, Any]]) -> None:
+@pytest.mark.parametrize("crd_file", CRD_FILES, ids=lambda p: p.name)
+def test_crd_reads_the_same_under_go_yaml_rules(default_docs: list[dict[str, Any]], crd_file: Path) -> None:
     """Every key and value in the CRD means the same to Go's YAML 1.1 decoder as to PyYAML."""
-    text = CRD_FILE.read_text(encoding="utf-8")
+    text = crd_file.read_text(encoding="utf-8")
     python_view = next(d for d in yaml.safe_load_all(text) if d)
     go_view = next(d for d in yaml.load_all(text, Loader=_GoYaml11Loader) if d)
     assert go_view == python_view, "quote y/n/yes/no/on/off keys and values in the generated CRD"

@@ -118,3 +118,47 @@ def test_notes_name_the_next_commands(pins: dict[str, Any]) -> None:
     assert "kubectl apply" in notes and "kubectl get flashrljobs" in notes
     # With no cluster, the RayJob API is absent: the notes say how to install the pinned KubeRay.
     assert f"--version {pins['versions']['kuberay']}" in notes
+
+
+def _operator_args(docs: list[dict[str, Any]]) -> list[str]:
+    deployment = next(d for d in docs if d and d["kind"] == "Deployment")
+    return list(deployment["spec"]["template"]["spec"]["containers"][0]["args"])
+
+
+def test_policy_and_network_values_become_operator_flags(render: Callable[..., list[dict[str, Any]]]) -> None:
+    args = _operator_args(
+        render(
+            {
+                "policy.allowedRegistries": "{ghcr.io/org,registry.internal:5000}",
+                "policy.allowedPriorityClasses": "{rl-batch}",
+                "policy.allowedRdmaResources": "{rdma/hca_shared_devices_a}",
+                "policy.forbidKeylessExistsTolerations": "true",
+                "networkPolicy.egressCIDRs": "{10.0.0.1/32}",
+                "networkPolicy.kuberayNamespace": "ray-system",
+            }
+        )
+    )
+    for flag in (
+        "--allowed-registry=ghcr.io/org",
+        "--allowed-registry=registry.internal:5000",
+        "--allowed-priority-class=rl-batch",
+        "--allowed-rdma-resource=rdma/hca_shared_devices_a",
+        "--forbid-keyless-exists-tolerations",
+        "--network-policy-kuberay-namespace=ray-system",
+        "--network-policy-restrict-egress",
+        "--network-policy-egress-cidr=10.0.0.1/32",
+    ):
+        assert flag in args, args
+    from flashrl_operator.cli import build_parser
+
+    parsed = build_parser().parse_args(["operator", *args])
+    assert parsed.allowed_registry == ["ghcr.io/org", "registry.internal:5000"]
+    assert parsed.network_policy_egress_cidr == ["10.0.0.1/32"]
+
+
+def test_default_values_keep_egress_open_and_disabling_turns_the_policy_off(
+    render: Callable[..., list[dict[str, Any]]],
+) -> None:
+    args = _operator_args(render())
+    assert "--network-policy-restrict-egress" not in args and "--no-network-policy" not in args
+    assert "--no-network-policy" in _operator_args(render({"networkPolicy.enabled": "false"}))

@@ -58,17 +58,13 @@ async def test_restart_mid_way_creates_no_duplicates(cluster: Cluster, start_ope
         for k, v in cluster.server.creations.items()
         if k[0] not in ("events", "flashrljobs", "rayclusters")
     }
-    assert len(children) == 5
+    assert len(children) == 6  # with the NetworkPolicy
     assert set(children.values()) == {1}
 
 
 async def test_api_errors_and_slow_answers_converge(cluster: Cluster, start_operator: StartOperator) -> None:
     server = cluster.server
-    # A ConfigMap that already exists with stale content: creation answers a real 409.
-    await cluster.api.create(
-        "v1/configmaps",
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "flaky-spec", "namespace": NAMESPACE}},
-    )
+    # (An object already under a child's name is never converged: test_operator_ownership.py.)
     # The first two RayJob creations fail with 500 after the object was stored (a lost answer).
     server[kmock.action.CREATE][kmock.resource(RAY_JOBS_RESOURCE)][:2] << 500
     # The first status write is refused with 503; the first Role read hangs past the client timeout.
@@ -82,7 +78,7 @@ async def test_api_errors_and_slow_answers_converge(cluster: Cluster, start_oper
     status = await cluster.wait_phase("flaky", "Pending", deadline_s=20)
     assert status["rayJobName"] == "flaky"
     config_map = await cluster.api.get("v1/configmaps", NAMESPACE, "flaky-spec")
-    assert config_map is not None and config_map.get("data"), "the pre-existing ConfigMap was not converged"
+    assert config_map is not None and config_map.get("data")
     assert config_map["metadata"]["labels"]["flashrl.dev/job"] == "flaky"
     ray_jobs = [
         o for o in await cluster.api.list(RAY_JOBS_RESOURCE, NAMESPACE) if o["metadata"]["name"] == "flaky"
@@ -92,8 +88,8 @@ async def test_api_errors_and_slow_answers_converge(cluster: Cluster, start_oper
     errors = op.context.metrics.registry.get_sample_value(
         "flashrl_operator_reconcile_errors_total", {"reason": "Temporary"}
     )
-    # A new job's children are applied without reading them first, so the hanging Role read is not
-    # on its path: the lost RayJob answer and the refused status write are the transient failures.
+    # Every child is read before it is written (ownership), so the hanging Role read, the lost RayJob
+    # answers and the refused status write are all transient failures, retried until they converge.
     assert errors is not None and errors >= 2
 
 

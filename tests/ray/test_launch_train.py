@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import threading
+import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -14,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 from local_ray import LocalRay
+from prometheus_client.parser import text_string_to_metric_families
 
 from flashrl_api import load_job_file
 from flashrl_jobs import contract
@@ -27,13 +31,17 @@ pytestmark = pytest.mark.ray
 #: layout where verl would (trainer.default_local_dir, every trainer.save_freq steps and the last one,
 #: before the step's line), then ends as told. With FAKE_VERL_RAY=1 it also does what verl's
 #: main_ppo.run_ppo does with the config: ray.init with ray_kwargs.ray_init.runtime_env, then an actor
-#: (verl's trainer runs in the TaskRunner actor), and records what that actor's environment holds.
+#: (verl's trainer runs in the TaskRunner actor), and records what that actor's environment holds; the
+#: actor also writes verl's file-logger lines (FileLogger in verl/utils/tracking.py: opened "wb" at
+#: $VERL_FILE_LOGGER_PATH, one {"step": n, "data": {...}} line per step, step 0 the validation before
+#: training), which is where real verl writes them from. Metric names are verl 0.9.1's.
 FAKE_VERL = r"""
-import json, os, pathlib, signal, sys
+import json, os, pathlib, signal, sys, time
 out = pathlib.Path(os.environ["FAKE_VERL_OUT"])
 args = dict(a.lstrip("+").split("=", 1) for a in sys.argv[1:])
 seen = {"argv": sys.argv[1:], "ray_address": os.environ.get("RAY_ADDRESS"),
         "driver_esi": os.environ.get("MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP")}
+ray = runner = None
 if os.environ.get("FAKE_VERL_RAY") == "1":
     import ray
     from omegaconf import OmegaConf
@@ -46,28 +54,70 @@ if os.environ.get("FAKE_VERL_RAY") == "1":
         def env(self, name):
             return os.environ.get(name)
 
+        def log(self, line):
+            # FileLogger: opened once with "wb", unbuffered, one line per Tracking.log call.
+            if not hasattr(self, "fp"):
+                self.fp = open(os.environ["VERL_FILE_LOGGER_PATH"], "wb", buffering=0)
+            self.fp.write(line)
+
     runner = TaskRunner.remote()
     seen["actor_esi"] = ray.get(runner.env.remote("MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP"))
-    ray.shutdown()
+    seen["actor_file_logger_path"] = ray.get(runner.env.remote("VERL_FILE_LOGGER_PATH"))
 out.write_text(json.dumps(seen))
+
+
+def metrics(step):
+    # One step's metrics as verl 0.9.1 logs them; the mismatch drifts upward with the step.
+    return {"actor/pg_loss": 0.5, "timing_s/step": 100.0 + step, "timing_s/gen": 60.0,
+            "timing_s/update_weights": 1.25, "response_length/mean": 1000.0 + step,
+            "response_length/max": 4096, "response_length/clip_ratio": 0.01, "perf/throughput": 1500.5,
+            "rollout_corr/kl": 0.01 * step, "rollout_corr/rollout_is_eff_sample_size": 0.9,
+            "rollout_corr/rollout_is_mean": 1.0, "rollout_corr/rollout_is_ratio_fraction_high": 0.001,
+            "training/rollout_probs_diff_mean": None}  # verl logs NaN here; orjson writes NaN as null
+
+
+def file_log(line):
+    if runner is not None:
+        ray.get(runner.log.remote(line))
+
+
+def wait_for(path):
+    # A real step takes minutes; wait (bounded) until the test has looked at the run.
+    for _ in range(1200):
+        if path.exists():
+            return
+        time.sleep(0.1)
+
+
 ckpt = pathlib.Path(args["trainer.default_local_dir"])
 save_freq = int(args["trainer.save_freq"])
 last = int(os.environ.get("FAKE_VERL_LAST_STEP", "3"))
+gate = os.environ.get("FAKE_VERL_GATE")
 print("Total training steps: 3", flush=True)
-print("\x1b[36m(TaskRunnerV1 pid=42)\x1b[0m step:0 - val-core/acc/mean@1:0.1", flush=True)
+print("\x1b[36m(TaskRunnerV1 pid=42)\x1b[0m step:0 - val-core/aime24/acc/mean@32:0.1", flush=True)
+file_log(json.dumps({"step": 0, "data": {"val-core/aime24/acc/mean@32": 0.1}}).encode() + b"\n")
 for step in range(1, last + 1):
     if step % save_freq == 0 or step == 3:
         (ckpt / f"global_step_{step}" / "actor").mkdir(parents=True, exist_ok=True)
         (ckpt / "latest_checkpointed_iteration.txt").write_text(str(step))
-    print(f"(TaskRunnerV1 pid=42) step:{step} - actor/pg_loss:0.5 - timing_s/update_weights:1.25", flush=True)
+    data = metrics(step)
+    shown = " - ".join(f"{k}:{'nan' if v is None else v}" for k, v in data.items())
+    print(f"(TaskRunnerV1 pid=42) step:{step} - {shown}", flush=True)
+    file_log(json.dumps({"step": step, "data": data}).encode() + b"\n")
+    if gate and step == last - 1:
+        file_log(b'{"step": 99, "data": {"rollout_corr/kl": 9') # a line cut short...
+        file_log(b"\n not json\n")                             # ...and garbage: both skipped
+        wait_for(pathlib.Path(gate))
     sync = os.environ.get("FAKE_VERL_SYNC_URL")
     if sync and step % save_freq == 0:
         # A real step takes minutes; wait (bounded) until the launcher has reported this checkpoint.
-        import time, urllib.request
+        import urllib.request
         for _ in range(600):
             if step in json.loads(urllib.request.urlopen(sync).read()):
                 break
             time.sleep(0.1)
+if ray is not None:
+    ray.shutdown()
 if os.environ.get("FAKE_VERL_MODE") == "wait-for-signal":
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     print("waiting for a signal", flush=True)
@@ -166,6 +216,8 @@ def setup(tmp_path: Path) -> dict[str, Any]:
         "PYTHONPATH": str(tmp_path / "stand_in"),
         "FAKE_VERL_OUT": str(tmp_path / "verl-run.json"),
         "FLASHRL_SERVICEACCOUNT_DIR": str(sa),
+        # Any free port for /metrics: tests running side by side must not fight over the default.
+        "FLASHRL_METRICS_PORT": "0",
     }
     return {"job": job, "env": env, "out": tmp_path / "verl-run.json", "tmp": tmp_path}
 
@@ -188,7 +240,12 @@ def test_train_runs_verl_with_the_overrides_and_reports_each_step(
     run = start_train(launch, ray_cluster, setup, FLASHRL_API_SERVER=server.url)
     assert run.wait() == 0, run.output
     seen = json.loads(setup["out"].read_text())
-    assert seen["argv"] == verl_overrides(load_job_file(setup["job"]))
+    # The job's overrides, then where verl's file logger writes (per attempt, so only known at launch).
+    metrics_file = setup["tmp"] / "checkpoints" / "DAPO-1" / "train-test" / "metrics" / "attempt-1.jsonl"
+    assert seen["argv"] == [
+        *verl_overrides(load_job_file(setup["job"])),
+        f"++ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH='{metrics_file}'",
+    ]
     assert seen["ray_address"] == ray_cluster.address
     assert "(TaskRunnerV1 pid=42) step:3 - actor/pg_loss:0.5" in run.output  # verl's output is passed on
     assert server.requests, run.output
@@ -200,8 +257,10 @@ def test_train_runs_verl_with_the_overrides_and_reports_each_step(
     assert last["headers"]["Content-Type"] == "application/merge-patch+json"
     progress = last["body"]["status"]["progress"]
     assert progress["totalSteps"] == 3 and progress["updateTime"].endswith("Z")
-    # Only the launcher's own fields: progress, and the checkpoint of the last step (saved with it).
-    assert set(last["body"]) == {"status"} and set(last["body"]["status"]) <= {"progress", "checkpoint"}
+    # Only the launcher's own fields: progress and metrics, and the checkpoint of the last step.
+    assert set(last["body"]) == {"status"}
+    assert set(last["body"]["status"]) <= {"progress", "checkpoint", "metrics", "validationScore"}
+    assert last["body"]["status"]["validationScore"]["name"] == "val-core/aime24/acc/mean@32"
 
 
 def test_verl_exit_code_propagates_and_a_failing_api_does_not_stop_training(
@@ -281,12 +340,15 @@ def test_a_resume_that_runs_no_step_is_stopped_early_not_success(
 def test_a_read_only_checkpoint_directory_fails_before_verl_starts(
     ray_cluster: LocalRay, launch: Callable[..., Any], setup: dict[str, Any]
 ) -> None:
-    write_job(setup["job"], Path("/proc/self/checkpoints"))
+    # Under a regular file: not writable even for root (a spec may not mount anything under /proc).
+    blocker = setup["tmp"] / "a-file"
+    blocker.write_text("not a directory\n")
+    write_job(setup["job"], blocker / "checkpoints")
     run = start_train(launch, ray_cluster, setup)
     assert run.wait() == contract.EXIT_CHECKPOINT_UNWRITABLE, run.output
     assert not setup["out"].exists()  # verl never ran
     said = (setup["tmp"] / "termination-log").read_text()
-    assert said.startswith("checkpoint directory /proc/self/checkpoints/DAPO-1/train-test is not writable")
+    assert said.startswith(f"checkpoint directory {blocker}/checkpoints/DAPO-1/train-test is not writable")
 
 
 def test_with_a_deadline_the_variable_reaches_the_actor_through_verls_runtime_env(
@@ -300,5 +362,72 @@ def test_with_a_deadline_the_variable_reaches_the_actor_through_verls_runtime_en
     seen = json.loads(setup["out"].read_text())
     assert seen["actor_esi"] == expected, run.output  # what should_save_ckpt_esi would read in the actor
     assert seen["driver_esi"] == expected
-    assert seen["argv"][-1] == f"++{RUNTIME_ENV_KEY}='{expected}'"
+    assert seen["argv"][-2] == f"++{RUNTIME_ENV_KEY}='{expected}'"
     assert f"Deadline 2026-01-02T05:00:00Z (from $FLASHRL_JOB_START_TIME ({start}))" in run.output
+
+
+def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """One real scrape of the launcher's /metrics, as {(name, labels without namespace/job): value}."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            assert (sample.labels["namespace"], sample.labels["job"]) == ("ml", "train-test"), sample
+            extra = tuple(sorted((k, v) for k, v in sample.labels.items() if k not in {"namespace", "job"}))
+            found[(sample.name, extra)] = sample.value
+    return found
+
+
+def test_verls_file_logger_feeds_metrics_and_status_from_the_trainer_actor(
+    ray_cluster: LocalRay, launch: Callable[..., Any], api: Callable[[int], ApiServer], setup: dict[str, Any]
+) -> None:
+    server = api(200)
+    gate = setup["tmp"] / "go"
+    run = start_train(
+        launch, ray_cluster, setup, FLASHRL_API_SERVER=server.url, FAKE_VERL_RAY="1", FAKE_VERL_GATE=str(gate)
+    )
+    port = int(re.search(r":(\d+)/metrics", run.wait_for_line("for Prometheus on")).group(1))  # type: ignore[union-attr]
+    # verl is now held after step 2: scrape until the launcher has read it from the file.
+    deadline = time.monotonic() + 120
+    while (got := scrape(port)).get(("flashrl_training_step", ())) != 2:
+        assert time.monotonic() < deadline, (got, run.lines)
+        time.sleep(0.2)
+    assert got[("flashrl_training_total_steps", ())] == 3
+    assert got[("flashrl_training_step_seconds", ())] == 102.0
+    assert got[("flashrl_phase_seconds", (("phase", "gen"),))] == 60.0
+    assert got[("flashrl_phase_seconds", (("phase", "update_weights"),))] == 1.25
+    assert got[("flashrl_validation_score", (("data_source", "aime24"), ("metric", "acc/mean@32")))] == 0.1
+    assert got[("flashrl_response_length_tokens", (("stat", "mean"),))] == 1002.0
+    assert got[("flashrl_throughput_tokens_per_second_per_gpu", ())] == 1500.5
+    assert got[("flashrl_rollout_mismatch_kl", ())] == 0.02
+    assert got[("flashrl_rollout_is_effective_sample_size", ())] == 0.9
+    assert got[("flashrl_verl_metric", (("key", "actor/pg_loss"),))] == 0.5
+    assert not any(name == "flashrl_rollout_probs_diff_mean" for name, _ in got)  # verl's NaN: no series
+    gate.touch()
+    assert run.wait() == 0, run.output
+
+    seen = json.loads(setup["out"].read_text())
+    path = setup["tmp"] / "checkpoints" / "DAPO-1" / "train-test" / "metrics" / "attempt-1.jsonl"
+    assert seen["actor_file_logger_path"] == str(path)  # reached verl's TaskRunner actor via runtime_env
+    assert "trainer.logger=[console,file]" in seen["argv"]
+    assert json.loads(path.read_text().splitlines()[-1])["step"] == 3  # the file is verl's, untouched
+    assert "Skipping a malformed line" in run.output and "Skipped 2 malformed line(s)" in run.output
+
+    bodies = [r["body"]["status"] for r in server.requests]
+    steps = [b["progress"]["step"] for b in bodies if "progress" in b]
+    assert steps == sorted(set(steps)) and steps[-1] == 3  # at most one PATCH per step
+    last = [b for b in bodies if "progress" in b][-1]
+    assert last["progress"]["percent"] == 100 and last["progress"]["estimatedRemainingSeconds"] == 0
+    by_name = {m["name"]: m for m in last["metrics"]}
+    assert by_name["rollout_corr/kl"] == {"name": "rollout_corr/kl", "value": 0.03, "step": 3}
+    assert by_name["val-core/aime24/acc/mean@32"] == {
+        "name": "val-core/aime24/acc/mean@32",
+        "value": 0.1,
+        "step": 0,
+    }
+    assert "training/rollout_probs_diff_mean" not in by_name
+    assert last["validationScore"] == by_name["val-core/aime24/acc/mean@32"]
+    second = next(b for b in bodies if b.get("progress", {}).get("step") == 2)
+    assert second["progress"]["percent"] == 66
+    assert second["progress"]["estimatedRemainingSeconds"] == round((101.0 + 102.0) / 2)

@@ -18,7 +18,10 @@ from flashrl_operator.cli import EXIT_INVALID, build_parser, main
 from flashrl_operator.crd import crd_yaml
 
 REPO = Path(__file__).resolve().parents[2]
-EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+#: The FlashRLJob examples (the FlashRLExperiment example has its own tests below).
+EXAMPLES = sorted(
+    p for p in (REPO / "examples").glob("*.yaml") if "\nkind: FlashRLJob\n" in p.read_text(encoding="utf-8")
+)
 MAIN_EXAMPLE = REPO / "examples" / "flashrljob.yaml"
 
 HEAD = "apiVersion: flashrl.dev/v1alpha1\nkind: FlashRLJob\nmetadata:\n  name: j\n"
@@ -431,3 +434,66 @@ def test_validate_refuses_fp8_on_a100(tmp_path: Path, capsys: pytest.CaptureFixt
     )
     assert code == EXIT_INVALID
     assert err.startswith("spec.rollout.quantization: blockwise-fp8 needs FP8 tensor cores")
+
+
+# --- FlashRLExperiment ---------------------------------------------------------------------------
+
+EXPERIMENT_HEAD = "apiVersion: flashrl.dev/v1alpha1\nkind: FlashRLExperiment\nmetadata: {name: cmp}\n"
+
+
+def test_validate_accepts_the_experiment_example(capsys: pytest.CaptureFixture[str]) -> None:
+    path = REPO / "examples" / "flashrlexperiment.yaml"
+    code, out, err = _run(["validate", str(path)], capsys)
+    assert code == 0, err
+    assert out.splitlines() == [
+        f'{path}: valid FlashRLExperiment "origin-fp8-vs-bf16", 3 variants:',
+        "  origin-fp8-vs-bf16-blockwise-fp8 (blockwise-fp8, token TIS C=2.0, 1x8 NVIDIA-H20)",
+        "  origin-fp8-vs-bf16-channel-fp8 (channel-fp8, token TIS C=2.0, 1x8 NVIDIA-H20)",
+        "  origin-fp8-vs-bf16-bf16 (bf16, token TIS C=2.0, 1x8 NVIDIA-H20)",
+    ]
+    assert "note:" not in err
+
+
+def test_validate_refuses_an_experiment_with_every_problem_at_its_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = """\
+    spec:
+      variants:
+        - {name: a, spec: {rollout: {quantization: bf16}}}
+        - {name: b, spec: {rollout: {quantization: bf16}}}
+        - {name: c, spec: {data: {train: /data/x.parquet}}}
+    """
+    code, out, err = _run(["validate", _write(tmp_path, EXPERIMENT_HEAD + textwrap.dedent(spec))], capsys)
+    assert code == 2 and out == ""
+    lines = err.splitlines()
+    assert any(line.startswith("spec.variants[2].spec.data.train: changes the data") for line in lines), err
+    assert any(line.startswith("spec.variants[1]: runs exactly what variant 'a' runs") for line in lines), err
+
+
+def test_validate_composes_each_variants_overrides(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = """\
+    spec:
+      template: {overrides: [trainer.no_such_key=1]}
+      variants:
+        - {name: a}
+        - name: b
+          allowSetupChanges: true
+          spec: {rollout: {quantization: bf16}, overrides: [trainer.other_missing_key=2]}
+    """
+    code, _, err = _run(["validate", _write(tmp_path, EXPERIMENT_HEAD + textwrap.dedent(spec))], capsys)
+    assert code == 2
+    # Variant a inherits the template's list; b's list replaces it (lists are replaced, not merged).
+    assert err.count("spec.template.overrides[0]") == 1, err
+    assert "spec.variants[1].spec.overrides[0]" in err, err
+
+
+def test_validate_reads_an_experiment_from_standard_input(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO(EXPERIMENT_HEAD + "spec: {parallelism: 1}\n"))
+    code, out, _ = _run(["validate", "-"], capsys)
+    assert code == 0
+    assert out.startswith('standard input: valid FlashRLExperiment "cmp", 3 variants:')

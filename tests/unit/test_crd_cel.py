@@ -63,6 +63,17 @@ BREAKING: dict[str, dict[str, Any]] = {
     },
     "tolerations-are-consistent": {"resources": {"tolerations": [{"operator": "Exists", "value": "x"}]}},
     "head-tolerations-are-consistent": {"resources": {"head": {"tolerations": [{"value": "cpu"}]}}},
+    "mount-paths-unique": {"storage": {"data": {"mountPath": "/models"}}},
+    "mount-paths-not-reserved": {"storage": {"checkpoints": {"mountPath": "/dev/shm"}}},
+    "rdma-resource-is-not-gpu": {"resources": {"rdma": {"resourceName": "nvidia.com/gpu"}}},
+    "no-interpolation-in-overrides": {"overrides": ["trainer.project_name=${oc.env:HOME}"]},
+    "no-interpolation-in-model-source": {"model": {"source": "/${trainer.project_name}"}},
+    "no-interpolation-in-train-data": {"data": {"train": "/data/${x}.parquet"}},
+    "no-interpolation-in-validation-data": {"data": {"validation": "/${data.train_files}"}},
+    "no-interpolation-in-prompt-key": {"data": {"promptKey": "${oc.env:USER}"}},
+    "no-interpolation-in-sampling-metric": {"training": {"dynamicSampling": {"metric": "${a}"}}},
+    "no-interpolation-in-project-name": {"training": {"projectName": "${oc.env:HOME}"}},
+    "no-interpolation-in-experiment-name": {"training": {"experimentName": "run-${oc.env:HOSTNAME}"}},
     "staged-model-needs-claim": {"storage": {"modelCache": {"mountPath": "/models"}}},
     "staged-data-needs-claim": {
         "data": {"train": "/data/mine.parquet"},
@@ -195,11 +206,81 @@ def _random_spec(rng: random.Random) -> dict[str, Any]:
     }
 
 
+#: Mount paths: distinct, shared, reserved, and near misses of the reserved ones.
+MOUNT_CHOICES: list[tuple[str, str, str]] = [
+    ("/models", "/data", "/checkpoints"),
+    ("/models", "/models", "/checkpoints"),
+    ("/mnt/a", "/mnt/b", "/mnt/a"),
+    ("/dev/shm", "/data", "/checkpoints"),
+    ("/models", "/etc/flashrl", "/checkpoints"),
+    ("/models", "/data", "/etc"),
+    ("/devices", "/etcd", "/system"),
+    ("/proc/x", "/data", "/sys"),
+]
+RDMA_CHOICES: list[str | None] = [
+    None,
+    "rdma/hca_shared_devices_a",
+    "nvidia.com/hostdev",
+    "vpc.amazonaws.com/efa",
+    "nvidia.com/gpu",
+    "example.com/vgpu",
+    "nvidia.com/mig-1g.12gb",
+    "kubernetes.io/rdma",
+    "rdma.kubernetes.io/hca",
+    "gpu.example.com/rdma",
+]
+#: Fields whose value reaches verl's Hydra config, as spec paths.
+VERL_STRING_FIELDS: list[tuple[str, ...]] = [
+    ("model", "source"),
+    ("data", "train"),
+    ("data", "validation"),
+    ("data", "promptKey"),
+    ("training", "dynamicSampling", "metric"),
+    ("training", "projectName"),
+    ("training", "experimentName"),
+]
+
+
+def _random_hostile(rng: random.Random) -> dict[str, Any]:
+    models, data, checkpoints = rng.choice(MOUNT_CHOICES)
+    raw: dict[str, Any] = {
+        "storage": {
+            "modelCache": {"mountPath": models},
+            "data": {"mountPath": data},
+            "checkpoints": {"mountPath": checkpoints},
+        },
+        "overrides": rng.choice(
+            [[], ["trainer.test_freq=10"], ["trainer.test_freq=10", "+x.y=${oc.env:HOME}"], ["a.b=$${x}"]]
+        ),
+    }
+    rdma = rng.choice(RDMA_CHOICES)
+    if rdma is not None:
+        raw["resources_rdma"] = {"resourceName": rdma}
+    if rng.random() < 0.5:
+        *parents, leaf = rng.choice(VERL_STRING_FIELDS)
+        node = raw
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = rng.choice(["/x/${HOME}", "/${a.b}", "/plain-$-{not}", "/$x"])
+    return raw
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    for key, value in extra.items():
+        if key == "resources_rdma":
+            base["resources"]["rdma"] = value
+        elif isinstance(value, dict) and isinstance(base.get(key), dict):
+            _merge(base[key], value)
+        else:
+            base[key] = value
+    return base
+
+
 def test_random_specs_agree() -> None:
     rng = random.Random(20260101)
     seen: dict[str, set[bool]] = {rule.name: set() for rule in RULES}
     for _ in range(300):
-        raw = _random_spec(rng)
+        raw = _merge(_random_spec(rng), _random_hostile(rng))
         cel = _cel_verdicts(raw)
         assert cel == _python_verdicts(raw), raw
         for name, verdict in cel.items():

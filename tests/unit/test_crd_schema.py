@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -27,7 +28,10 @@ from flashrl_api.pins import default_trainer_image
 from flashrl_operator.crd import build_crd, crd_yaml
 
 REPO = Path(__file__).resolve().parents[2]
-EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+#: The FlashRLJob examples (the experiment example is checked against its own CRD in test_experiment).
+EXAMPLES = sorted(
+    p for p in (REPO / "examples").glob("*.yaml") if "\nkind: FlashRLJob\n" in p.read_text(encoding="utf-8")
+)
 
 FORBIDDEN_KEYWORDS = ("$ref", "$defs", "definitions", "anyOf", "oneOf", "allOf", "not", "title", "const")
 
@@ -163,7 +167,7 @@ def test_constraints_come_from_the_models() -> None:
     ]
     assert props["training"]["properties"]["recipe"]["enum"] == ["dapo"]
     assert props["training"]["properties"]["loggers"]["maxItems"] == 4
-    assert props["overrides"]["items"]["maxLength"] == 4096
+    assert props["overrides"]["items"]["maxLength"] == 1024
     assert props["resources"]["properties"]["memory"]["pattern"].startswith("^[0-9]+")
     assert props["storage"]["properties"]["data"]["required"] == ["mountPath"]
 
@@ -174,6 +178,7 @@ def test_optional_fields_are_plain_types_without_defaults() -> None:
         "type": "integer",
         "description": "Fail the job after this many seconds in total.",
         "minimum": 1,
+        "maximum": 2**31 - 1,
     }
     rdma = spec_schema()["properties"]["resources"]["properties"]["rdma"]
     assert rdma["type"] == "object" and "default" not in rdma
@@ -291,6 +296,23 @@ BAD_SPECS: list[tuple[str, dict[str, Any], str]] = [
     ("quant-enum", {"rollout": {"quantization": "fp4"}}, "spec.rollout.quantization"),
     ("tis-enum", {"correction": {"tis": {"level": "tokens"}}}, "spec.correction.tis.level"),
     ("cap-zero", {"correction": {"tis": {"cap": 0}}}, "spec.correction.tis.cap"),
+    ("guard-negative-kl", {"correction": {"guard": {"maxKL": -0.1}}}, "spec.correction.guard.maxKL"),
+    (
+        "guard-ess-above-one",
+        {"correction": {"guard": {"minEffectiveSampleSize": 1.5}}},
+        "spec.correction.guard.minEffectiveSampleSize",
+    ),
+    (
+        "guard-ess-negative",
+        {"correction": {"guard": {"minEffectiveSampleSize": -0.2}}},
+        "spec.correction.guard.minEffectiveSampleSize",
+    ),
+    (
+        "guard-zero-steps",
+        {"correction": {"guard": {"consecutiveSteps": 0}}},
+        "spec.correction.guard.consecutiveSteps",
+    ),
+    ("guard-action", {"correction": {"guard": {"action": "Stop"}}}, "spec.correction.guard.action"),
     ("nodes-string", {"resources": {"nodes": "two"}}, "spec.resources.nodes"),
     ("gpus-17", {"resources": {"gpusPerNode": 17}}, "spec.resources.gpusPerNode"),
     ("memory-pattern", {"resources": {"memory": "lots"}}, "spec.resources.memory"),
@@ -362,19 +384,19 @@ def test_every_rule_is_a_spec_validation_reported_at_its_field() -> None:
         for part in validation["fieldPath"].lstrip(".").split("."):
             assert part in node.get("properties", {}), f"{validation['fieldPath']} is not a spec field"
             node = node["properties"][part]
-        # Every field a rule reads has a default, so the rule never meets a missing field (unless the
-        # rule asks has() first).
-        for ref in _cel_field_refs(rule.cel) - _cel_has_refs(rule.cel):
+        # Every field a rule reads has a default or is required, or the rule asks has() first, so the
+        # rule never meets a missing field.
+        guarded = set(re.findall(r"has\(self\.([A-Za-z.]+)\)", rule.cel))
+        for ref in _cel_field_refs(rule.cel):
             node = schema
-            for part in ref.split("."):
-                node = node["properties"][part]
-                assert "default" in node, f"{rule.name} reads {ref}, which may be absent"
-
-
-def _cel_has_refs(cel: str) -> set[str]:
-    import re
-
-    return set(re.findall(r"has\(self\.((?:[A-Za-z]+\.)*[A-Za-z]+)\)", cel))
+            parts = ref.split(".")
+            for depth, part in enumerate(parts):
+                parent, node = node, node["properties"][part]
+                if ".".join(parts[: depth + 1]) in guarded:
+                    break
+                assert "default" in node or part in parent.get("required", []), (
+                    f"{rule.name} reads {ref}, which may be absent"
+                )
 
 
 def _cel_field_refs(cel: str) -> set[str]:
@@ -464,6 +486,8 @@ def test_printer_columns() -> None:
         "Step",
         "Steps",
         "Checkpoint",
+        "Val-Score",
+        "Mismatch-KL",
         "Quantization",
         "Nodes",
         "Attempt",
@@ -478,11 +502,16 @@ def test_printer_columns() -> None:
         if column["jsonPath"].startswith(".metadata."):
             continue
         node = root_schema()
-        for part in column["jsonPath"].lstrip(".").split("."):
-            assert part in node.get("properties", {}), (
+        # A filter (``metrics[?(@.name=="rollout_corr/kl")]``) selects an item of a list.
+        for part in re.sub(r"\[\?\(.*?\)\]", "[]", column["jsonPath"]).lstrip(".").split("."):
+            name = part.removesuffix("[]")
+            assert name in node.get("properties", {}), (
                 f"{column['name']}: {column['jsonPath']} is not a field"
             )
-            node = node["properties"][part]
+            node = node["properties"][name]
+            if part.endswith("[]"):
+                assert node["type"] == "array", column["name"]
+                node = node["items"]
         assert node["type"] == column["type"], column["name"]
 
 

@@ -11,7 +11,10 @@ from flashrl_api import FlashRLJob, load_job_file
 from flashrl_operator.render import render
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
-EXAMPLES = sorted(EXAMPLES_DIR.glob("*.yaml"))
+#: The FlashRLJob examples (examples/flashrlexperiment.yaml is tested with the experiment API).
+EXAMPLES = sorted(
+    p for p in EXAMPLES_DIR.glob("*.yaml") if "\nkind: FlashRLJob\n" in p.read_text(encoding="utf-8")
+)
 EXPECTED = {
     "flashrljob.yaml",
     "flashrljob-channel-fp8.yaml",
@@ -44,7 +47,14 @@ def test_the_documented_examples_exist() -> None:
 def test_example_validates_and_renders(path: Path) -> None:
     job = load_job_file(path)
     objs = render(job)
-    assert [o["kind"] for o in objs] == ["ServiceAccount", "Role", "RoleBinding", "ConfigMap", "RayJob"]
+    assert [o["kind"] for o in objs] == [
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "ConfigMap",
+        "NetworkPolicy",
+        "RayJob",
+    ]
     assert all(o["metadata"]["namespace"] == job.namespace for o in objs)
     # Examples name real claims: every storage volume is a PVC, never a pod-local emptyDir.
     volumes = worker(job)["template"]["spec"]["volumes"]

@@ -205,7 +205,7 @@ def test_load_job_file(tmp_path: Path) -> None:
     ("spec", "message"),
     [
         ({"overrides": ["trainer.x"]}, "must be a Hydra override: key=value, +key=value (add)"),
-        ({"secretRefs": ["HF"]}, "must be a DNS-1123 label"),
+        ({"secretRefs": ["HF"]}, "must be a DNS-1123 subdomain"),
         ({"env": [{"name": "NCCL-IB-HCA", "value": "mlx5_0"}]}, "must be an environment variable name"),
         (
             {"resources": {"cpu": "lots"}},

@@ -43,3 +43,19 @@ def test_parse_time() -> None:
     assert parse_time("2026-01-01T00:00:00Z") == datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
     assert parse_time("nonsense") is None
     assert parse_time(None) is None
+
+
+def test_job_info_has_one_series_per_job_that_follows_its_phase() -> None:
+    m = OperatorMetrics()
+
+    def info(job: str, phase: str, quantization: str = "blockwise-fp8") -> float | None:
+        labels = {"namespace": "ml", "job": job, "phase": phase, "quantization": quantization}
+        return m.registry.get_sample_value("flashrl_job_info", labels)
+
+    m.observe_phase("u1", "Pending", None, ("ml", "fp8", "blockwise-fp8"))
+    m.observe_phase("u2", "Running", None, ("ml", "bf16", "bf16"))
+    m.observe_phase("u1", "Failed", None, ("ml", "fp8", "blockwise-fp8"))
+    assert info("fp8", "Failed") == 1 and info("fp8", "Pending") is None  # the old phase's series is gone
+    assert info("bf16", "Running", "bf16") == 1
+    m.forget("u2")
+    assert info("bf16", "Running", "bf16") is None

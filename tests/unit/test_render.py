@@ -73,6 +73,7 @@ def test_children_in_apply_order() -> None:
         ("rbac.authorization.k8s.io/v1", "Role"),
         ("rbac.authorization.k8s.io/v1", "RoleBinding"),
         ("v1", "ConfigMap"),
+        ("networking.k8s.io/v1", "NetworkPolicy"),
         ("ray.io/v1", "RayJob"),
     ]
 
@@ -82,8 +83,8 @@ def test_render_is_deterministic_and_returns_fresh_objects() -> None:
     first = render(job)
     pristine = copy.deepcopy(first)
     # Mutating one result (as an apply loop might) must not leak into the next render.
-    first[4]["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["tolerations"][0]["x"] = 1
-    first[4]["metadata"]["labels"]["x"] = "y"
+    first[5]["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["tolerations"][0]["x"] = 1
+    first[5]["metadata"]["labels"]["x"] = "y"
     assert render(job) == pristine
 
 
@@ -95,6 +96,7 @@ def test_every_child_is_named_labelled_namespaced_and_owned() -> None:
         "Role": names.role,
         "RoleBinding": names.role_binding,
         "ConfigMap": names.config_map,
+        "NetworkPolicy": names.network_policy,
         "RayJob": names.ray_job,
     }
     components = {
@@ -102,6 +104,7 @@ def test_every_child_is_named_labelled_namespaced_and_owned() -> None:
         "Role": "launcher-rbac",
         "RoleBinding": "launcher-rbac",
         "ConfigMap": "spec",
+        "NetworkPolicy": "network",
         "RayJob": "ray-job",
     }
     for obj in render(job):
@@ -317,7 +320,8 @@ def test_head_is_cpu_only_and_runs_as_the_launcher() -> None:
         assert env[key] == value
     assert c["envFrom"] == [{"secretRef": {"name": "hf-token"}}, {"secretRef": {"name": "wandb"}}]
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
-    assert ports == {"gcs-server": 6379, "dashboard": 8265, "client": 10001}
+    # Ray's ports and the launcher's /metrics (the chart's PodMonitor scrapes it by name).
+    assert ports == {"gcs-server": 6379, "dashboard": 8265, "client": 10001, "flashrl-metrics": 9450}
     # KubeRay injects Ray-aware probes only into empty slots; ours would gate submission.
     assert "readinessProbe" not in c
     assert "livenessProbe" not in c
@@ -370,7 +374,7 @@ def test_worker_pod_targets_the_gpu_pool() -> None:
     assert c["image"] == job.spec.images.trainer
     assert c["resources"]["limits"] == {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "8"}
     assert c["resources"]["requests"] == c["resources"]["limits"]
-    assert "securityContext" not in c
+    assert "add" not in c["securityContext"]["capabilities"]  # IPC_LOCK only with RDMA
     assert "readinessProbe" not in c
     assert "livenessProbe" not in c
     assert "NVIDIA_VISIBLE_DEVICES" not in env_of(c)
@@ -456,7 +460,7 @@ def test_rdma_adds_device_and_ipc_lock() -> None:
     c = worker_group(job)["template"]["spec"]["containers"][0]
     assert c["resources"]["limits"]["rdma/hca_shared_devices_a"] == "1"
     assert c["resources"]["requests"]["rdma/hca_shared_devices_a"] == "1"
-    assert c["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
+    assert c["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["IPC_LOCK"]}
 
 
 def test_storage_pvcs_and_empty_dirs() -> None:

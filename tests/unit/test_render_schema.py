@@ -28,7 +28,11 @@ from flashrl_api import FlashRLJob, load_job_file, parse_job
 from flashrl_operator.render import render
 
 REPO = Path(__file__).resolve().parents[2]
-CRD_DIR = REPO.parent / "shared" / "crds" / "kuberay-v1.7.0"
+#: The nearest ``shared/crds`` above the repository (next to it in CI, further up in a git worktree).
+CRD_DIR = next(
+    (p / "shared" / "crds" / "kuberay-v1.7.0" for p in REPO.parents if (p / "shared" / "crds").is_dir()),
+    REPO.parent / "shared" / "crds" / "kuberay-v1.7.0",
+)
 RAYJOB_CRD = CRD_DIR / "ray.io_rayjobs.yaml"
 K8S_VERSION = "1.32"
 
@@ -91,7 +95,12 @@ JOBS: dict[str, dict[str, Any]] = {
 }
 
 
-EXAMPLES = {f"example:{p.name}": p for p in sorted((REPO / "examples").glob("*.yaml"))}
+#: The FlashRLJob examples (a FlashRLExperiment's variants are rendered from its jobs in test_experiment).
+EXAMPLES = {
+    f"example:{p.name}": p
+    for p in sorted((REPO / "examples").glob("*.yaml"))
+    if "\nkind: FlashRLJob\n" in p.read_text(encoding="utf-8")
+}
 CASES = sorted(JOBS) + sorted(EXAMPLES)
 
 
@@ -329,7 +338,7 @@ def as_pods(rayjob: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 def core_objects(case: str) -> list[dict[str, Any]]:
     objs = rendered(case)
-    core = [objs[k] for k in ("ServiceAccount", "Role", "RoleBinding", "ConfigMap")]
+    core = [objs[k] for k in ("ServiceAccount", "Role", "RoleBinding", "ConfigMap", "NetworkPolicy")]
     # The RayJob's metadata (the only part the CRD leaves open) checked as ObjectMeta.
     core.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": objs["RayJob"]["metadata"]})
     return core + list(as_pods(objs["RayJob"]))

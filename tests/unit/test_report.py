@@ -221,7 +221,7 @@ def test_cli_writes_a_self_contained_page_and_its_pngs(
     [
         (["--metrics", "nolabel"], "expected LABEL=PATH"),
         (["--metrics", "a=/nonexistent/a.jsonl"], "a=/nonexistent/a.jsonl: no such file or directory"),
-        ([], "give at least one --metrics"),
+        ([], "give --experiment NAME, --job NAME or --metrics LABEL=PATH"),
     ],
 )
 def test_cli_refuses_bad_arguments(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import typing
 from typing import Any
 
 import pytest
@@ -56,8 +57,10 @@ def test_rule_paths_name_real_fields(rule: Any) -> None:
     for part in rule.path.split("."):
         info = _field(model, part)
         annotation = info.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            model = annotation
+        for candidate in (annotation, *typing.get_args(annotation)):  # M or M | None
+            if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+                model = candidate
+                break
     assert info is not None
 
 

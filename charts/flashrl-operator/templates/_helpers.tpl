@@ -77,14 +77,24 @@ namespaced Role (watchNamespaces mode). No wildcards.
 {{- define "flashrl-operator.rules" -}}
 # Exactly what the operator does (docs/operator.md, "RBAC"); children go by ownerReference garbage
 # collection, except a failed attempt's RayJob, deleted to free its GPUs before the next attempt.
-# FlashRLJobs: watch and read them (the operator writes only their status; kopf stores nothing on them).
+# FlashRLJobs: watch them; patch sets spec.lifecycle.suspend when spec.correction.guard suspends a
+# drifting job (action Suspend).
+# create: a FlashRLExperiment's variants are FlashRLJobs the operator creates (owned by the
+# experiment, so they go with it by garbage collection).
 - apiGroups: ["flashrl.dev"]
   resources: ["flashrljobs"]
-  verbs: ["get", "list", "watch"]
+  verbs: ["get", "list", "watch", "create", "patch"]
 # Status: phase, conditions. Also the verbs each job's launcher Role grants (get, patch on its own
 # flashrljobs/status): Kubernetes only lets the operator grant what it holds.
 - apiGroups: ["flashrl.dev"]
   resources: ["flashrljobs/status"]
+  verbs: ["get", "patch"]
+# FlashRLExperiments: watched; their status gathers the variants' phase, step and latest metrics.
+- apiGroups: ["flashrl.dev"]
+  resources: ["flashrlexperiments"]
+  verbs: ["get", "list", "watch", "patch"]
+- apiGroups: ["flashrl.dev"]
+  resources: ["flashrlexperiments/status"]
   verbs: ["get", "patch"]
 # The RayJob of each attempt of a FlashRLJob; watched to mirror its status. A failed attempt's RayJob
 # is deleted when the next attempt starts, so its Ray cluster does not hold the GPUs until its TTL.
@@ -109,6 +119,10 @@ namespaced Role (watchNamespaces mode). No wildcards.
 # Per-job Role/RoleBinding letting the launcher patch its own FlashRLJob status.
 - apiGroups: ["rbac.authorization.k8s.io"]
   resources: ["roles", "rolebindings"]
+  verbs: ["get", "create", "patch"]
+# Per-job NetworkPolicy closing the job's Ray pods to everything but the job, KubeRay and monitoring.
+- apiGroups: ["networking.k8s.io"]
+  resources: ["networkpolicies"]
   verbs: ["get", "create", "patch"]
 # Events on FlashRLJobs (core v1 Events, as kubectl describe shows them).
 - apiGroups: [""]

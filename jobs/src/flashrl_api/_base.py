@@ -23,8 +23,36 @@ class ApiModel(BaseModel):
         frozen=True,
         validate_default=True,
         use_attribute_docstrings=True,
+        # JSON (and so the API server) has no Infinity or NaN: YAML's .inf is refused here, not
+        # rendered into an object nothing downstream can read.
+        allow_inf_nan=False,
     )
 
     def to_wire(self) -> dict[str, Any]:
         """Return the object as it appears in Kubernetes: camelCase keys, defaults filled in."""
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+#: Longest part of a user's value quoted back in an error message.
+QUOTE_LENGTH = 64
+
+
+def quote(value: Any, limit: int = QUOTE_LENGTH) -> str:
+    """``repr(value)`` for an error message, cut to ``limit`` characters with the full size said.
+
+    Error messages go to terminals, logs and the FlashRLJob's status: a 50 MB value must not be echoed
+    back whole, and a container is described by its type and size rather than its contents.
+    """
+    if isinstance(value, str):
+        if len(value) <= limit:
+            return repr(value)
+        return f"{value[:limit]!r}... ({len(value)} characters)"
+    if isinstance(value, bytes):
+        return f"{len(value)} bytes"
+    if isinstance(value, dict | list | tuple | set):
+        return f"a {type(value).__name__} of {len(value)} item{'s' if len(value) != 1 else ''}"
+    try:
+        text = repr(value)
+    except ValueError:  # an int beyond Python's digit limit for str()
+        return f"a very large {type(value).__name__}"
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"

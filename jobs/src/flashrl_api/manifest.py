@@ -1,7 +1,11 @@
 """Reading FlashRLJob manifests, with every problem reported as ``field.path: message``.
 
 This is the one entry point for untrusted input (files, API objects, mounted specs): it never lets
-a traceback reach the user, and it reports all problems at once rather than the first.
+a traceback reach the user, and it reports all problems at once rather than the first. Hostile input
+is bounded before anything walks it: at most :data:`MAX_MANIFEST_BYTES` are read, documents nested
+deeper than :data:`MAX_DEPTH`, holding more than :data:`MAX_NODES` values once YAML aliases are
+expanded (a "billion laughs" bomb) or referring to themselves are refused, values are quoted back
+only up to a short length, and at most :data:`MAX_PROBLEMS` problems are listed.
 """
 
 from __future__ import annotations
@@ -15,10 +19,14 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from flashrl_api._base import quote
 from flashrl_api.rules import violations
 from flashrl_api.spec import (
     DNS_LABEL_PATTERN,
+    DNS_SUBDOMAIN_PATTERN,
     ENV_NAME_PATTERN,
+    EXTENDED_RESOURCE_PATTERN,
+    MOUNT_PATH_PATTERN,
     OVERRIDE_PATTERN,
     QUANTITY_PATTERN,
     FlashRLJobSpec,
@@ -38,6 +46,18 @@ _NAME_RE = re.compile(NAME_PATTERN)
 #: FlashRLJob names are DNS-1035 labels: they become RayJob, Service and pod names, and label values
 #: (at most 63 characters). The RayJob itself is shortened with a hash to KubeRay's 47.
 MAX_NAME_LENGTH = 63
+_DNS_LABEL_RE = re.compile(DNS_LABEL_PATTERN)
+
+#: The API server refuses request bodies above 3 MiB; a manifest larger than that cannot be applied.
+MAX_MANIFEST_BYTES = 3 * 1024 * 1024
+#: A FlashRLJob is 5 levels deep; 32 leaves room for metadata and still stops recursion bombs.
+MAX_DEPTH = 32
+#: Values in one document after YAML aliases are expanded (a full spec has a few hundred).
+MAX_NODES = 100_000
+#: Problems listed for one input; the rest are counted.
+MAX_PROBLEMS = 50
+#: Longest path segment (a map key) quoted in a field path.
+MAX_KEY_IN_PATH = 64
 NAME_MESSAGE = (
     "must be a DNS-1035 label: lower-case letters, digits and '-', starting with a letter, at most "
     f"{MAX_NAME_LENGTH} characters (it names the RayJob, its pods and their labels)"
@@ -58,11 +78,33 @@ class Problem:
         return f"{self.path}: {self.message}" if self.path else self.message
 
 
+_MORE = re.compile(r"^\.\.\. and ([0-9]+) more problems?$")
+
+
+def capped(problems: Iterable[Problem], limit: int = MAX_PROBLEMS) -> list[Problem]:
+    """The first ``limit`` problems and, when there are more, one line counting the rest.
+
+    Idempotent: a list that was capped before (and perhaps extended) keeps its earlier count.
+    """
+    listed: list[Problem] = []
+    hidden = 0
+    for problem in problems:
+        more = _MORE.match(problem.message) if not problem.path else None
+        if more is not None:
+            hidden += int(more.group(1))
+        else:
+            listed.append(problem)
+    rest = max(len(listed) - limit, 0) + hidden
+    if rest == 0:
+        return listed
+    return [*listed[:limit], Problem("", f"... and {rest} more problem{'s' if rest != 1 else ''}")]
+
+
 class SpecError(ValueError):
-    """The input is not a valid FlashRLJob; ``problems`` says where and why."""
+    """The input is not a valid FlashRLJob; ``problems`` says where and why (at most MAX_PROBLEMS)."""
 
     def __init__(self, problems: Iterable[Problem], job: FlashRLJob | None = None) -> None:
-        self.problems = tuple(problems)
+        self.problems = tuple(capped(problems))
         #: The job as parsed when every field was well-formed and only cross-field rules failed, so
         #: callers can go on to report further problems (e.g. verl overrides) in the same run.
         self.job = job
@@ -97,9 +139,16 @@ class FlashRLJob(BaseModel):
         return str(uid) if uid else None
 
 
+def _segment(key: Any) -> str:
+    text = key if isinstance(key, str) else quote(key)
+    return text if len(text) <= MAX_KEY_IN_PATH else f"{text[:MAX_KEY_IN_PATH]}..."
+
+
 def _loc_to_path(prefix: str, loc: tuple[int | str, ...]) -> str:
     parts = [prefix] if prefix else []
     for item in loc:
+        if isinstance(item, str):
+            item = _segment(item)
         if isinstance(item, int):
             if parts:
                 parts[-1] += f"[{item}]"
@@ -115,6 +164,11 @@ _PATTERN_NAMES = {
     OVERRIDE_PATTERN: "a Hydra override: key=value, +key=value (add), ++key=value (force) or ~key (delete)",
     DNS_LABEL_PATTERN: "a DNS-1123 label (lower-case letters, digits and '-', starting and ending "
     "with a letter or digit)",
+    DNS_SUBDOMAIN_PATTERN: "a DNS-1123 subdomain (DNS labels joined by '.', e.g. hf.token)",
+    MOUNT_PATH_PATTERN: "an absolute path of non-empty segments, without '.' or '..' segments, ':', "
+    "'$', whitespace or a trailing '/'",
+    EXTENDED_RESOURCE_PATTERN: "an extended resource name: a domain, '/', and a name of at most 63 "
+    "characters (e.g. rdma/hca_shared_devices_a)",
     QUANTITY_PATTERN: "a Kubernetes quantity such as 64, 500m or 512Gi",
     ENV_NAME_PATTERN: "an environment variable name (letters, digits and '_', not starting with a digit)",
 }
@@ -126,11 +180,11 @@ def _humanize(error: Mapping[str, Any]) -> str:
         return "unknown field (check the spelling; see `kubectl explain flashrljob.spec`)"
     if kind == "literal_error":
         expected = error.get("ctx", {}).get("expected", "")
-        return f"must be one of {expected}, got {error.get('input')!r}"
+        return f"must be one of {expected}, got {quote(error.get('input'))}"
     if kind == "string_pattern_mismatch":
         pattern = error.get("ctx", {}).get("pattern", "")
         what = _PATTERN_NAMES.get(pattern, f"a string matching {pattern}")
-        return f"must be {what}, got {error.get('input')!r}"
+        return f"must be {what}, got {quote(error.get('input'))}"
     if kind in ("model_type", "model_attributes_type", "dict_type"):
         return f"must be a mapping, got {type(error.get('input')).__name__}"
     msg = str(error.get("msg", "invalid value"))
@@ -138,16 +192,76 @@ def _humanize(error: Mapping[str, Any]) -> str:
         msg = msg[len("Value error, ") :]
     if kind.endswith(("_type", "_parsing")) and not isinstance(error.get("input"), Mapping | list):
         # Say what was given: `nodes: "2"` (a string) is refused like the API server refuses it.
-        msg += f", got {error.get('input')!r}"
+        msg += f", got {quote(error.get('input'))}"
     return msg
 
 
+def shape_problem(document: Any) -> str | None:
+    """Why a parsed document is too deep, too large or self-referential to walk, or None.
+
+    YAML aliases make a document a graph: ``&a [*a]`` refers to itself, and nine levels of nine
+    aliases are nine levels of objects but 9**9 values to every pass that walks them. The walk here is
+    iterative and visits each object once, counting what alias expansion would produce.
+    """
+    expanded: dict[int, int] = {}
+    depth_of: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(document, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if not isinstance(node, Mapping | list):
+            continue
+        ident = id(node)
+        children = list(node.keys()) + list(node.values()) if isinstance(node, Mapping) else list(node)
+        containers = [c for c in children if isinstance(c, Mapping | list)]
+        if children_done:
+            on_path.discard(ident)
+            expanded[ident] = 1 + len(children) + sum(expanded[id(c)] - 1 for c in containers)
+            depth_of[ident] = 1 + max((depth_of[id(c)] for c in containers), default=0)
+            if depth_of[ident] > MAX_DEPTH:
+                return f"is nested more than {MAX_DEPTH} levels deep"
+            if expanded[ident] > MAX_NODES:
+                return f"holds more than {MAX_NODES} values once its YAML aliases are expanded"
+            continue
+        if ident in expanded:
+            continue
+        if ident in on_path:
+            return "refers to itself (a recursive YAML alias)"
+        on_path.add(ident)
+        stack.append((node, True))
+        for child in containers:
+            if id(child) in on_path:
+                return "refers to itself (a recursive YAML alias)"
+            if id(child) not in expanded:
+                stack.append((child, False))
+    return None
+
+
+def without_nulls(value: Any) -> Any:
+    """``value`` with every ``null`` map entry dropped: the API server prunes them before defaulting,
+    so ``rdma: null`` means the same as leaving ``rdma`` out. (Call on shape-checked input only.)"""
+    if isinstance(value, Mapping):
+        return {key: without_nulls(item) for key, item in value.items() if item is not None}
+    if isinstance(value, list):
+        return [without_nulls(item) for item in value]
+    return value
+
+
 def spec_problems(raw_spec: Any, prefix: str = "spec") -> tuple[FlashRLJobSpec | None, list[Problem]]:
-    """Validate a raw spec mapping: field types, ranges, then cross-field rules."""
+    """Validate a raw spec mapping: field types, ranges, then cross-field rules.
+
+    Field names are accepted only as the CRD spells them (camelCase): the models' Python names
+    (``prompt_batch_size``) are unknown fields here, as they are to the API server.
+    """
     if not isinstance(raw_spec, Mapping):
         return None, [Problem(prefix, f"must be a mapping, got {type(raw_spec).__name__}")]
+    shape = shape_problem(raw_spec)
+    if shape is not None:
+        return None, [Problem(prefix, shape)]
     try:
-        spec = FlashRLJobSpec.model_validate(dict(raw_spec), strict=True)
+        spec = FlashRLJobSpec.model_validate(
+            without_nulls(raw_spec), strict=True, by_alias=True, by_name=False
+        )
     except ValidationError as exc:
         problems = [
             Problem(_loc_to_path(prefix, tuple(e["loc"])), _humanize(e))
@@ -170,10 +284,13 @@ def parse_job(raw: Any) -> FlashRLJob:
     if not isinstance(raw, Mapping):
         raise SpecError([Problem("", f"a FlashRLJob must be a YAML mapping, got {type(raw).__name__}")])
     problems: list[Problem] = []
+    shape = shape_problem(raw)
+    if shape is not None:
+        raise SpecError([Problem("", f"the document {shape}")])
     if raw.get("apiVersion") != API_VERSION:
-        problems.append(Problem("apiVersion", f"must be {API_VERSION!r}, got {raw.get('apiVersion')!r}"))
+        problems.append(Problem("apiVersion", f"must be {API_VERSION!r}, got {quote(raw.get('apiVersion'))}"))
     if raw.get("kind") != KIND:
-        problems.append(Problem("kind", f"must be {KIND!r}, got {raw.get('kind')!r}"))
+        problems.append(Problem("kind", f"must be {KIND!r}, got {quote(raw.get('kind'))}"))
     metadata = raw.get("metadata")
     if not isinstance(metadata, Mapping):
         problems.append(Problem("metadata", "must be a mapping with a name"))
@@ -185,11 +302,25 @@ def parse_job(raw: Any) -> FlashRLJob:
         problems.append(
             Problem(
                 "metadata.name",
-                f"{name!r} {NAME_MESSAGE}",
+                f"{quote(name)} {NAME_MESSAGE}",
             )
         )
-    extra = sorted(set(raw) - {"apiVersion", "kind", "metadata", "spec", "status"})
-    problems.extend(Problem(key, "unknown field") for key in extra)
+    namespace = metadata.get("namespace")
+    if namespace is not None and (
+        not isinstance(namespace, str) or len(namespace) > 63 or not _DNS_LABEL_RE.match(namespace)
+    ):
+        problems.append(
+            Problem(
+                "metadata.namespace",
+                f"must be a namespace name (a DNS-1123 label of at most 63 characters), "
+                f"got {quote(namespace)}",
+            )
+        )
+    uid = metadata.get("uid")
+    if uid is not None and (not isinstance(uid, str) or len(uid) > 128):
+        problems.append(Problem("metadata.uid", f"must be a string set by the API server, got {quote(uid)}"))
+    extra = sorted(str(key) for key in set(raw) - {"apiVersion", "kind", "metadata", "spec", "status"})
+    problems.extend(Problem(_segment(key), "unknown field") for key in extra)
     spec, spec_errors = spec_problems(raw.get("spec", {}) if raw.get("spec") is not None else {})
     if spec is None or problems:
         raise SpecError([*problems, *spec_errors])
@@ -213,28 +344,55 @@ _STATUS_ALIASES = frozenset(f.alias for f in FlashRLJobStatus.model_fields.value
 
 
 def load_documents(text: str, source: str = "<input>") -> list[Any]:
-    """Parse a YAML stream, turning syntax errors into a :class:`SpecError`."""
+    """Parse a YAML stream, turning every parser failure into a :class:`SpecError`.
+
+    PyYAML raises more than ``YAMLError`` on hostile text: ``RecursionError`` (its composer recurses
+    once per nesting level), ``ValueError`` (a date such as 2024-13-45, an integer beyond Python's
+    digit limit). Each is a problem with the input, reported as one line.
+    """
+    if len(text) > MAX_MANIFEST_BYTES:
+        raise SpecError([Problem("", f"{source} is larger than {MAX_MANIFEST_BYTES} bytes")])
     try:
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc)
-        raise SpecError([Problem("", f"{source} is not valid YAML{where}: {problem}")]) from None
+        raise SpecError([Problem("", f"{source} is not valid YAML{where}: {quote(problem, 200)}")]) from None
+    except RecursionError:
+        raise SpecError([Problem("", f"{source} is nested too deeply to parse")]) from None
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise SpecError(
+            [Problem("", f"{source} holds a value YAML cannot read: {quote(str(exc), 200)}")]
+        ) from None
     if not docs:
         raise SpecError([Problem("", f"{source} contains no YAML document")])
+    for doc in docs:
+        shape = shape_problem(doc)
+        if shape is not None:
+            raise SpecError([Problem("", f"{source}: a document {shape}")])
     return docs
+
+
+def decode_manifest(data: bytes, source: str) -> str:
+    """The text of a manifest read as bytes (at most MAX_MANIFEST_BYTES + 1 of them)."""
+    if len(data) > MAX_MANIFEST_BYTES:
+        raise SpecError([Problem("", f"{source} is larger than {MAX_MANIFEST_BYTES} bytes")])
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SpecError([Problem("", f"{source} is not UTF-8 text")]) from None
 
 
 def load_job_file(path: str | Path) -> FlashRLJob:
     """Read a file holding exactly one FlashRLJob and validate it."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as stream:
+            data = stream.read(MAX_MANIFEST_BYTES + 1)
     except OSError as exc:
         raise SpecError([Problem("", f"cannot read {path}: {exc.strerror or exc}")]) from None
-    except UnicodeDecodeError:
-        raise SpecError([Problem("", f"{path} is not UTF-8 text")]) from None
+    text = decode_manifest(data, str(path))
     docs = load_documents(text, str(path))
     if len(docs) != 1:
         raise SpecError([Problem("", f"{path} must hold one FlashRLJob, found {len(docs)} documents")])

@@ -8,6 +8,7 @@ the same inputs, so the two cannot disagree silently.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -18,8 +19,11 @@ from flashrl_api.kuberay_env import KUBERAY_MANAGED_ENV, KUBERAY_MANAGED_ENV_NAM
 from flashrl_api.sources import HF_SCHEME, is_hf
 from flashrl_api.spec import (
     GPU_PRODUCT_LABEL,
+    GPU_RESOURCE,
+    INTERPOLATION_START,
     RESERVED_ENV_NAMES,
     RESERVED_ENV_PREFIX,
+    RESERVED_MOUNT_PATHS,
     FlashRLJobSpec,
     Toleration,
     VolumeSpec,
@@ -82,6 +86,68 @@ def _tolerations_rule(
         message="an Equal toleration needs a key, an Exists toleration takes no value, and "
         "tolerationSeconds needs effect NoExecute (as Kubernetes requires)",
         check=lambda s: _tolerations_consistent(tolerations(s)),
+    )
+
+
+#: The storage volumes by their field path (relative to ``spec``), for the mount-path rules.
+_VOLUMES: tuple[str, ...] = ("storage.modelCache", "storage.data", "storage.checkpoints")
+
+
+def _mount_paths(spec: FlashRLJobSpec) -> list[str]:
+    s = spec.storage
+    return [s.model_cache.mount_path, s.data.mount_path, s.checkpoints.mount_path]
+
+
+def is_reserved_mount_path(path: str) -> bool:
+    """At or under one of :data:`RESERVED_MOUNT_PATHS` (``/dev/shm``, ``/etc/flashrl``, ``/dev``...)."""
+    return any(path == reserved or path.startswith(reserved + "/") for reserved in RESERVED_MOUNT_PATHS)
+
+
+_MOUNTS_CEL = "[" + ", ".join(f"self.{v}.mountPath" for v in _VOLUMES) + "]"
+_RESERVED_MOUNT_CEL = " || ".join(f"p == '{r}' || p.startsWith('{r}/')" for r in RESERVED_MOUNT_PATHS)
+
+#: KubeRay counts a container limit as GPUs when its name ends in "gpu" or is an NVIDIA MIG profile
+#: (ray-operator/controllers/ray/utils/util.go, IsGPUResourceKey, v1.7.0): such an RDMA resource
+#: would replace the GPU count Ray advertises, or (nvidia.com/gpu itself) the GPU limit.
+MIG_RESOURCE_PATTERN = r"^nvidia\.com/mig-[0-9]+g\.[0-9]+gb$"
+
+
+def counts_as_gpu(resource: str) -> bool:
+    """Whether KubeRay would read this extended resource as GPUs."""
+    return (
+        resource == GPU_RESOURCE
+        or resource.endswith("gpu")
+        or re.match(MIG_RESOURCE_PATTERN, resource) is not None
+    )
+
+
+#: Extended resources may not live in the kubernetes.io domain (Kubernetes reserves it).
+KUBERNETES_DOMAIN_PATTERN = r"^([^/]*\.)?kubernetes\.io/"
+
+
+def is_kubernetes_domain(resource: str) -> bool:
+    """Whether the resource name is in the kubernetes.io domain."""
+    return re.match(KUBERNETES_DOMAIN_PATTERN, resource) is not None
+
+
+def _rdma_resource_ok(spec: FlashRLJobSpec) -> bool:
+    rdma = spec.resources.rdma
+    return rdma is None or not (counts_as_gpu(rdma.resource_name) or is_kubernetes_domain(rdma.resource_name))
+
+
+def _no_interpolation_rule(
+    name: str, path: str, value: Callable[[FlashRLJobSpec], str | None], optional: bool = False
+) -> Rule:
+    """A spec string that reaches verl's Hydra config may not hold an OmegaConf interpolation: Hydra
+    resolves ``${...}`` even inside a quoted override value, so it cannot be escaped, only refused."""
+    has = f"has(self.{path}) && " if optional else ""
+    return Rule(
+        name=f"no-interpolation-in-{name}",
+        path=path,
+        cel=f"!({has}self.{path}.contains('{INTERPOLATION_START}'))",
+        message=f"must not contain '{INTERPOLATION_START}': the value reaches verl's config, where OmegaConf "
+        "would resolve it as an interpolation (${oc.env:...} reads the environment)",
+        check=lambda s: INTERPOLATION_START not in (value(s) or ""),
     )
 
 
@@ -230,12 +296,82 @@ RULES: tuple[Rule, ...] = (
         ),
         explain=lambda s: _fp8_explained(s),
     ),
+    Rule(
+        name="mount-paths-unique",
+        path="storage",
+        cel=f"{_MOUNTS_CEL}.all(p, {_MOUNTS_CEL}.filter(q, q == p).size() == 1)",
+        message="modelCache, data and checkpoints must each have their own mountPath (Kubernetes refuses "
+        "two volumes on one path)",
+        check=lambda s: len(set(_mount_paths(s))) == len(_mount_paths(s)),
+    ),
+    Rule(
+        name="mount-paths-not-reserved",
+        path="storage",
+        cel=f"{_MOUNTS_CEL}.all(p, !({_RESERVED_MOUNT_CEL}))",
+        message=f"a mountPath must not be at or under {', '.join(RESERVED_MOUNT_PATHS)} (the operator mounts "
+        "the job's spec at /etc/flashrl and shared memory at /dev/shm; the others hold the system)",
+        check=lambda s: not any(is_reserved_mount_path(p) for p in _mount_paths(s)),
+        explain=lambda s: _reserved_mounts_explained(s),
+    ),
+    Rule(
+        name="rdma-resource-is-not-gpu",
+        path="resources.rdma.resourceName",
+        cel="!has(self.resources.rdma) || !("
+        f"self.resources.rdma.resourceName == '{GPU_RESOURCE}' || "
+        "self.resources.rdma.resourceName.endsWith('gpu') || "
+        f"self.resources.rdma.resourceName.matches('{MIG_RESOURCE_PATTERN}') || "
+        f"self.resources.rdma.resourceName.matches('{KUBERNETES_DOMAIN_PATTERN}'))",
+        message=f"must not be {GPU_RESOURCE}, a name ending in 'gpu' or an NVIDIA MIG profile (KubeRay "
+        "counts those as GPUs, so the RDMA request would replace the GPU count), nor in the "
+        "kubernetes.io domain",
+        check=_rdma_resource_ok,
+    ),
+    Rule(
+        name="no-interpolation-in-overrides",
+        path="overrides",
+        cel=f"self.overrides.all(o, !o.contains('{INTERPOLATION_START}'))",
+        message=f"must not contain '{INTERPOLATION_START}': interpolations (${{oc.env:NAME}}, ${{a.b}}) are "
+        "refused, so validating a spec never resolves anything it holds; write the value itself",
+        check=lambda s: not any(INTERPOLATION_START in o for o in s.overrides),
+        explain=lambda s: _interpolated_overrides_explained(s),
+    ),
+    _no_interpolation_rule("model-source", "model.source", lambda s: s.model.source),
+    _no_interpolation_rule("train-data", "data.train", lambda s: s.data.train),
+    _no_interpolation_rule("validation-data", "data.validation", lambda s: s.data.validation),
+    _no_interpolation_rule("prompt-key", "data.promptKey", lambda s: s.data.prompt_key),
+    _no_interpolation_rule(
+        "sampling-metric", "training.dynamicSampling.metric", lambda s: s.training.dynamic_sampling.metric
+    ),
+    _no_interpolation_rule("project-name", "training.projectName", lambda s: s.training.project_name),
+    _no_interpolation_rule(
+        "experiment-name", "training.experimentName", lambda s: s.training.experiment_name, optional=True
+    ),
 )
 
 
 def violations(spec: FlashRLJobSpec) -> list[tuple[str, str]]:
     """Return ``(path, message)`` for every rule the spec breaks, paths relative to ``spec``."""
     return [(rule.path, rule.message_for(spec)) for rule in RULES if not rule.check(spec)]
+
+
+def _reserved_mounts_explained(spec: FlashRLJobSpec) -> str:
+    bad = [
+        f"{v}.mountPath {p}"
+        for v, p in zip(_VOLUMES, _mount_paths(spec), strict=True)
+        if is_reserved_mount_path(p)
+    ]
+    return (
+        f"{', '.join(bad)}: must not be at or under {', '.join(RESERVED_MOUNT_PATHS)} (the operator "
+        "mounts the job's spec at /etc/flashrl and shared memory at /dev/shm; the others hold the system)"
+    )
+
+
+def _interpolated_overrides_explained(spec: FlashRLJobSpec) -> str:
+    indexes = [str(i) for i, o in enumerate(spec.overrides) if INTERPOLATION_START in o]
+    return (
+        f"overrides {', '.join(indexes)} contain '{INTERPOLATION_START}': interpolations (${{oc.env:NAME}}, "
+        "${a.b}) are refused, so validating a spec never resolves anything it holds; write the value itself"
+    )
 
 
 def _kuberay_env_explained(spec: FlashRLJobSpec) -> str:

@@ -33,9 +33,23 @@ Logger = Literal["console", "wandb", "tensorboard", "mlflow"]
 QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti|P|Pi|E|Ei)?$"
 Quantity = Annotated[str, Field(pattern=QUANTITY_PATTERN, max_length=32)]
 
-#: A DNS-1123 label: names of Secrets, PVCs, priority classes, LocalQueues.
+#: A DNS-1123 label: names that become label values (a Kueue LocalQueue's name is the value of the
+#: ``kueue.x-k8s.io/queue-name`` label on the RayJob), at most 63 characters.
 DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-DnsName = Annotated[str, Field(pattern=DNS_LABEL_PATTERN, min_length=1, max_length=253)]
+DnsLabel = Annotated[str, Field(pattern=DNS_LABEL_PATTERN, min_length=1, max_length=63)]
+#: A DNS-1123 subdomain: what Kubernetes allows for Secret, PersistentVolumeClaim and PriorityClass
+#: names (``hf.token`` is a valid Secret name), at most 253 characters.
+DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+DnsSubdomain = Annotated[str, Field(pattern=DNS_SUBDOMAIN_PATTERN, min_length=1, max_length=253)]
+#: Names of Secrets and claims (kept for callers of the older name).
+DnsName = DnsSubdomain
+
+#: Kubernetes stores these fields as int32 (RayJob deadlines and TTL, pod counts); larger values
+#: would be refused by the API server only after the FlashRLJob was accepted.
+INT32_MAX = 2**31 - 1
+#: Batch sizes and token counts: far above any real run, and small enough that the CEL rules'
+#: products (promptBatchSize x rollout.n, ...) stay inside int64.
+MAX_COUNT = 1_048_576
 
 #: An environment variable name as the operator accepts it: a C identifier.
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -54,7 +68,34 @@ def is_reserved_env_name(name: str) -> bool:
 _OVERRIDE_KEY = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_@\-]+)*"
 #: A verl Hydra override: ``key=value``, ``+key=value`` (add), ``++key=value`` (force) or ``~key[=value]``
 #: (delete). The ``=value`` is part of the pattern, so the API server refuses a bare key as we do.
-OVERRIDE_PATTERN = rf"^(~{_OVERRIDE_KEY}(=.*)?|(\+\+|\+)?{_OVERRIDE_KEY}=.*)$"
+#: Values are printable ASCII (Hydra's command-line grammar), which also bounds how much larger the
+#: rendered ConfigMap can be than the overrides themselves (see MAX_OVERRIDES).
+OVERRIDE_PATTERN = rf"^(~{_OVERRIDE_KEY}(=[ -~]*)?|(\+\+|\+)?{_OVERRIDE_KEY}=[ -~]*)$"
+#: At most this many overrides of at most MAX_OVERRIDE_LENGTH characters: 128 KiB in all. The rendered
+#: ConfigMap holds them twice (in the spec and in verl's argument list), within its 1 MiB limit
+#: together with every other field at its maximum (tests/unit/test_size_limits.py renders that case).
+MAX_OVERRIDES = 128
+MAX_OVERRIDE_LENGTH = 1024
+#: The start of an OmegaConf interpolation (``${oc.env:NAME}``, ``${path.to.key}``): refused in user
+#: input that reaches verl's config, so validating a spec never resolves anything the user wrote.
+INTERPOLATION_START = "${"
+
+#: Paths a storage volume may not be mounted at or under: the operator's own mounts (the spec at
+#: /etc/flashrl, the memory-backed /dev/shm), and system directories a volume would hide.
+RESERVED_MOUNT_PATHS: tuple[str, ...] = ("/dev", "/etc", "/proc", "/sys")
+#: An absolute path of non-empty segments, without ``.``/``..`` segments, ':', '$' or whitespace, and no
+#: trailing '/': two spellings of one directory cannot slip past the uniqueness rule, and a mount path
+#: (which reaches verl's config inside the checkpoint and staged paths) holds no interpolation.
+MOUNT_PATH_PATTERN = r"^(/([^/\s:.$][^/\s:$]*|\.[^/\s:.$][^/\s:$]*|\.\.[^/\s:$]+))+$"
+#: Extended resources as Kubernetes defines them: a domain-prefixed name (not in kubernetes.io).
+EXTENDED_RESOURCE_PATTERN = (
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+#: The non-root user of the pinned trainer image (images/trainer/Dockerfile).
+DEFAULT_RUN_AS_USER = 1000
+#: The GPU resource every worker requests (the NVIDIA device plugin's).
+GPU_RESOURCE = "nvidia.com/gpu"
 
 
 class ModelSpec(ApiModel):
@@ -149,7 +190,7 @@ class RolloutSpec(ApiModel):
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
     """Nucleus sampling. Keep 1.0 for unbiased TIS ratios."""
 
-    top_k: int = Field(default=-1, ge=-1)
+    top_k: int = Field(default=-1, ge=-1, le=INT32_MAX)
     """Top-k sampling; -1 disables it. Keep -1 for unbiased TIS ratios."""
 
 
@@ -167,11 +208,48 @@ class TisSpec(ApiModel):
     """Divide the weights by their batch mean."""
 
 
+GuardAction = Literal["Alert", "Suspend"]
+
+
+class MismatchGuardSpec(ApiModel):
+    """Watch the rollout/trainer mismatch while the job runs and act when it drifts.
+
+    The operator compares the newest values in status.metrics with these thresholds; a metric out of
+    bounds for consecutiveSteps training steps sets the RolloutMismatch condition (reason
+    MismatchDrift), emits a Warning Event naming the metric, its value and the threshold, and with
+    action Suspend suspends the job (its checkpoints stay; set lifecycle.suspend back to false to
+    resume). The defaults are the warning levels of verl's rollout-correction docs
+    (docs/algo/rollout_corr.md, "Conditional Alerting Based on Metrics": abs(kl) > 0.1 and an
+    effective sample size below 0.3). Unset a threshold (null) to stop checking it."""
+
+    max_kl: float | None = Field(default=0.1, ge=0.0, le=100.0, alias="maxKL")
+    """Upper bound of |rollout_corr/kl|, the mean log-ratio between the rollout and trainer policies.
+    verl's docs warn above 0.1."""
+
+    min_effective_sample_size: float | None = Field(default=0.3, ge=0.0, le=1.0)
+    """Lower bound of rollout_corr/rollout_is_eff_sample_size, the normalised effective sample size
+    of the IS weights (0..1). verl's docs warn below 0.3."""
+
+    max_probs_diff_mean: float | None = Field(default=None, ge=0.0, le=1.0)
+    """Upper bound of training/rollout_probs_diff_mean, the mean |p_rollout - p_trainer| per token.
+    verl gives no level for it; unset by default."""
+
+    consecutive_steps: int = Field(default=3, ge=1, le=1000)
+    """How many consecutive training steps a metric must stay out of bounds before the guard acts
+    (one noisy step is not drift)."""
+
+    action: GuardAction = "Alert"
+    """Alert: condition and Warning Event only. Suspend: also suspend the job."""
+
+
 class CorrectionSpec(ApiModel):
     """How the mismatch between the FP8 rollout policy and the bf16 trainer policy is corrected."""
 
     tis: TisSpec = Field(default_factory=TisSpec)
     """Truncated importance sampling settings."""
+
+    guard: MismatchGuardSpec = Field(default_factory=MismatchGuardSpec)
+    """Thresholds on the rollout/trainer mismatch that the operator watches while the job runs."""
 
 
 class OverlongBufferSpec(ApiModel):
@@ -180,7 +258,7 @@ class OverlongBufferSpec(ApiModel):
     enabled: bool = True
     """Apply the penalty."""
 
-    length: int = Field(default=4096, ge=1)
+    length: int = Field(default=4096, ge=1, le=MAX_COUNT)
     """Buffer length in tokens (must not exceed training.maxResponseLength)."""
 
     penalty_factor: float = Field(default=1.0, ge=0.0)
@@ -204,15 +282,15 @@ class TrainingSpec(ApiModel):
     """Training recipe. DAPO: clip-higher, dynamic sampling, token-mean loss, overlong shaping, GRPO
     advantages and no KL terms."""
 
-    prompt_batch_size: int = Field(default=32, ge=1)
+    prompt_batch_size: int = Field(default=32, ge=1, le=MAX_COUNT)
     """Prompts per training step (data.train_batch_size)."""
 
-    generation_batch_size: int = Field(default=96, ge=1)
+    generation_batch_size: int = Field(default=96, ge=1, le=MAX_COUNT)
     """Prompts generated concurrently while dynamic sampling fills a step; a whole multiple of
     promptBatchSize. verl 0.9.1 reads it as algorithm.filter_groups.max_inflight_gen_batches =
     generationBatchSize / promptBatchSize (prompt batches in flight); unused without dynamic sampling."""
 
-    mini_batch_size: int = Field(default=32, ge=1)
+    mini_batch_size: int = Field(default=32, ge=1, le=MAX_COUNT)
     """Prompts per optimiser update (ppo_mini_batch_size); must divide promptBatchSize."""
 
     max_prompt_length: int = Field(default=2048, ge=1, le=1_048_576)
@@ -221,13 +299,13 @@ class TrainingSpec(ApiModel):
     max_response_length: int = Field(default=20480, ge=1, le=1_048_576)
     """Maximum response tokens."""
 
-    total_steps: int = Field(default=150, ge=1)
+    total_steps: int = Field(default=150, ge=1, le=INT32_MAX)
     """Training steps to run."""
 
     learning_rate: float = Field(default=1e-6, gt=0.0, le=1.0)
     """Actor learning rate."""
 
-    warmup_steps: int = Field(default=10, ge=0)
+    warmup_steps: int = Field(default=10, ge=0, le=INT32_MAX)
     """Linear learning-rate warmup steps."""
 
     weight_decay: float = Field(default=0.1, ge=0.0)
@@ -257,7 +335,7 @@ class TrainingSpec(ApiModel):
     validate_before_train: bool = True
     """Run validation before the first step."""
 
-    test_frequency: int = Field(default=5, ge=-1)
+    test_frequency: int = Field(default=5, ge=-1, le=INT32_MAX)
     """Validate every N steps; -1 never."""
 
     project_name: str = Field(default="DAPO-1", min_length=1, max_length=128)
@@ -302,7 +380,7 @@ class Toleration(ApiModel):
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
     """Taint effect to match; omitted matches every effect."""
 
-    toleration_seconds: int | None = Field(default=None, ge=0)
+    toleration_seconds: int | None = Field(default=None, ge=0, le=INT32_MAX)
     """With effect NoExecute: how long the pod stays bound after the taint appears."""
 
 
@@ -340,9 +418,9 @@ class RdmaSpec(ApiModel):
     """Optional RDMA devices for NCCL between nodes (InfiniBand or RoCE); requesting them adds the IPC_LOCK
     capability to the worker pods."""
 
-    resource_name: str = Field(min_length=1, max_length=253, pattern=r"^[a-z0-9.\-]+/[A-Za-z0-9_.\-]+$")
+    resource_name: str = Field(min_length=1, max_length=317, pattern=EXTENDED_RESOURCE_PATTERN)
     """Extended resource name, e.g. rdma/hca_shared_devices_a, nvidia.com/hostdev or
-    vpc.amazonaws.com/efa."""
+    vpc.amazonaws.com/efa; not nvidia.com/gpu nor any name KubeRay counts as GPUs."""
 
     count: int = Field(default=1, ge=1, le=64)
     """Devices per worker pod."""
@@ -400,18 +478,24 @@ class ImagesSpec(ApiModel):
     pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
     """Image pull policy."""
 
-    pull_secrets: list[DnsName] = Field(default_factory=list, max_length=16)
+    pull_secrets: list[DnsSubdomain] = Field(default_factory=list, max_length=16)
     """Image pull Secret names."""
+
+    run_as_user: int = Field(default=DEFAULT_RUN_AS_USER, ge=0, le=INT32_MAX)
+    """User (and group) id the Ray containers run as: 1000 is the pinned trainer image's own non-root
+    user, and volumes are made writable to its group (fsGroup). 0 keeps the image's own user, for images
+    that need root (the pods then meet the baseline Pod Security level, not restricted)."""
 
 
 class VolumeSpec(ApiModel):
     """A PersistentVolumeClaim mounted into every Ray pod (an emptyDir when no claim is given)."""
 
-    claim_name: DnsName | None = None
+    claim_name: DnsSubdomain | None = None
     """PersistentVolumeClaim to mount; omit for a pod-local emptyDir."""
 
-    mount_path: str = Field(pattern=r"^/[^\s:]*$", max_length=512)
-    """Where it appears inside the pods."""
+    mount_path: str = Field(pattern=MOUNT_PATH_PATTERN, max_length=512)
+    """Where it appears inside the pods: an absolute path, unique among the volumes, not at or under
+    /dev, /etc, /proc or /sys."""
 
     read_only: bool = False
     """Mount read-only."""
@@ -488,16 +572,16 @@ class LifecycleSpec(ApiModel):
     suspend: bool = False
     """Suspend the job: the Ray cluster is deleted; resuming creates a new one."""
 
-    ttl_seconds_after_finished: int = Field(default=3600, ge=0)
+    ttl_seconds_after_finished: int = Field(default=3600, ge=0, le=INT32_MAX)
     """Keep the finished Ray cluster this long (for logs), then delete it."""
 
-    active_deadline_seconds: int | None = Field(default=None, ge=1)
+    active_deadline_seconds: int | None = Field(default=None, ge=1, le=INT32_MAX)
     """Fail the job after this many seconds in total."""
 
-    startup_timeout_seconds: int = Field(default=1800, ge=1)
+    startup_timeout_seconds: int = Field(default=1800, ge=1, le=INT32_MAX)
     """Fail if the Ray cluster is not running the job within this time (image pulls, scheduling)."""
 
-    gpu_wait_timeout_seconds: int = Field(default=600, ge=1)
+    gpu_wait_timeout_seconds: int = Field(default=600, ge=1, le=INT32_MAX)
     """Inside the job: how long to wait for every GPU to join Ray before verl starts."""
 
     max_restarts: int = Field(default=0, ge=0, le=100)
@@ -510,10 +594,11 @@ class LifecycleSpec(ApiModel):
 class SchedulingSpec(ApiModel):
     """Queueing and priority."""
 
-    queue_name: DnsName | None = None
-    """Kueue LocalQueue; the job waits, suspended, until Kueue admits it."""
+    queue_name: DnsLabel | None = None
+    """Kueue LocalQueue (at most 63 characters: it becomes a label value); the job waits, suspended,
+    until Kueue admits it."""
 
-    priority_class_name: DnsName | None = None
+    priority_class_name: DnsSubdomain | None = None
     """PriorityClass for the Ray pods."""
 
 
@@ -523,11 +608,11 @@ class EnvVar(ApiModel):
     name: str = Field(min_length=1, max_length=256, pattern=ENV_NAME_PATTERN)
     """Variable name, e.g. NCCL_IB_HCA."""
 
-    value: str = Field(default="", max_length=32768)
+    value: str = Field(default="", max_length=1024)
     """Literal value. Credentials belong in a Secret listed in secretRefs, not here."""
 
 
-Override = Annotated[str, Field(min_length=3, max_length=4096, pattern=OVERRIDE_PATTERN)]
+Override = Annotated[str, Field(min_length=3, max_length=MAX_OVERRIDE_LENGTH, pattern=OVERRIDE_PATTERN)]
 
 
 class FlashRLJobSpec(ApiModel):
@@ -569,7 +654,7 @@ class FlashRLJobSpec(ApiModel):
     scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec)
     """Queueing and priority."""
 
-    secret_refs: list[DnsName] = Field(default_factory=list, max_length=16)
+    secret_refs: list[DnsSubdomain] = Field(default_factory=list, max_length=16)
     """Secrets exposed as environment variables in every Ray pod (e.g. HF_TOKEN, WANDB_API_KEY)."""
 
     env: list[EnvVar] = Field(
@@ -586,8 +671,9 @@ class FlashRLJobSpec(ApiModel):
     """Do everything up to starting verl (compose its config, bring up the Ray cluster, wait for every
     GPU to join), then finish without training: a smoke test of the node pool, images and config."""
 
-    overrides: list[Override] = Field(default_factory=list, max_length=256)
-    """Extra verl Hydra overrides (key=value), applied last; checked against the pinned verl config."""
+    overrides: list[Override] = Field(default_factory=list, max_length=MAX_OVERRIDES)
+    """Extra verl Hydra overrides (key=value), applied last; checked against the pinned verl config.
+    Values are printable ASCII; interpolations (${...}) are refused."""
 
     @field_validator("env")
     @classmethod

@@ -45,6 +45,8 @@ class ConditionType(StrEnum):
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
     SUSPENDED = "Suspended"
+    #: spec.correction.guard: True while a mismatch metric has been out of bounds long enough.
+    ROLLOUT_MISMATCH = "RolloutMismatch"
 
 
 class Reason(StrEnum):
@@ -58,6 +60,8 @@ class Reason(StrEnum):
     INVALID_SPEC = "InvalidSpec"  #: the spec breaks a rule; the message lists each field path
     CHILD_REJECTED = "ChildRejected"  #: the API server refused a child object (RBAC, admission)
     IMMUTABLE_FIELD_CHANGED = "ImmutableFieldChanged"  #: a field that cannot change on a live job was edited
+    POLICY_VIOLATION = "PolicyViolation"  #: the spec breaks the cluster admin's policy (see the message)
+    CHILD_CONFLICT = "ChildConflict"  #: an object with a child's name is not this job's; the job waits
 
     # Phases with no more specific reason.
     CREATING = "Creating"  #: the RayJob is being created
@@ -98,6 +102,10 @@ class Reason(StrEnum):
     NO_PROGRESS = "NoProgress"  #: attempts from the same checkpoint keep failing without saving a newer one
     RAY_JOB_DELETED = "RayJobDeleted"  #: the RayJob of a running attempt was deleted: a failed attempt
 
+    # The rollout/trainer mismatch guard (RolloutMismatch; flashrl_api.guard).
+    MISMATCH_DRIFT = "MismatchDrift"  #: a mismatch metric stayed out of spec.correction.guard's bounds
+    MISMATCH_WITHIN_BOUNDS = "MismatchWithinBounds"  #: every guarded mismatch metric is within bounds
+
     # The phase conditions when they do not hold.
     JOB_RUNNING = "JobRunning"  #: Running=True
     NOT_RUNNING = "NotRunning"  #: Running=False before the job ran
@@ -108,7 +116,9 @@ class Reason(StrEnum):
 
 
 #: Reasons that make the job's failure one the user can fix by editing the spec: not final.
-RECOVERABLE_FAILURES: Final[frozenset[Reason]] = frozenset({Reason.INVALID_SPEC, Reason.CHILD_REJECTED})
+RECOVERABLE_FAILURES: Final[frozenset[Reason]] = frozenset(
+    {Reason.INVALID_SPEC, Reason.CHILD_REJECTED, Reason.POLICY_VIOLATION}
+)
 
 #: Reasons that explain, while the job is Starting, why its pods do not start (shown in status.reason).
 POD_PROBLEMS: Final[frozenset[Reason]] = frozenset(
@@ -122,7 +132,13 @@ POD_PROBLEMS: Final[frozenset[Reason]] = frozenset(
 
 #: Reasons announced as a Warning Event when a condition turns to them (besides every Failed phase).
 WARNING_REASONS: Final[frozenset[Reason]] = frozenset(
-    {Reason.IMMUTABLE_FIELD_CHANGED, Reason.REPLICA_FAILURE, *POD_PROBLEMS}
+    {
+        Reason.IMMUTABLE_FIELD_CHANGED,
+        Reason.CHILD_CONFLICT,
+        Reason.REPLICA_FAILURE,
+        Reason.MISMATCH_DRIFT,
+        *POD_PROBLEMS,
+    }
 )
 
 
@@ -167,6 +183,41 @@ class Progress(ApiModel):
 
     attempt: int | None = Field(default=None, ge=1)
     """The attempt (Ray cluster) that completed the step."""
+
+    percent: int | None = Field(default=None, ge=0, le=100)
+    """Whole percent of totalSteps completed."""
+
+    estimated_remaining_seconds: int | None = Field(default=None, ge=0)
+    """Seconds until the last step at the recent pace (mean of the last 10 steps' ``timing_s/step``)."""
+
+
+class MetricValue(ApiModel):
+    """The newest value of one verl metric (the shape of Kubeflow Trainer's ``trainerStatus.metrics``)."""
+
+    name: str = Field(min_length=1, max_length=256)
+    """verl's name for it, e.g. ``rollout_corr/kl`` or ``val-core/aime24/acc/mean@32``."""
+
+    value: float
+    """Its newest value (verl's NaN values are never reported)."""
+
+    step: int = Field(ge=0)
+    """The training step it was logged at (0: the validation before training)."""
+
+
+class GuardStreak(ApiModel):
+    """A mismatch metric out of spec.correction.guard's bounds since ``since``."""
+
+    metric: str = Field(min_length=1, max_length=256)
+    """verl's name of the metric, e.g. rollout_corr/kl."""
+
+    since: int = Field(ge=0)
+    """First step seen out of bounds."""
+
+    step: int = Field(ge=0)
+    """Newest step seen out of bounds."""
+
+    value: float
+    """Its value at that step."""
 
 
 class CheckpointRecord(ApiModel):
@@ -246,6 +297,22 @@ class FlashRLJobStatus(ApiModel):
 
     checkpoint: CheckpointRecord | None = None
     """The newest checkpoint, reported by the launcher after each step (a retry resumes from it)."""
+
+    metrics: list[MetricValue] = Field(default_factory=list, max_length=64)
+    """Newest values of a curated set of verl metrics, reported by the launcher after each step:
+    validation scores (``val-core/.../mean@N``), response length, throughput, step and phase times,
+    and the rollout/trainer mismatch (``rollout_corr/*``, ``training/rollout_probs_diff_mean``).
+    Every metric is on the job's Prometheus endpoint (docs/observability.md)."""
+
+    mismatch_guard_step: int | None = Field(default=None, ge=0)
+    """The newest step of status.metrics the mismatch guard has judged."""
+
+    mismatch_guard: list[GuardStreak] | None = Field(default=None, max_length=8)
+    """Metrics of spec.correction.guard currently out of bounds, and since which step (the operator
+    keeps them here so a restart does not forget a streak)."""
+
+    validation_score: MetricValue | None = None
+    """The headline validation score: the first ``val-core/<data source>/<variable>/mean@N``."""
 
     attempt: int | None = Field(default=None, ge=1)
     """The current attempt (Ray cluster), from 1; each retry is a new one."""

@@ -25,6 +25,7 @@ VAL_CORE_PATTERN: Final = re.compile(
 # --- trainer/ppo/metric_utils.py (compute_data_metrics, compute_timing_metrics, compute_throughout_metrics)
 
 RESPONSE_LENGTH_MEAN: Final = "response_length/mean"
+RESPONSE_LENGTH_MAX: Final = "response_length/max"
 RESPONSE_LENGTH_CLIP_RATIO: Final = "response_length/clip_ratio"
 #: Tokens (prompt + response) per second per GPU over the whole step.
 THROUGHPUT: Final = "perf/throughput"

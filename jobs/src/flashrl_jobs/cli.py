@@ -10,6 +10,9 @@ Order matters and is the point of this program:
    deadline and progress lines, until the cluster has ``nodes x gpusPerNode`` available GPUs.
 3. **verl.** ``python -m verl.trainer.main_ppo <overrides>`` as a child process with ``RAY_ADDRESS``
    in its environment, signals forwarded, exit code propagated, steps reported to the FlashRLJob.
+   verl's file logger writes every step's metrics to the checkpoint volume, one JSONL file per
+   attempt; the launcher reads it for ``status.progress``/``status.metrics`` and serves it to
+   Prometheus on ``/metrics`` (docs/observability.md).
 
 Exit codes are in :mod:`flashrl_jobs.contract` and docs/launcher.md.
 """
@@ -23,18 +26,21 @@ import sys
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from flashrl_api import FlashRLJob, SpecError, load_job_file
 from flashrl_jobs import contract
 from flashrl_jobs.deadline import ESI_ENV, job_deadline
 from flashrl_jobs.ledger import WRITE_FAILURE_TEXTS, Ledger, free_bytes, probe_writable, rfc3339
-from flashrl_jobs.progress import StepParser, from_environment
+from flashrl_jobs.progress import from_environment
 from flashrl_jobs.ray_gate import connection_abandoned, gate, parse_address
+from flashrl_jobs.run_metrics import FILE_LOGGER_ENV, JsonlTail, RunState
+from flashrl_jobs.run_observer import RunObserver, step_report
 from flashrl_jobs.termination import LaunchError, write_termination_message
-from flashrl_jobs.verl_args import ENTRY_MODULE, checkpoint_dir, verl_overrides
+from flashrl_jobs.verl_args import ENTRY_MODULE, FILE_LOGGER, checkpoint_dir, verl_overrides
 
 if TYPE_CHECKING:
+    from flashrl_jobs.exporter import MetricsServer
     from flashrl_jobs.process import ChildResult
 
 PROG = "flashrl-launch"
@@ -94,16 +100,23 @@ def build_parser() -> argparse.ArgumentParser:
         # Test hook: a stand-in for verl's entry module. Not part of the interface.
         sub.add_argument("--entry-module", default=ENTRY_MODULE, help=argparse.SUPPRESS)
 
-    common(
-        commands.add_parser(
-            "train",
-            help="Compose the config, wait for the GPUs, run verl and report progress",
-            description="Compose verl's config against the installed verl, wait until the Ray cluster "
-            "has nodes x gpusPerNode available GPUs, then run verl.trainer.main_ppo with the job's "
-            "overrides, forwarding SIGTERM/SIGINT and exiting with verl's exit code. Training steps "
-            "are reported to the FlashRLJob's status.progress when running in a cluster. With "
-            "spec.dryRun it stops after the GPU gate, like check.",
-        )
+    train_parser = commands.add_parser(
+        "train",
+        help="Compose the config, wait for the GPUs, run verl and report progress",
+        description="Compose verl's config against the installed verl, wait until the Ray cluster "
+        "has nodes x gpusPerNode available GPUs, then run verl.trainer.main_ppo with the job's "
+        "overrides, forwarding SIGTERM/SIGINT and exiting with verl's exit code. Training steps "
+        "are reported to the FlashRLJob's status.progress and status.metrics when running in a "
+        "cluster, and verl's metrics are served to Prometheus on /metrics. With spec.dryRun it "
+        "stops after the GPU gate, like check.",
+    )
+    common(train_parser)
+    train_parser.add_argument(
+        "--metrics-port",
+        type=_port,
+        default=None,
+        help=f"Port of the Prometheus /metrics endpoint (0: any free port). Default: "
+        f"${contract.METRICS_PORT_ENV} or {contract.DEFAULT_METRICS_PORT}",
     )
     common(
         commands.add_parser(
@@ -128,6 +141,25 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"FlashRLJob YAML. Default: ${contract.SPEC_ENV} or {contract.DEFAULT_SPEC_PATH}",
     )
     return parser
+
+
+def _port(text: str) -> int:
+    if not text.strip().isdecimal() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (0-65535)")
+    return int(text)
+
+
+def metrics_port(flag: int | None, env: Mapping[str, str]) -> int:
+    """``--metrics-port``, else ``$FLASHRL_METRICS_PORT``, else the default (a bad variable: usage error)."""
+    if flag is not None:
+        return flag
+    raw = env.get(contract.METRICS_PORT_ENV, "").strip()
+    if not raw:
+        return contract.DEFAULT_METRICS_PORT
+    try:
+        return _port(raw)
+    except argparse.ArgumentTypeError as exc:
+        raise LaunchError(contract.EXIT_USAGE, f"${contract.METRICS_PORT_ENV}: {exc}") from None
 
 
 def _positive(text: str) -> float:
@@ -215,6 +247,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             "discovers a cluster on its own)",
         )
     parse_address(args.ray_address)
+    port = metrics_port(args.metrics_port, os.environ) if args.command == "train" else 0
     job = load_job(args.spec)
     compose_first(job)
     spec = job.spec
@@ -224,7 +257,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     if args.command == "check" or spec.dry_run:
         log(f"Check passed: verl's config composes and {required} GPU(s) are available; not training")
         return contract.EXIT_OK
-    return train(job, args.ray_address, args.entry_module)
+    return train(job, args.ray_address, args.entry_module, port)
 
 
 def run_stage(spec_path: str) -> int:
@@ -264,8 +297,51 @@ def check_checkpoint_dir(directory: Path) -> None:
         log(f"Checkpoints go to {directory} ({free / 2**30:.1f} GiB free)")
 
 
-def train(job: FlashRLJob, address: str, entry_module: str) -> int:
-    """Run verl, report its steps and checkpoints; returns verl's exit code (or the launcher's)."""
+def metrics_file(checkpoints: Path, attempt: int) -> Path:
+    """``<checkpoint dir>/metrics/attempt-<k>.jsonl``, its directory created; a file already there (a
+    launcher restarted within one attempt) is moved aside, because verl opens its file with ``"wb"``."""
+    path = checkpoints / contract.METRICS_DIR / f"attempt-{attempt}.jsonl"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists():
+            aside = path.with_name(f"{path.stem}.{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.jsonl")
+            path.rename(aside)
+            log(f"Kept the previous metrics file of attempt {attempt} as {aside}")
+    except OSError as exc:
+        log(f"Cannot prepare {path.parent} ({exc}); verl's file logger may fail to open its file")
+    return path
+
+
+def file_logger_override(path: Path) -> str:
+    """The Hydra override that puts ``VERL_FILE_LOGGER_PATH`` into every Ray worker of verl's job.
+
+    verl logs from its ``TaskRunner`` actor (``verl/trainer/main_ppo.py`` ``run_ppo``:
+    ``task_runner_class.remote()`` after ``ray.init(runtime_env=<verl defaults merged with
+    ray_kwargs.ray_init.runtime_env>)``); an actor gets the raylet's environment plus the job's
+    ``runtime_env.env_vars``, never the driver's, and may run on any node. The file is on the checkpoint
+    volume, which the head and every worker mount at the same path.
+    """
+    return f"++ray_kwargs.ray_init.runtime_env.env_vars.{FILE_LOGGER_ENV}='{path}'"
+
+
+def start_exporter(state: RunState, job: FlashRLJob, port: int) -> MetricsServer | None:
+    """Serve ``/metrics``; a missing library or a taken port is logged and training goes on."""
+    try:
+        from flashrl_jobs.exporter import serve
+    except ImportError as exc:
+        log(f"prometheus-client is not installed ({exc}): no /metrics, status reporting goes on")
+        return None
+    try:
+        server = serve(state, job.namespace, job.name, port)
+    except OSError as exc:
+        log(f"Cannot serve /metrics on port {port} ({exc}); training goes on without it")
+        return None
+    log(f"Serving verl's metrics for Prometheus on :{server.port}/metrics")
+    return server
+
+
+def train(job: FlashRLJob, address: str, entry_module: str, port: int) -> int:
+    """Run verl, report its steps, metrics and checkpoints; returns verl's exit code (or the launcher's)."""
     from flashrl_jobs.process import run_child
 
     checkpoints = Path(checkpoint_dir(job))
@@ -283,8 +359,15 @@ def train(job: FlashRLJob, address: str, entry_module: str) -> int:
             f"Deadline {rfc3339(deadline.expires)} (from {deadline.start_source}): "
             f"{ESI_ENV}={deadline.timestamp} for verl"
         )
+    metrics_path = metrics_file(checkpoints, attempt or 1)
+    overrides = [*overrides, file_logger_override(metrics_path)]
+    env[FILE_LOGGER_ENV] = str(metrics_path)
+    if not any(o.startswith("trainer.logger=") and FILE_LOGGER in o for o in overrides):
+        log("trainer.logger has no 'file' (an override replaced it): metrics come from verl's console only")
+    else:
+        log(f"verl's metrics go to {metrics_path}")
     argv = [sys.executable or "python3", "-m", entry_module, *overrides]
-    parser = StepParser(total_steps=job.spec.training.total_steps)
+    state = RunState(total_steps=job.spec.training.total_steps)
     reporter = from_environment(job.metadata.get("namespace"), job.name, log)
     if reporter is not None:
         reporter.attempt = attempt
@@ -293,60 +376,73 @@ def train(job: FlashRLJob, address: str, entry_module: str) -> int:
         mode = job.spec.checkpoint.resume_mode
         log(f"Checkpoint of step {resume.step} found: {resume.path} (resumeMode {mode})")
 
-    def poll_ledger() -> None:
+    def new_checkpoint() -> dict[str, Any] | None:
         found = ledger.poll()
-        if found is not None:
-            log(f"Checkpoint of step {found.step} saved: {found.path}")
-            if reporter is not None:
-                reporter.report_checkpoint(found.to_status(attempt))
+        if found is None:
+            return None
+        log(f"Checkpoint of step {found.step} saved: {found.path}")
+        return found.to_status(attempt)
 
-    def on_line(line: str) -> None:
-        step = parser.feed(line)
-        if step is not None:
-            if reporter is not None:
-                reporter.report(step, parser.total_steps)
-            poll_ledger()
+    def poll_ledger() -> None:
+        record = new_checkpoint()
+        if record is not None and reporter is not None:
+            reporter.report_checkpoint(record)
 
+    def on_step(_step: int) -> None:
+        # verl saves before it logs the step: the step and its checkpoint go in one PATCH.
+        record = new_checkpoint()
+        if reporter is not None:
+            reporter.report_step(step_report(state), record)
+
+    observer = RunObserver(state, JsonlTail(metrics_path, log), on_step)
+    server = start_exporter(state, job, port)
     log(
         f"Starting verl{f' (attempt {attempt})' if attempt else ''}: "
         f"{' '.join(argv[:3])} with {len(argv) - 3} overrides"
     )
+    observer.start()
     try:
-        result = run_child(argv, env, on_line)
+        result = run_child(argv, env, observer.console)
+        observer.stop()
         poll_ledger()
     finally:
         if reporter is not None:
             reporter.close()
-    return _outcome(job, result, parser, ledger)
+        if server is not None:
+            server.close()
+    if observer.tail.skipped:
+        log(f"Skipped {observer.tail.skipped} malformed line(s) of {metrics_path}")
+    return _outcome(job, result, state, ledger)
 
 
-def _outcome(job: FlashRLJob, result: ChildResult, parser: StepParser, ledger: Ledger) -> int:
+def _outcome(job: FlashRLJob, result: ChildResult, state: RunState, ledger: Ledger) -> int:
     """The launcher's exit code and last line for how verl ended."""
     saved = ledger.latest.step if ledger.latest is not None else 0
-    reached = max(parser.step, saved)
+    step = state.step
+    reached = max(step, saved)
     if result.exit_code != 0:
         how = f"after forwarding signal {result.forwarded[0]}" if result.forwarded else "on its own"
         unwritable = next((t for t in WRITE_FAILURE_TEXTS if any(t in line for line in result.tail)), None)
         if unwritable is not None and (problem := probe_writable(ledger.directory)) is not None:
             reason = (
                 f"checkpoint directory {ledger.directory} is not writable: {problem}; verl exited with code "
-                f"{result.exit_code} at step {parser.step} ({unwritable!r} in its output)"
+                f"{result.exit_code} at step {step} ({unwritable!r} in its output)"
             )
             write_termination_message(reason)
             log(reason)
             return contract.EXIT_CHECKPOINT_UNWRITABLE
-        reason = f"verl exited with code {result.exit_code} {how} at step {parser.step}"
+        reason = f"verl exited with code {result.exit_code} {how} at step {step}"
         if result.tail:
             reason += "; last output:\n" + "\n".join(result.tail)
         write_termination_message(reason)
         log(reason.splitlines()[0])
         return result.exit_code
-    total = parser.total_steps
-    if reached < total and (parser.step > 0 or saved > 0 or "console" in job.spec.training.loggers):
+    total = state.total_steps
+    if reached < total and (step > 0 or saved > 0 or "console" in job.spec.training.loggers):
         # verl issue #5725: a resume can run zero steps and exit 0. Not a success.
         reason = (
             f"verl stopped early: it exited 0 at step {reached} of {total} "
-            f"(last step line {parser.step}, newest checkpoint {saved or 'none'})"
+            f"(last step line {step}, newest checkpoint {saved or 'none'})"
         )
         write_termination_message(reason)
         log(reason)

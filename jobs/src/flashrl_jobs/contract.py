@@ -27,6 +27,16 @@ ATTEMPT_ENV: Final = "FLASHRL_ATTEMPT"
 #: RFC 3339 time from which ``lifecycle.activeDeadlineSeconds`` counts; the operator sets it in the pods.
 JOB_START_ENV: Final = "FLASHRL_JOB_START_TIME"
 
+#: ``/metrics`` of the running job on the head pod: port variable, default and containerPort name. The
+#: default is clear of Ray's head ports (6379 GCS, 8265 dashboard, 10001 client, 8080 metrics export,
+#: 52365 dashboard agent, 8000 Serve), the DCGM exporter's 9400 and node-exporter's 9100.
+METRICS_PORT_ENV: Final = "FLASHRL_METRICS_PORT"
+DEFAULT_METRICS_PORT: Final = 9450
+#: At most 15 characters (a Kubernetes port name); the chart's PodMonitor scrapes the port by this name.
+METRICS_PORT_NAME: Final = "flashrl-metrics"
+#: Directory under the job's checkpoint directory where verl's file logger writes, one file per attempt.
+METRICS_DIR: Final = "metrics"
+
 # Launcher exit codes (documented in docs/launcher.md). verl's own exit code is passed through.
 EXIT_OK: Final = 0
 EXIT_USAGE: Final = 64

@@ -7,12 +7,19 @@ The trainer runs inside a Ray actor, so the driver's copy of the line carries Ra
 ``(TaskRunnerV1 pid=123) step:5 - ...``, possibly wrapped in ANSI colours. Validation before
 training logs ``step:0``, which is not a completed step. ``Total training steps: <n>`` is printed once.
 
+The step and every metric come from verl's file logger when it writes (:mod:`flashrl_jobs.run_metrics`);
+this parser is the fallback for a run whose ``trainer.logger`` has no ``file``, and it still learns the
+total from the console.
+
 Reporting is best effort and stdlib only (urllib): a merge patch of
 ``/apis/flashrl.dev/v1alpha1/namespaces/<ns>/flashrljobs/<name>/status`` with the pod's service
 account (the renderer grants exactly ``get, patch`` on ``flashrljobs/status``). It runs on a
-background thread holding only the newest value of each field (``progress``, and ``checkpoint`` from
-:mod:`flashrl_jobs.ledger`), so a slow API server never stalls verl's output, and it sends at most one
-request per step. A failed request is logged and training goes on.
+background thread holding only the newest value of each field (``progress`` with ``metrics`` and
+``validationScore``, and ``checkpoint`` from :mod:`flashrl_jobs.ledger`), so a slow API server never
+stalls verl's output, and it sends at most one request per step. The token file is read again for
+every request: projected service-account tokens are rotated by the kubelet (every hour or so) and a
+token read once at start would expire during a long run. A failed request is logged and training
+goes on.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
@@ -80,11 +87,48 @@ def progress_patch(step: int, total_steps: int, now: datetime, attempt: int | No
     ``attempt`` (``$FLASHRL_ATTEMPT``) tells the operator which attempt completed the step: a step
     reported by an earlier attempt says nothing about whether the current one trained.
     """
-    stamp = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    progress: dict[str, Any] = {"step": step, "totalSteps": total_steps, "updateTime": stamp}
-    if attempt is not None:
-        progress["attempt"] = attempt
-    return json.dumps({"status": {"progress": progress}}, separators=(",", ":")).encode()
+    body = {"status": {"progress": progress_fields(StepReport(step, total_steps, attempt=attempt), now)}}
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+@dataclass(frozen=True)
+class StepReport:
+    """What the launcher reports about one completed step; ``metrics`` holds ``{name, value, step}``."""
+
+    step: int
+    total_steps: int
+    percent: int | None = None
+    remaining_seconds: int | None = None
+    metrics: tuple[dict[str, Any], ...] | None = None
+    validation_score: dict[str, Any] | None = None
+    attempt: int | None = None
+
+
+def progress_fields(report: StepReport, now: datetime) -> dict[str, Any]:
+    """``status.progress`` for one step."""
+    progress: dict[str, Any] = {
+        "step": report.step,
+        "totalSteps": report.total_steps,
+        "updateTime": now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    if report.attempt is not None:
+        progress["attempt"] = report.attempt
+    if report.percent is not None:
+        progress["percent"] = report.percent
+    if report.remaining_seconds is not None:
+        progress["estimatedRemainingSeconds"] = report.remaining_seconds
+    return progress
+
+
+def step_status(report: StepReport, now: datetime) -> dict[str, Any]:
+    """The launcher's status fields for one step: progress, and the metrics when there are any (a merge
+    patch replaces a list whole, so ``metrics`` is always the complete curated set)."""
+    status: dict[str, Any] = {"progress": progress_fields(report, now)}
+    if report.metrics:
+        status["metrics"] = list(report.metrics)
+    if report.validation_score is not None:
+        status["validationScore"] = report.validation_score
+    return status
 
 
 class ProgressReporter:
@@ -93,21 +137,14 @@ class ProgressReporter:
     def __init__(
         self,
         base_url: str,
-        token: str | Path,
+        token_file: Path,
         namespace: str,
         name: str,
         log: Log,
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
-        """``token`` is the bearer token, or the file holding it, read again for every request.
-
-        The kubelet rotates a pod's projected service-account token (hourly by default; the API
-        server refuses it after about an hour and a half): a token read once would stop working
-        during a long training run.
-        """
         self._url = base_url.rstrip("/") + status_path(namespace, name)
-        self._token_file = token if isinstance(token, Path) else None
-        self._token = "" if isinstance(token, Path) else token
+        self._token_file = token_file
         self._ssl = ssl_context
         self._log = log
         self._cond = threading.Condition()
@@ -122,7 +159,16 @@ class ProgressReporter:
 
     def report(self, step: int, total_steps: int) -> None:
         """Queue a step; an older one not yet sent is replaced (at most one request per step)."""
-        self._queue("progress", (step, total_steps))
+        self._queue("progress", StepReport(step, total_steps))
+
+    def report_step(self, report: StepReport, checkpoint: dict[str, Any] | None = None) -> None:
+        """Queue a step with its percentage, remaining time and metrics (replaces one not yet sent), and
+        the checkpoint verl saved with it: both in one request."""
+        with self._cond:
+            self._pending["progress"] = report
+            if checkpoint is not None:
+                self._pending["checkpoint"] = checkpoint
+            self._cond.notify()
 
     def report_checkpoint(self, record: dict[str, Any]) -> None:
         """Queue ``status.checkpoint`` (the ledger calls this once per new checkpoint)."""
@@ -150,31 +196,30 @@ class ProgressReporter:
                 pending, self._pending = self._pending, {}
             self._send(pending)
 
-    def _current_token(self) -> str:
-        """The token file's content now (the last one read if it cannot be read)."""
-        if self._token_file is not None:
-            try:
-                self._token = self._token_file.read_text(encoding="utf-8").strip()
-            except OSError as exc:
-                self._log(
-                    f"Cannot read the service-account token {self._token_file} ({exc}); reusing the last"
-                )
-        return self._token
-
     def _send(self, pending: dict[str, Any]) -> None:
         status: dict[str, Any] = {}
         if "progress" in pending:
-            step, total = pending["progress"]
-            status.update(json.loads(progress_patch(step, total, datetime.now(UTC), self.attempt))["status"])
+            report = pending["progress"]
+            if self.attempt is not None and report.attempt is None:
+                report = replace(report, attempt=self.attempt)
+            status.update(step_status(report, datetime.now(UTC)))
         if "checkpoint" in pending:
             status["checkpoint"] = pending["checkpoint"]
+        try:
+            token = self._token_file.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            self._failures += 1
+            self._log(
+                f"Cannot read the service-account token {self._token_file} ({exc}); status not reported"
+            )
+            return
         request = urllib.request.Request(  # noqa: S310 - the URL is the in-cluster API server
             self._url,
             data=json.dumps({"status": status}, separators=(",", ":")).encode(),
             method="PATCH",
             headers={
                 "Content-Type": "application/merge-patch+json",
-                "Authorization": f"Bearer {self._current_token()}",
+                "Authorization": f"Bearer {token}",
                 "Accept": "application/json",
             },
         )
@@ -188,7 +233,8 @@ class ProgressReporter:
             detail = f"HTTP {exc.code}" if isinstance(exc, urllib.error.HTTPError) else str(exc)
             what = []
             if "progress" in pending:
-                what.append("progress step {}/{}".format(*pending["progress"]))
+                report = pending["progress"]
+                what.append(f"progress step {report.step}/{report.total_steps}")
             if "checkpoint" in pending:
                 what.append(f"checkpoint step {pending['checkpoint'].get('step')}")
             self._log(
@@ -199,8 +245,10 @@ class ProgressReporter:
 def from_environment(namespace: str | None, name: str, log: Log) -> ProgressReporter | None:
     """A reporter for the in-cluster API server, or None (with one log line) outside a cluster."""
     sa_dir = Path(os.environ.get(SERVICE_ACCOUNT_DIR_ENV) or SERVICE_ACCOUNT_DIR)
-    token = sa_dir / "token"
-    if not token.is_file():
+    token_file = sa_dir / "token"
+    try:
+        token_file.read_text(encoding="utf-8")
+    except OSError:
         log(f"No service-account token under {sa_dir}: not in a cluster, progress reporting is off")
         return None
     base_url = os.environ.get(API_SERVER_ENV)
@@ -225,4 +273,4 @@ def from_environment(namespace: str | None, name: str, log: Log) -> ProgressRepo
         except OSError:
             namespace = "default"
     log(f"Reporting training progress to FlashRLJob {namespace}/{name}")
-    return ProgressReporter(base_url, token, namespace, name, log, context)
+    return ProgressReporter(base_url, token_file, namespace, name, log, context)

@@ -20,6 +20,8 @@ from flashrl_api import FlashRLJob, FlashRLJobSpec
 from flashrl_api.staging import data_location, model_location
 
 ENTRY_MODULE: Final = "verl.trainer.main_ppo"
+#: verl's JSONL logger (``verl/utils/tracking.py`` ``FileLogger``), on in every job.
+FILE_LOGGER: Final = "file"
 CONFIG_NAME: Final = "ppo_trainer"
 
 #: Keys that follow from other spec fields; a user override would silently desynchronise the pods
@@ -194,7 +196,9 @@ def _training(job: FlashRLJob) -> dict[str, Value]:
     experiment = t.experiment_name or job.name
     values.update(
         {
-            "trainer.logger": list(t.loggers),
+            # verl's file logger always, next to the user's: the launcher reads its JSONL for status
+            # and /metrics (flashrl_jobs.run_metrics); the path comes at launch, per attempt.
+            "trainer.logger": [*t.loggers, *([] if FILE_LOGGER in t.loggers else [FILE_LOGGER])],
             "trainer.project_name": t.project_name,
             "trainer.experiment_name": experiment,
             "trainer.nnodes": spec.resources.nodes,

@@ -9,6 +9,12 @@ as ``rollout_token_veto_threshold`` or ``reward_model.overlong_buffer.*`` are ca
 Callers: the launcher (before it waits on Ray), and, lazily, ``flashrl validate`` and the operator
 through :func:`check_user_overrides`. Hydra keeps global state, so compositions are serialised by a
 lock and the results of recent ones are cached (a composition takes about a second).
+
+Hostile overrides are bounded: finding every bad override among n costs a fixed number of
+compositions (the base config once, each override applied to it alone with Hydra's own override code,
+then the survivors composed once), not one composition per bad override; and OmegaConf's ``oc.env``
+resolver refuses to run, so no override or spec value can read the validating process's environment
+(the spec's rules already refuse ``${`` in everything that reaches verl; this is the second lock).
 """
 
 from __future__ import annotations
@@ -57,6 +63,11 @@ REMOVED_PREFIXES: Final[dict[str, str]] = {
 
 _QUOTED = re.compile(r"'([^'\s]+)'")
 _LOCK = threading.Lock()
+#: Compositions the fallback search for a culprit may spend (after the linear screen, which normally
+#: leaves none to find); what remains unexplained after that is reported at ``spec.overrides`` once.
+MAX_FALLBACK_COMPOSITIONS = 12
+#: Longest message of Hydra's or OmegaConf's quoted in a problem (they echo the override's value).
+MAX_MESSAGE = 300
 
 
 class VerlConfigUnavailableError(RuntimeError):
@@ -117,16 +128,35 @@ def _named_key(message: str, overrides: Sequence[str]) -> str | None:
     return None
 
 
-def _compose(overrides: Sequence[str]) -> Any:
-    """Compose and resolve; raises Hydra or OmegaConf errors. Call with ``_LOCK`` held."""
+class InterpolationRefusedError(ValueError):
+    """An override or spec value asked OmegaConf to read the environment while being validated."""
+
+
+def _refuse_env(*args: Any, **kwargs: Any) -> Any:
+    raise InterpolationRefusedError(
+        "${oc.env:...} is refused: validating a FlashRLJob never reads the environment"
+    )
+
+
+def _guard_resolvers(omegaconf: Any) -> None:
+    """Replace OmegaConf's ``oc.env`` resolver with one that refuses (verl's config uses only
+    ``oc.select``, which reads the config itself). Process-wide and idempotent: verl runs in a child
+    process of its own, so its resolvers are untouched."""
+    omegaconf.register_new_resolver("oc.env", _refuse_env, replace=True)
+
+
+def _compose(overrides: Sequence[str], resolve: bool = True) -> Any:
+    """Compose (and resolve); raises Hydra or OmegaConf errors. Call with ``_LOCK`` held."""
     compose, initialize_config_dir, omegaconf = _hydra()
     from hydra.core.global_hydra import GlobalHydra
 
+    _guard_resolvers(omegaconf)
     if GlobalHydra.instance().is_initialized():
         GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(config_dir()), version_base=None):
         cfg = compose(config_name=CONFIG_NAME, overrides=list(overrides))
-    omegaconf.resolve(cfg)
+    if resolve:
+        omegaconf.resolve(cfg)
     return cfg
 
 
@@ -153,7 +183,9 @@ def _message(exc: BaseException) -> str:
     full_key = getattr(exc, "full_key", None)
     if full_key and str(full_key) not in text:
         text = f"{full_key}: {text}"
-    return " ".join(line.strip() for line in text.splitlines() if line.strip())
+    text = " ".join(line.strip() for line in text.splitlines() if line.strip())
+    # Hydra quotes the override back ("To append to your config use +key=<value>"): keep it short.
+    return text if len(text) <= MAX_MESSAGE else f"{text[:MAX_MESSAGE]}... ({len(text)} characters)"
 
 
 @lru_cache(maxsize=32)
@@ -218,6 +250,41 @@ def _culprit(generated: list[str], user: list[tuple[int, str]], error: ComposeEr
     return high - 1
 
 
+def screen_overrides(generated: Sequence[str], user: Sequence[tuple[int, str]]) -> dict[int, str]:
+    """Each user override applied alone, in order, onto the config composed once: index -> why not.
+
+    The base is verl's config with the generated overrides whose keys the user does not set; every
+    user override is then parsed and applied with Hydra's own override code
+    (``hydra._internal.config_loader_impl.ConfigLoaderImpl._apply_overrides_to_config``, pinned
+    hydra-core 1.3.8, the function ``compose`` itself calls), so unknown keys, bad syntax and refused
+    additions are found in one pass: linear in the number of overrides. An override that fails is
+    left out, as the composition loop would leave it out.
+    """
+    try:
+        from hydra._internal.config_loader_impl import ConfigLoaderImpl
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+    except ImportError:
+        return {}
+    user_keys = {override_key(o) for _, o in user}
+    base_overrides = [o for o in generated if override_key(o) not in user_keys]
+    with _LOCK:
+        try:
+            cfg = _compose(base_overrides, resolve=False)
+        except VerlConfigUnavailableError:
+            raise
+        except Exception:
+            return {}  # the base itself fails: the composition loop reports that at `spec`
+        parser = OverridesParser.create()
+        found: dict[int, str] = {}
+        for index, text in user:
+            try:
+                parsed = parser.parse_overrides([text])
+                ConfigLoaderImpl._apply_overrides_to_config(parsed, cfg)
+            except Exception as exc:
+                found[index] = _message(exc)
+    return found
+
+
 def check_user_overrides(job: FlashRLJob) -> list[Problem]:
     """Every problem with ``spec.overrides`` against the installed verl, each at ``spec.overrides[i]``.
 
@@ -239,9 +306,24 @@ def check_user_overrides(job: FlashRLJob) -> list[Problem]:
             problems[index] = Problem(f"spec.overrides[{index}]", f"{override_key(override)}: {reason}")
     generated = generated_overrides(job)
     remaining = [(i, o) for i, o in enumerate(job.spec.overrides) if i not in problems]
+    for index, message in screen_overrides(generated, remaining).items():
+        override = job.spec.overrides[index]
+        problems[index] = Problem(
+            f"spec.overrides[{index}]",
+            f"{override_key(override)}: rejected by verl {verl_version()}: {message}",
+        )
+    remaining = [(i, o) for i, o in remaining if i not in problems]
+    started = compose_error.cache_info().misses
     while True:
         error = compose_error(tuple(merge_overrides(generated, [o for _, o in remaining])))
         if error is None:
+            break
+        if compose_error.cache_info().misses - started > MAX_FALLBACK_COMPOSITIONS:
+            problems[-1] = Problem(
+                "spec.overrides",
+                f"verl {verl_version()} rejects the overrides together and the culprit was not found "
+                f"within {MAX_FALLBACK_COMPOSITIONS} compositions: {error.message}",
+            )
             break
         pos = _culprit(generated, remaining, error) if remaining else None
         if pos is None:

@@ -10,6 +10,7 @@ rendered form when someone changes them.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any, Final
@@ -41,9 +42,26 @@ def _without_mutable(spec: Mapping[str, Any]) -> dict[str, Any]:
     return dict(result)
 
 
+def _lists_digested(value: Any) -> Any:
+    """``value`` with every list replaced by the sha256 of its canonical JSON.
+
+    Lists (overrides, env, secretRefs, tolerations) are compared whole, so a digest compares exactly
+    as the list did, and it keeps the annotation small: the spec's lists may hold ~200 KiB at the
+    CRD's maxima, and all annotations of an object together may hold 256 KiB.
+    """
+    if isinstance(value, list):
+        canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    if isinstance(value, dict):
+        return {key: _lists_digested(item) for key, item in value.items()}
+    return value
+
+
 def spec_snapshot(spec: Mapping[str, Any]) -> str:
-    """Canonical JSON of the spec's immutable part (wire form, camelCase)."""
-    return json.dumps(_without_mutable(spec), sort_keys=True, separators=(",", ":"))
+    """Canonical JSON of the spec's immutable part (wire form, camelCase), lists as digests."""
+    return json.dumps(
+        _lists_digested(_without_mutable(spec)), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
 
 
 def _leaves(value: Any, prefix: str) -> dict[str, Any]:
@@ -69,8 +87,9 @@ def immutable_changes(snapshot: str | None, spec: Mapping[str, Any]) -> list[str
         return []
     if not isinstance(old, dict):
         return []
-    before = _leaves(old, "spec")
-    after = _leaves(_without_mutable(spec), "spec")
+    # Older snapshots hold the lists themselves: digesting both sides compares either form.
+    before = _leaves(_lists_digested(old), "spec")
+    after = _leaves(_lists_digested(_without_mutable(spec)), "spec")
     return sorted(path for path in set(before) | set(after) if before.get(path) != after.get(path))
 
 
@@ -153,3 +172,29 @@ def owner_name(ray_job: Mapping[str, Any], kind: str, label: str) -> str | None:
             return str(ref.get("name"))
     value = (meta.get("labels") or {}).get(label)
     return str(value) if value else None
+
+
+def controller_of(live: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The ownerReference marked ``controller: true`` on a live object, if any."""
+    for ref in (live.get("metadata") or {}).get("ownerReferences") or []:
+        if isinstance(ref, Mapping) and ref.get("controller") is True:
+            return ref
+    return None
+
+
+def ownership_conflict(description: str, live: Mapping[str, Any], uid: str) -> str | None:
+    """Why ``live`` (an object under a child's name) is not this job's to change, or None when it is.
+
+    Only the controller ownerReference with this FlashRLJob's UID makes an object the job's: a name
+    match, our labels, or a reference to a deleted job of the same name (another UID) do not. Anything
+    else is never patched, adopted or deleted (a Role's rules, a ConfigMap's data or someone's RayJob
+    would otherwise be replaced, and garbage-collected with the job).
+    """
+    ref = controller_of(live)
+    if ref is not None and str(ref.get("uid")) == uid:
+        return None
+    if ref is None:
+        owner = "it has no controller"
+    else:
+        owner = f"its controller is {ref.get('kind')} {ref.get('name')} (uid {ref.get('uid')})"
+    return f"{description} already exists and is not this job's ({owner})"

@@ -12,11 +12,13 @@ status 2; it never shows a traceback.
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, TextIO
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from flashrl_api import (
     FlashRLJob,
@@ -27,6 +29,7 @@ from flashrl_api import (
     parse_job,
     spec_warnings,
 )
+from flashrl_api.manifest import MAX_MANIFEST_BYTES, capped, decode_manifest
 from flashrl_operator.preflight import offline_limits
 
 if TYPE_CHECKING:
@@ -47,8 +50,12 @@ def read_job(source: str, stdin: TextIO | None = None) -> FlashRLJob:
     if source != STDIN:
         return load_job_file(source)
     stream = stdin if stdin is not None else sys.stdin
+    buffer = getattr(stream, "buffer", None)
     try:
-        text = stream.read()
+        if buffer is not None:
+            text = decode_manifest(buffer.read(MAX_MANIFEST_BYTES + 1), "standard input")
+        else:
+            text = stream.read(MAX_MANIFEST_BYTES + 1)
     except UnicodeDecodeError:
         raise SpecError([Problem("", "standard input is not UTF-8 text")]) from None
     docs = load_documents(text, "standard input")
@@ -126,7 +133,7 @@ def _source_name(source: str) -> str:
 
 
 def _report(problems: Sequence[Problem], err: TextIO) -> int:
-    for problem in problems:
+    for problem in capped(problems):
         print(problem, file=err)
     return EXIT_INVALID
 
@@ -137,20 +144,42 @@ def _report(problems: Sequence[Problem], err: TextIO) -> int:
 def _add_validate(sub: _Subparsers) -> Handler:
     p = sub.add_parser(
         "validate",
-        help="check a FlashRLJob manifest",
+        help="check a FlashRLJob or FlashRLExperiment manifest",
         description="Check a FlashRLJob manifest the way the operator and the API server will: field "
         "types and ranges, unknown fields, cross-field rules, and the verl overrides (composed against "
-        "the pinned verl config when hydra and verl are installed). Prints one line and exits 0 when "
-        "valid; otherwise prints one 'field.path: message' line per problem on stderr and exits 2.",
+        "the pinned verl config when hydra and verl are installed). A FlashRLExperiment is checked as "
+        "a whole (variants differ, only in fields that keep the comparison's meaning unless allowed) "
+        "and each variant as the FlashRLJob it becomes. Prints what is valid and exits 0; otherwise "
+        "prints one 'field.path: message' line per problem on stderr and exits 2.",
     )
-    p.add_argument("file", help="manifest holding one FlashRLJob, or '-' for standard input")
+    p.add_argument(
+        "file", help="manifest holding one FlashRLJob or FlashRLExperiment, or '-' for standard input"
+    )
     return _cmd_validate
 
 
+def _read_text(source: str) -> str:
+    if source == STDIN:
+        try:
+            return sys.stdin.read()
+        except UnicodeDecodeError:
+            raise SpecError([Problem("", "standard input is not UTF-8 text")]) from None
+    try:
+        return Path(source).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError([Problem("", f"cannot read {source}: {exc.strerror or exc}")]) from None
+    except UnicodeDecodeError:
+        raise SpecError([Problem("", f"{source} is not UTF-8 text")]) from None
+
+
 def _cmd_validate(args: argparse.Namespace) -> int:
+    text = _read_text(args.file)
+    docs = load_documents(text, _source_name(args.file))
+    if len(docs) == 1 and isinstance(docs[0], Mapping) and docs[0].get("kind") == "FlashRLExperiment":
+        return _validate_experiment(args.file, docs[0])
     earlier: list[Problem] = []
     try:
-        job = read_job(args.file)
+        job = read_job(args.file, io.StringIO(text))
     except SpecError as exc:
         if exc.job is None:
             raise
@@ -166,6 +195,48 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     for path, message in spec_warnings(job.spec):
         print(f"warning: spec.{path}: {message}", file=sys.stderr)
     print(offline_limits(job, report.skipped), file=sys.stderr)
+    return 0
+
+
+def _validate_experiment(source: str, raw: Mapping[str, Any]) -> int:
+    """Every variant merged over the template and checked as the FlashRLJob it becomes: its verl
+    overrides and verl's start-up checks too, each problem at the variant's field when the variant
+    set it, at the template's otherwise (once)."""
+    from flashrl_api.experiment import experiment_problems, variant_field_path, variant_jobs, variants_of
+
+    experiment, problems = experiment_problems(raw)
+    if problems or experiment is None:
+        return _report(problems, sys.stderr)
+    template = raw.get("spec", {}).get("template") or {}
+    variants = variants_of(experiment.spec)
+    jobs = variant_jobs(experiment, template)
+    found: list[Problem] = []
+    notes: list[str] = []
+    for i, (variant, job) in enumerate(zip(variants, jobs, strict=True)):
+        report = override_problems(job)
+        if report.note and report.note not in notes:
+            notes.append(report.note)
+        for problem in report.problems:
+            path = variant_field_path(i, problem.path, variant.spec)
+            suffix = "" if path.startswith("spec.variants") else f" (in variant {variant.name!r})"
+            located = Problem(path, problem.message + suffix)
+            if not any(p.path == located.path for p in found):
+                found.append(located)
+    for note in notes:
+        print(note, file=sys.stderr)
+    if found:
+        return _report(found, sys.stderr)
+    print(f'{_source_name(source)}: valid FlashRLExperiment "{experiment.name}", {len(jobs)} variants:')
+    for job in jobs:
+        print(f"  {job.name} {summary(job)}")
+    warnings: list[str] = []
+    for i, (variant, job) in enumerate(zip(variants, jobs, strict=True)):
+        for path, message in spec_warnings(job.spec):
+            line = f"warning: {variant_field_path(i, 'spec.' + path, variant.spec)}: {message}"
+            if line not in warnings:
+                warnings.append(line)
+    for line in [*warnings, *dict.fromkeys(offline_limits(job) for job in jobs)]:
+        print(line, file=sys.stderr)
     return 0
 
 
@@ -196,16 +267,28 @@ def _cmd_render(args: argparse.Namespace) -> int:
 
 
 def _add_crd(sub: _Subparsers) -> Handler:
-    sub.add_parser(
+    p = sub.add_parser(
         "crd",
-        help="print the FlashRLJob CustomResourceDefinition",
-        description="Print the FlashRLJob CustomResourceDefinition generated from the API models "
-        "(schema, defaults, CEL rules, printer columns). `make crd` writes it into the Helm chart.",
+        help="print a CustomResourceDefinition (FlashRLJob by default)",
+        description="Print a CustomResourceDefinition generated from the API models (schema, defaults, "
+        "CEL rules, printer columns): FlashRLJob, or FlashRLExperiment with --kind. `make crd` writes both "
+        "into the Helm chart.",
+    )
+    p.add_argument(
+        "--kind",
+        choices=("FlashRLJob", "FlashRLExperiment"),
+        default="FlashRLJob",
+        help="which CRD to print (default: FlashRLJob)",
     )
     return _cmd_crd
 
 
 def _cmd_crd(args: argparse.Namespace) -> int:
+    if args.kind == "FlashRLExperiment":
+        from flashrl_operator.crd_experiment import experiment_crd_yaml
+
+        sys.stdout.write(experiment_crd_yaml())
+        return 0
     from flashrl_operator.crd import crd_yaml
 
     sys.stdout.write(crd_yaml())
@@ -219,7 +302,9 @@ def _add_demo(sub: _Subparsers) -> Handler:
         description="Start the real operator against an in-process emulated Kubernetes API server "
         "(kmock, on 127.0.0.1), apply the example FlashRLJob, play KubeRay's part (RayJob status "
         "transitions) and the launcher's (training progress), and print the timeline and the "
-        "rendered RayJob. Needs no cluster; exits non-zero if the lifecycle does not complete.",
+        "rendered RayJob. Then run an emulated two-variant FlashRLExperiment (blockwise FP8 vs BF16, "
+        "synthetic metrics) and write its comparison report. Needs no cluster; exits non-zero if "
+        "either does not complete.",
     )
     p.add_argument(
         "--file",
@@ -229,6 +314,12 @@ def _add_demo(sub: _Subparsers) -> Handler:
     )
     p.add_argument(
         "--deadline", type=float, default=45.0, help="seconds the whole lifecycle may take (default: 45)"
+    )
+    p.add_argument(
+        "--report",
+        default="flashrl-demo-report",
+        metavar="DIR",
+        help="where the experiment's report goes (default: ./flashrl-demo-report); '' skips the experiment",
     )
     return _cmd_demo
 
@@ -254,7 +345,10 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         meta = obj.get("metadata", {})
         print(f"  {obj.get('apiVersion')} {obj.get('kind')} {meta.get('namespace', '-')}/{meta.get('name')}")
     print()
-    return run_demo(source, sys.stdout, sys.stderr, deadline_s=args.deadline)
+    experiment_report = Path(args.report) if args.report else None
+    return run_demo(
+        source, sys.stdout, sys.stderr, deadline_s=args.deadline, experiment_report=experiment_report
+    )
 
 
 def _add_operator(sub: _Subparsers) -> Handler:
@@ -288,6 +382,69 @@ def _add_operator(sub: _Subparsers) -> Handler:
         help="seconds without renewal after which another replica takes the Lease (default: 15, at least 3)",
     )
     p.add_argument("--verbose", action="store_true", help="debug logging")
+    policy = p.add_argument_group(
+        "admin policy", "refuse FlashRLJobs (reason PolicyViolation) that ask for more than this"
+    )
+    policy.add_argument(
+        "--allowed-registry",
+        action="append",
+        default=[],
+        metavar="REGISTRY[/PATH]",
+        help="registry (or registry path) images may come from; repeatable (default: any)",
+    )
+    policy.add_argument(
+        "--allowed-priority-class",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="PriorityClass a job may use; repeatable (default: any)",
+    )
+    policy.add_argument(
+        "--allowed-rdma-resource",
+        action="append",
+        default=[],
+        metavar="RESOURCE",
+        help="extended resource spec.resources.rdma.resourceName may request; repeatable (default: any)",
+    )
+    policy.add_argument(
+        "--forbid-keyless-exists-tolerations",
+        action="store_true",
+        help="refuse tolerations with operator Exists and no key (they tolerate every taint)",
+    )
+    network = p.add_argument_group("network", "the NetworkPolicy rendered for every job's Ray pods")
+    network.add_argument("--no-network-policy", action="store_true", help="render and apply no NetworkPolicy")
+    network.add_argument(
+        "--network-policy-kuberay-namespace",
+        default="kuberay-system",
+        metavar="NS",
+        help="namespace of the KubeRay operator, admitted to the dashboard port (default: kuberay-system)",
+    )
+    network.add_argument(
+        "--network-policy-monitoring-namespace",
+        default="monitoring",
+        metavar="NS",
+        help="namespace of Prometheus, admitted to the metrics ports; empty: none (default: monitoring)",
+    )
+    network.add_argument(
+        "--network-policy-metrics-port",
+        action="append",
+        type=int,
+        default=[],
+        metavar="PORT",
+        help="metrics port of the Ray pods; repeatable (default: 8080)",
+    )
+    network.add_argument(
+        "--network-policy-restrict-egress",
+        action="store_true",
+        help="allow egress only to the job's own pods, cluster DNS and --network-policy-egress-cidr",
+    )
+    network.add_argument(
+        "--network-policy-egress-cidr",
+        action="append",
+        default=[],
+        metavar="CIDR",
+        help="with --network-policy-restrict-egress: a CIDR the Ray pods may reach; repeatable",
+    )
     return _cmd_operator
 
 
@@ -304,12 +461,30 @@ def _cmd_operator(args: argparse.Namespace) -> int:
     if args.lease_duration < 3:
         print("flashrl operator: --lease-duration must be at least 3 seconds", file=sys.stderr)
         return EXIT_INVALID
+    from flashrl_operator.policy import AdminPolicy
+    from flashrl_operator.render.network import RAY_METRICS_PORT, NetworkSettings
+
     config = OperatorConfig(
         namespaces=tuple(args.namespace),
         metrics_port=args.metrics_port,
         health_port=args.health_port,
         leader_election=args.leader_election,
         lease_duration=args.lease_duration,
+        policy=AdminPolicy(
+            allowed_registries=tuple(args.allowed_registry),
+            allowed_priority_classes=tuple(args.allowed_priority_class),
+            allowed_rdma_resources=tuple(args.allowed_rdma_resource),
+            forbid_keyless_exists_tolerations=args.forbid_keyless_exists_tolerations,
+        ),
+        network=NetworkSettings(
+            enabled=not args.no_network_policy,
+            kuberay_namespace=args.network_policy_kuberay_namespace,
+            monitoring_namespace=args.network_policy_monitoring_namespace,
+            metrics_ports=tuple(args.network_policy_metrics_port) or (RAY_METRICS_PORT,),
+            egress_cidrs=tuple(args.network_policy_egress_cidr)
+            if args.network_policy_restrict_egress
+            else None,
+        ),
     )
     return run_foreground(config, log_format=args.log_format, verbose=args.verbose)
 
@@ -335,6 +510,21 @@ def _add_report(sub: _Subparsers) -> Handler:
         "(one per attempt, later attempts win for repeated steps); repeat for each run",
     )
     p.add_argument(
+        "--experiment",
+        metavar="NAME",
+        help="a FlashRLExperiment on the cluster: each variant's job is a run. Uses the current kubeconfig "
+        "context, as kubectl does, and reads the jobs' metrics history ConfigMaps, so it works after the "
+        "Ray clusters are gone and needs no Prometheus",
+    )
+    p.add_argument(
+        "--job",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a FlashRLJob on the cluster, labelled by its name; repeat for each run",
+    )
+    p.add_argument("-n", "--namespace", default="default", help="namespace of --experiment and --job")
+    p.add_argument(
         "--output", required=True, metavar="DIR", help="directory to write report.html and PNGs into"
     )
     p.add_argument(
@@ -342,7 +532,9 @@ def _add_report(sub: _Subparsers) -> Handler:
         metavar="LABEL",
         help="the run speed-ups are measured against (default: the one run whose label contains bf16)",
     )
-    p.add_argument("--title", default="FlashRL comparison", help="the page title")
+    p.add_argument(
+        "--title", help="the page title (default: names the experiment or says FlashRL comparison)"
+    )
     p.add_argument("--banner", help="a line shown above everything, e.g. to mark synthetic data")
     return _cmd_report
 
@@ -351,6 +543,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     try:
         from flashrl_operator.report import (
             MetricsInputError,
+            RunMetrics,
             build_report,
             load_run,
             parse_metrics_argument,
@@ -362,13 +555,25 @@ def _cmd_report(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    if not args.metrics:
-        print("flashrl report: give at least one --metrics LABEL=PATH", file=sys.stderr)
+    if not args.metrics and not args.experiment and not args.job:
+        print(
+            "flashrl report: give --experiment NAME, --job NAME or --metrics LABEL=PATH (at least one run)",
+            file=sys.stderr,
+        )
         return EXIT_INVALID
+    title = args.title
     try:
+        runs: list[RunMetrics] = []
+        if args.experiment or args.job:
+            from flashrl_operator.report.cluster import load_cluster_runs
+
+            runs, cluster_title = load_cluster_runs(args.namespace, args.experiment, args.job)
+            title = title or cluster_title
         sources = [parse_metrics_argument(value) for value in args.metrics]
-        runs = [load_run(label, path) for label, path in sources]
-        report = build_report(runs, title=args.title, banner=args.banner, baseline=args.baseline)
+        runs += [load_run(label, path) for label, path in sources]
+        report = build_report(
+            runs, title=title or "FlashRL comparison", banner=args.banner, baseline=args.baseline
+        )
     except MetricsInputError as exc:
         print(f"flashrl report: {exc}", file=sys.stderr)
         return EXIT_INVALID
@@ -422,6 +627,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except RecursionError:
+        # The readers bound nesting depth before anything recursive walks a document; this is the
+        # backstop that keeps even an input they missed to one line.
+        print("the input is nested too deeply to process", file=sys.stderr)
+        return EXIT_INVALID
 
 
 if __name__ == "__main__":

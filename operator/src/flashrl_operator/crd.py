@@ -80,6 +80,19 @@ PRINTER_COLUMNS: Final[tuple[dict[str, Any], ...]] = (
         "description": "Step of the newest checkpoint (where a retry resumes).",
     },
     {
+        "name": "Val-Score",
+        "type": "number",
+        "jsonPath": ".status.validationScore.value",
+        "description": "Newest validation score (verl val-core/<source>/<var>/mean@N).",
+    },
+    {
+        "name": "Mismatch-KL",
+        "type": "number",
+        "jsonPath": '.status.metrics[?(@.name=="rollout_corr/kl")].value',
+        "description": "Newest rollout/trainer mismatch (verl rollout_corr/kl).",
+        "priority": 1,
+    },
+    {
         "name": "Quantization",
         "type": "string",
         "jsonPath": ".spec.rollout.quantization",

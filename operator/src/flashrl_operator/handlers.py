@@ -29,13 +29,21 @@ from flashrl_api import GROUP, KIND, PLURAL, VERSION
 from flashrl_operator import kuberay
 from flashrl_operator.children import owner_name
 from flashrl_operator.errors import TransientError
+from flashrl_operator.experiments import (
+    EXPERIMENT_PLURAL,
+    ExperimentReconciler,
+    HistoryRecorder,
+    experiment_of,
+)
 from flashrl_operator.kube import KubeClient
 from flashrl_operator.leadership import ElectionTiming, Leadership, default_identity, default_namespace
 from flashrl_operator.login import CredentialError, Credentials
 from flashrl_operator.metrics import MetricsServer, OperatorMetrics
+from flashrl_operator.policy import AdminPolicy
 from flashrl_operator.reconciler import Reconciler
 from flashrl_operator.render import JOB_LABEL, MANAGED_BY
 from flashrl_operator.render.labels import MANAGED_BY_LABEL
+from flashrl_operator.render.network import NetworkSettings
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +100,12 @@ class OperatorConfig:
     identity: str | None = None
     """This replica's name in the Lease (default: ``$POD_NAME``, else host and process)."""
 
+    policy: AdminPolicy = field(default_factory=AdminPolicy)
+    """The admin's policy every job is checked against before anything is created."""
+
+    network: NetworkSettings = field(default_factory=NetworkSettings)
+    """The NetworkPolicy rendered for every job's Ray pods."""
+
 
 @dataclass
 class OperatorContext:
@@ -106,6 +120,9 @@ class OperatorContext:
     resync_task: asyncio.Task[None] | None = None
     leadership: Leadership | None = None
     election_task: asyncio.Task[None] | None = None
+    experiments: ExperimentReconciler | None = None
+    history: HistoryRecorder | None = None
+    known_experiments: set[tuple[str, str]] = field(default_factory=set)
 
     @property
     def may_reconcile(self) -> bool:
@@ -130,8 +147,10 @@ def needs_reconcile(event_type: str | None, body: Mapping[str, Any]) -> bool:
     Every job listed when the operator starts (``event_type`` None) is reconciled, as is any job
     whose ``metadata.generation`` the status has not observed yet: a new job or a spec edit.
     Changes to the status (the operator's own writes, the launcher's progress) and to metadata do
-    not; the RayJob's changes and the periodic resync cover the rest. The job itself carries the
-    only bookkeeping there is (``status.observedGeneration``): kopf stores nothing on it.
+    not; the RayJob's changes and the periodic resync cover the rest (the mismatch guard judges the
+    launcher's ``status.metrics`` at each of those reconciles: a step takes minutes, the resync one).
+    The job itself carries the only bookkeeping there is (``status.observedGeneration``): kopf stores
+    nothing on it.
     """
     if event_type == "DELETED":
         return False
@@ -193,7 +212,55 @@ async def resync_all(ctx: OperatorContext) -> None:
             except Exception as exc:  # One job's trouble must not stop the others' resync.
                 logger.warning("Resync of FlashRLJob %s/%s failed: %s", namespace, name, exc)
 
+    async def experiment(namespace: str, name: str) -> None:
+        async with limit:
+            if not ctx.may_reconcile:
+                return
+            try:
+                if ctx.experiments is not None:
+                    await ctx.experiments.reconcile(namespace, name)
+            except Exception as exc:
+                logger.warning("Resync of FlashRLExperiment %s/%s failed: %s", namespace, name, exc)
+
     await asyncio.gather(*(one(ns, name) for ns, name in sorted(ctx.known_jobs)))
+    await asyncio.gather(*(experiment(ns, name) for ns, name in sorted(ctx.known_experiments)))
+
+
+async def reconcile_experiment_with_retries(ctx: OperatorContext, namespace: str, name: str) -> None:
+    """Reconcile one FlashRLExperiment, retrying transient failures like a job's reconcile."""
+    config = ctx.config
+    for attempt in itertools.count():
+        if not ctx.may_reconcile:
+            return  # another replica leads
+        try:
+            if ctx.experiments is None:
+                raise TransientError("the operator is still starting", delay=1)
+            await ctx.experiments.reconcile(namespace, name)
+            return
+        except TransientError as exc:
+            delay = max(exc.delay, backoff_delay(config.retry_delay, attempt, config.max_retry_delay))
+            logger.warning("FlashRLExperiment %s/%s: will retry in %.1fs: %s", namespace, name, delay, exc)
+            await asyncio.sleep(delay)
+        except Exception:
+            logger.exception("FlashRLExperiment %s/%s: reconcile failed", namespace, name)
+            return
+
+
+async def record_history(ctx: OperatorContext, body: Mapping[str, Any]) -> None:
+    """Keep the job's per-step history ConfigMap; a failure is logged, never retried in a loop (the
+    next step's report writes the missed steps too, the status keeps the latest)."""
+    if ctx.history is None or not ctx.may_reconcile:
+        return
+    try:
+        await ctx.history.record(body)
+    except Exception as exc:
+        meta = body.get("metadata") or {}
+        logger.warning(
+            "Metrics history of FlashRLJob %s/%s not written: %s",
+            meta.get("namespace"),
+            meta.get("name"),
+            exc,
+        )
 
 
 def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
@@ -222,8 +289,15 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
         except CredentialError as exc:
             raise kopf.PermanentError(str(exc)) from exc
         ctx.reconciler = Reconciler(
-            ctx.kube, ctx.metrics, check_overrides=config.check_overrides, retry_backoff=config.retry_backoff
+            ctx.kube,
+            ctx.metrics,
+            check_overrides=config.check_overrides,
+            policy=config.policy,
+            network=config.network,
+            retry_backoff=config.retry_backoff,
         )
+        ctx.experiments = ExperimentReconciler(ctx.kube)
+        ctx.history = HistoryRecorder(ctx.kube)
         if config.metrics_port is not None:
             ctx.metrics_server = MetricsServer(ctx.metrics, config.bind_host, config.metrics_port)
             url = await ctx.metrics_server.start()
@@ -263,14 +337,36 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
         type: str | None, body: kopf.Body, namespace: str | None, name: str | None, uid: str | None, **_: Any
     ) -> None:
         key = (namespace or "default", str(name))
+        owner = experiment_of(body)
         if type == "DELETED":
             ctx.known_jobs.discard(key)
             if ctx.reconciler is not None:
                 ctx.reconciler.forget(*key, uid)
+            if ctx.history is not None:
+                ctx.history.forget(*key)
+            if owner is not None:
+                await reconcile_experiment_with_retries(ctx, key[0], owner)
             return
         ctx.known_jobs.add(key)
         if needs_reconcile(type, body):
             await reconcile_with_retries(ctx, *key, dict(body))
+        await record_history(ctx, body)
+        if owner is not None:
+            # The variant's phase, step or metrics changed: the experiment's status (and, under
+            # spec.parallelism, whether the next variant starts) follows.
+            await reconcile_experiment_with_retries(ctx, key[0], owner)
+
+    @kopf.on.event(GROUP, VERSION, EXPERIMENT_PLURAL, registry=registry)
+    async def experiment_event(type: str | None, namespace: str | None, name: str | None, **_: Any) -> None:
+        key = (namespace or "default", str(name))
+        if type == "DELETED":
+            # Its FlashRLJobs go with it: they are owned by it (Kubernetes' garbage collector).
+            ctx.known_experiments.discard(key)
+            if ctx.experiments is not None:
+                ctx.experiments.forget(*key)
+            return
+        ctx.known_experiments.add(key)
+        await reconcile_experiment_with_retries(ctx, *key)
 
     @kopf.on.event(
         kuberay.GROUP,

@@ -13,27 +13,38 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from flashrl_api import GROUP, KIND, PLURAL, VERSION
+from flashrl_api.experiment import EXPERIMENT_KIND, EXPERIMENT_PLURAL
 from flashrl_operator import kuberay
 from flashrl_operator.resource import Resource
 
 FLASHRL_JOB: Final = Resource(f"{GROUP}/{VERSION}", KIND, PLURAL)
+#: The operator reads FlashRLExperiments, creates their FlashRLJobs and writes their status.
+FLASHRL_EXPERIMENT: Final = Resource(f"{GROUP}/{VERSION}", EXPERIMENT_KIND, EXPERIMENT_PLURAL)
 SERVICE_ACCOUNT: Final = Resource("v1", "ServiceAccount", "serviceaccounts")
 CONFIG_MAP: Final = Resource("v1", "ConfigMap", "configmaps")
 ROLE: Final = Resource("rbac.authorization.k8s.io/v1", "Role", "roles")
 ROLE_BINDING: Final = Resource("rbac.authorization.k8s.io/v1", "RoleBinding", "rolebindings")
+NETWORK_POLICY: Final = Resource("networking.k8s.io/v1", "NetworkPolicy", "networkpolicies")
 EVENT: Final = Resource("v1", "Event", "events")
 #: The RayCluster's pods; the operator only lists them while a cluster is starting.
 POD: Final = Resource("v1", "Pod", "pods")
 
 #: The kinds :func:`flashrl_operator.render.render` produces (the operator applies and owns them).
-CHILD_KINDS: Final[tuple[Resource, ...]] = (SERVICE_ACCOUNT, ROLE, ROLE_BINDING, CONFIG_MAP, kuberay.RAY_JOB)
+CHILD_KINDS: Final[tuple[Resource, ...]] = (
+    SERVICE_ACCOUNT,
+    ROLE,
+    ROLE_BINDING,
+    CONFIG_MAP,
+    NETWORK_POLICY,
+    kuberay.RAY_JOB,
+)
 
 #: Kinds the operator only reads.
 READ_KINDS: Final[tuple[Resource, ...]] = (kuberay.RAY_CLUSTER, POD)
 
 #: Every kind the operator touches, by (apiVersion, kind).
 KINDS: Final[dict[tuple[str, str], Resource]] = {
-    (r.api_version, r.kind): r for r in (FLASHRL_JOB, EVENT, *CHILD_KINDS, *READ_KINDS)
+    (r.api_version, r.kind): r for r in (FLASHRL_JOB, FLASHRL_EXPERIMENT, EVENT, *CHILD_KINDS, *READ_KINDS)
 }
 
 

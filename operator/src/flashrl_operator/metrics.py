@@ -33,6 +33,10 @@ RECONCILE_DURATION: Final = "flashrl_operator_reconcile_duration_seconds"
 RECONCILE_ERRORS: Final = "flashrl_operator_reconcile_errors_total"
 JOBS: Final = "flashrl_operator_jobs"
 STARTUP_LATENCY: Final = "flashrl_operator_job_startup_seconds"
+#: One series per FlashRLJob, value 1, like KubeRay's ``kuberay_job_info`` (``ray-operator/pkg/metrics``):
+#: join it on ``namespace`` and ``job`` with the launcher's series (docs/observability.md).
+JOB_INFO: Final = "flashrl_job_info"
+JOB_INFO_LABELS: Final = ("namespace", "job", "phase", "quantization")
 CONTENT_TYPE: Final = CONTENT_TYPE_LATEST
 
 
@@ -77,11 +81,34 @@ class OperatorMetrics:
             registry=self.registry,
             buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200),
         )
+        self.job_info = Gauge(
+            JOB_INFO,
+            "One series per FlashRLJob with its phase and rollout quantization (value 1).",
+            list(JOB_INFO_LABELS),
+            registry=self.registry,
+        )
         self._phase_by_uid: dict[str, str] = {}
+        self._info_by_uid: dict[str, tuple[str, str, str, str]] = {}
         self._started: set[str] = set()
 
-    def observe_phase(self, uid: str, phase: str, created: datetime.datetime | None) -> None:
-        """Record a job's current phase; the first Running also records its startup latency."""
+    def observe_phase(
+        self,
+        uid: str,
+        phase: str,
+        created: datetime.datetime | None,
+        job: tuple[str, str, str] | None = None,
+    ) -> None:
+        """Record a job's current phase; the first Running also records its startup latency.
+
+        ``job`` is ``(namespace, name, quantization)`` for :data:`JOB_INFO`."""
+        if job is not None:
+            info = (job[0], job[1], phase, job[2])
+            old_info = self._info_by_uid.get(uid)
+            if old_info != info:
+                if old_info is not None:
+                    self.job_info.remove(*old_info)
+                self.job_info.labels(*info).set(1)
+                self._info_by_uid[uid] = info
         old = self._phase_by_uid.get(uid)
         if old != phase:
             if old is not None:
@@ -99,6 +126,9 @@ class OperatorMetrics:
         old = self._phase_by_uid.pop(uid, None)
         if old is not None:
             self.jobs.labels(phase=old).dec()
+        info = self._info_by_uid.pop(uid, None)
+        if info is not None:
+            self.job_info.remove(*info)
         self._started.discard(uid)
 
     def exposition(self) -> bytes:

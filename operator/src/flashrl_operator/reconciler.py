@@ -9,13 +9,16 @@ change nothing. Decisions are delegated to pure modules (``render``, ``children`
 
 Requests, fewest first:
 
-* A job never reconciled (no ``status.observedGeneration``) gets its children by server-side apply
-  without reading them first: one request per child. The apply is not forced, so an object of that
-  name with fields someone else set differently answers 409; the operator then reads it and
-  converges as below.
-* Otherwise each child is read; a missing one is applied, a drifted one restored (by a forced
-  apply: the operator owns those fields), and an unchanged one costs nothing more: a resync of an
-  unchanged job is reads only.
+* Each child is read first, on a new job too: an object under a child's name that this job does not
+  control (no controller ownerReference with the job's UID) is never patched, adopted or deleted. The
+  job then reports ``ChildConflict`` naming each such object, creates nothing, and waits (the resync
+  looks again). A server-side apply cannot be told "only if it does not exist", and an unforced
+  apply onto someone else's object with no conflicting field would merge into it and adopt it.
+* A missing child is applied, a drifted one restored (by a forced apply: the operator owns those
+  fields), and an unchanged one costs nothing more: a resync of an unchanged job is reads only.
+* Before any of that, the spec is checked against the cluster admin's policy
+  (:mod:`~flashrl_operator.policy`); a violation is ``PolicyViolation`` with the field paths, and
+  nothing is created.
 * The RayJob is the exception to the forced apply once it exists: KubeRay cannot reshape a live
   RayJob, and Kueue owns ``spec.suspend`` of a queued one, so only its labels, ownership and the
   lifecycle fields that may change are merge-patched (:func:`~flashrl_operator.children.drift_patch`);
@@ -34,26 +37,34 @@ from dataclasses import replace
 from typing import Any, Final
 
 from flashrl_api import KIND, FlashRLJob, FlashRLJobStatus, SpecError, parse_job
+from flashrl_api.spec import RolloutSpec
 from flashrl_api.status import RECOVERABLE_FAILURES, Reason
 from flashrl_operator import kuberay
 from flashrl_operator.attempts import Attempts, Reported, on_failure
-from flashrl_operator.children import SPEC_ANNOTATION, drift_patch, immutable_changes
+from flashrl_operator.children import SPEC_ANNOTATION, drift_patch, immutable_changes, ownership_conflict
 from flashrl_operator.errors import ConflictError, RejectedError, TransientError
 from flashrl_operator.kinds import FLASHRL_JOB, POD
 from flashrl_operator.kube import KubeClient, now_rfc3339
 from flashrl_operator.kuberay import CLUSTER_LABEL, RayClusterView, RayJobView
 from flashrl_operator.metrics import OperatorMetrics, parse_time
 from flashrl_operator.pod_diagnosis import PodProblem, pod_problems
+from flashrl_operator.policy import AdminPolicy, policy_problems
 from flashrl_operator.ray_status import PhaseDecision, is_final, should_read_cluster, should_read_pods
 from flashrl_operator.render import AttemptContext, Child, attempt_ray_job_name, render
+from flashrl_operator.render.network import NetworkSettings
 from flashrl_operator.retry_policy import BACKOFF_BASE_SECONDS
 from flashrl_operator.status_mapping import (
     Observation,
     decide_phase,
     desired_status,
+    guard_observation,
+    guard_tripped_now,
     status_events,
     status_patch,
 )
+
+#: ``spec.rollout.quantization`` when the stored object omits it (the CRD defaults it on admission).
+DEFAULT_QUANTIZATION = RolloutSpec.model_fields["quantization"].default
 
 logger = logging.getLogger(__name__)
 
@@ -106,8 +117,12 @@ class Reconciler:
         *,
         check_overrides: bool = True,
         retry_backoff: float = BACKOFF_BASE_SECONDS,
+        policy: AdminPolicy | None = None,
+        network: NetworkSettings | None = None,
     ) -> None:
         self._kube = kube
+        self._policy = policy or AdminPolicy()
+        self._network = network or NetworkSettings()
         self._retry_backoff = retry_backoff
         #: Reconciles scheduled for when a retry's backoff ends, one per job.
         self._wakeups: dict[tuple[str, str], asyncio.TimerHandle] = {}
@@ -169,27 +184,22 @@ class Reconciler:
         return job, self._override_cache[key]
 
     async def _converge(
-        self, child: Child, *, fresh: bool, queued: bool, live: dict[str, Any] | None = None
+        self, child: Child, live: dict[str, Any] | None, *, uid: str, queued: bool
     ) -> dict[str, Any]:
-        """Bring ``child`` into the cluster as rendered; returns the live object.
-
-        ``live``: the object as just read (saves reading it again).
-        """
-        if live is None and not fresh:
-            live = await self._kube.get(child.resource, child.namespace, child.name)
+        """Bring ``child`` into the cluster as rendered, from ``live`` as just read; returns it live."""
         if live is None:
             try:
                 applied = await self._kube.apply(child.body, force=False)
-                if fresh:
-                    logger.debug("Applied %s", child.describe())
-                else:
-                    logger.info("Created %s", child.describe())
+                logger.info("Created %s", child.describe())
                 return applied
             except ConflictError:
-                # It exists with fields someone else set: look at it and converge on what is there.
+                # Created meanwhile by someone else: look at it; it is ours only if it names this job.
                 live = await self._kube.get(child.resource, child.namespace, child.name)
                 if live is None:
                     raise TransientError(f"{child.describe()} conflicted and vanished; retrying") from None
+                conflict = ownership_conflict(child.describe(), live, uid)
+                if conflict is not None:
+                    raise _ConflictError((conflict,)) from None
         patch = drift_patch(child.body, live, queued=queued)
         if not patch:
             return live
@@ -215,14 +225,20 @@ class Reconciler:
             obs = Observation(generation=generation, spec_problems=tuple(problems), previous=previous)
             await self._write_status(body, previous, desired_status(obs, now), uid, created)
             return
+        refused = tuple(str(p) for p in policy_problems(job, self._policy))
+        if refused:
+            obs = Observation(generation=generation, policy_problems=refused, previous=previous)
+            await self._write_status(body, previous, desired_status(obs, now), uid, created)
+            return
 
         attempts = Attempts.of(previous)
         reported = Reported.of(previous)
         final = is_final(previous)
         now_dt = parse_time(now) or datetime.datetime.now(datetime.UTC)
-        desired = render(job, self._attempt_context(job, attempts, created))
+        desired = render(job, self._attempt_context(job, attempts, created), self._network)
         ray_job = desired.ray_job
         rejected: str | None = None
+        conflicts: tuple[str, ...] = ()
         immutable: list[str] = []
         ray_live: dict[str, Any] | None = None
         deleted = False
@@ -231,24 +247,34 @@ class Reconciler:
         if previous.get("reason") == Reason.CHILD_REJECTED and same_generation:
             # Retrying cannot help until the spec changes (a new generation).
             rejected = str(previous.get("message") or "A child object was rejected")
-            ray_live = await self._kube.get(ray_job.resource, namespace, ray_job.name)
+            ray_live = self._own(await self._kube.get(ray_job.resource, namespace, ray_job.name), uid)
         elif final:
-            ray_live = await self._kube.get(ray_job.resource, namespace, ray_job.name)
+            ray_live = self._own(await self._kube.get(ray_job.resource, namespace, ray_job.name), uid)
         else:
             fresh = previous.get("observedGeneration") is None
-            for child in desired.children:
+            lives = [await self._kube.get(c.resource, c.namespace, c.name) for c in desired.children]
+            conflicts = tuple(
+                found
+                for child, known in zip(desired.children, lives, strict=True)
+                if known is not None
+                and (found := ownership_conflict(child.describe(), known, uid)) is not None
+            )
+            for child, known in zip(desired.children, lives if not conflicts else [], strict=False):
                 if child is ray_job and waiting:
                     continue  # the next attempt's RayJob is created when its backoff ends
-                known: dict[str, Any] | None = None
-                if child is ray_job and attempts.created and not fresh:
-                    # The attempt's RayJob existed: gone now while the job ran means someone deleted
-                    # it. That is a failed attempt (counted, announced), never a silent restart.
-                    known = await self._kube.get(ray_job.resource, namespace, ray_job.name)
-                    if known is None and previous.get("phase") in RUNNING_PHASES:
-                        deleted = True
-                        continue
+                # The attempt's RayJob existed: gone now while the job ran means someone deleted it.
+                # That is a failed attempt (counted, announced), never a silent restart.
+                if (
+                    child is ray_job
+                    and attempts.created
+                    and not fresh
+                    and known is None
+                    and previous.get("phase") in RUNNING_PHASES
+                ):
+                    deleted = True
+                    continue
                 try:
-                    live = await self._converge(child, fresh=fresh, queued=desired.queued, live=known)
+                    live = await self._converge(child, known, uid=uid, queued=desired.queued)
                 except RejectedError as exc:
                     rejected = (
                         f"{child.describe()} was rejected by the API server "
@@ -256,8 +282,13 @@ class Reconciler:
                     )
                     logger.error("%s", rejected)
                     break
+                except _ConflictError as exc:
+                    conflicts = exc.conflicts
+                    break
                 if child is ray_job:
                     ray_live = live
+            for conflict in conflicts:
+                logger.warning("FlashRLJob %s/%s waits: %s", namespace, name, conflict)
         ray_view = RayJobView.of(ray_live) if ray_live is not None else None
         if ray_view is not None:
             immutable = immutable_changes(ray_view.annotation(SPEC_ANNOTATION), job.spec.to_wire())
@@ -266,6 +297,7 @@ class Reconciler:
         obs = Observation(
             generation=generation,
             rejected=rejected,
+            conflicts=conflicts,
             immutable_changes=tuple(immutable),
             suspend_requested=job.spec.lifecycle.suspend,
             queued=desired.queued,
@@ -274,12 +306,20 @@ class Reconciler:
             ray_cluster=cluster_view,
             pod_problems=await self._pod_problems(namespace, ray_view, cluster_view),
             previous=previous,
+            guard=guard_observation(job.spec.correction.guard, previous),
         )
-        if not final and rejected is None:
+        if not final and rejected is None and not conflicts:
             obs = await self._attempts(
                 body, job, obs, attempts, reported, now_dt, created, deleted=deleted, waiting=waiting
             )
-        await self._write_status(body, previous, desired_status(obs, now), uid, created)
+        status = desired_status(obs, now)
+        await self._write_status(body, previous, status, uid, created)
+        if (
+            job.spec.correction.guard.action == "Suspend"
+            and not job.spec.lifecycle.suspend
+            and guard_tripped_now(previous, status)
+        ):
+            await self._suspend_for_mismatch(body)
 
     def _attempt_context(
         self, job: FlashRLJob, attempts: Attempts, created: datetime.datetime
@@ -408,6 +448,29 @@ class Reconciler:
 
         self._wakeups[key] = loop.call_later(delay, fire)
 
+    @staticmethod
+    def _own(live: dict[str, Any] | None, uid: str) -> dict[str, Any] | None:
+        """``live`` when this job controls it; someone else's object under the name is not its state."""
+        if live is None or ownership_conflict("", live, uid) is not None:
+            return None
+        return live
+
+    async def _suspend_for_mismatch(self, body: Mapping[str, Any]) -> None:
+        """spec.correction.guard.action Suspend: set spec.lifecycle.suspend (the normal suspend path
+        then deletes the Ray cluster; checkpoints stay). Done once, when the guard trips."""
+        meta = body.get("metadata") or {}
+        namespace, name = str(meta.get("namespace") or "default"), str(meta["name"])
+        patch = {"spec": {"lifecycle": {"suspend": True}}}
+        await self._kube.patch(FLASHRL_JOB, namespace, name, patch)
+        message = (
+            "Suspended by spec.correction.guard (action Suspend): the rollout/trainer mismatch drifted; "
+            "set spec.lifecycle.suspend to false to resume from the newest checkpoint"
+        )
+        logger.warning("FlashRLJob %s/%s: %s", namespace, name, message)
+        await self._kube.create_event(
+            {**body, "kind": body.get("kind") or KIND}, "Warning", Reason.MISMATCH_DRIFT, message
+        )
+
     async def _ray_cluster(
         self, namespace: str, ray_job: RayJobView | None, previous: Mapping[str, Any]
     ) -> RayClusterView | None:
@@ -461,9 +524,19 @@ class Reconciler:
         patch = status_patch(previous, desired)
         if patch:
             await self._kube.patch_status(FLASHRL_JOB, namespace, name, patch)
-        self._metrics.observe_phase(uid, str(desired.phase), created)
+        rollout = (body.get("spec") or {}).get("rollout") or {}
+        quantization = str(rollout.get("quantization") or DEFAULT_QUANTIZATION)
+        self._metrics.observe_phase(uid, str(desired.phase), created, (namespace, name, quantization))
         involved = {**body, "kind": body.get("kind") or KIND}
         for event in status_events(previous, desired):
             log = logger.warning if event.type == "Warning" else logger.info
             log("FlashRLJob %s/%s: %s: %s", namespace, name, event.reason, event.message)
             await self._kube.create_event(involved, event.type, event.reason, event.message)
+
+
+class _ConflictError(Exception):
+    """Objects under children's names that the job does not control (a reconcile stops and waits)."""
+
+    def __init__(self, conflicts: tuple[str, ...]) -> None:
+        self.conflicts = conflicts
+        super().__init__("; ".join(conflicts))

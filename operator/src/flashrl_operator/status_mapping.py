@@ -7,18 +7,32 @@ edited on a running job) win over KubeRay's; KubeRay's state is translated by
 keys the operator owns, and :func:`status_events` is the one rule that turns a status transition
 into Events. Every decision is a small function so each can be tested from a table.
 
-The operator writes only the keys in :data:`OWNED_KEYS`; ``status.progress`` and
-``status.checkpoint`` belong to the launcher inside the job and are never part of a patch computed here.
+The operator writes only the keys in :data:`OWNED_KEYS`; ``status.progress``, ``status.checkpoint``,
+``status.metrics`` and ``status.validationScore`` belong to the launcher inside the job and are never
+part of a patch computed here. The operator reads ``status.metrics`` for the mismatch guard
+(:func:`guard_observation`, over the pure :func:`flashrl_api.guard.evaluate`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeVar
+
+from pydantic import BaseModel, ValidationError
 
 from flashrl_api import TERMINAL_PHASES, FlashRLJobStatus
-from flashrl_api.status import POD_PROBLEMS, RECOVERABLE_FAILURES, WARNING_REASONS, ConditionType, Reason
+from flashrl_api.guard import GuardResult, evaluate
+from flashrl_api.spec import MismatchGuardSpec
+from flashrl_api.status import (
+    POD_PROBLEMS,
+    RECOVERABLE_FAILURES,
+    WARNING_REASONS,
+    ConditionType,
+    GuardStreak,
+    MetricValue,
+    Reason,
+)
 from flashrl_operator.conditions import Verdict, find_condition, merge_conditions, truncate
 from flashrl_operator.kuberay import CLUSTER_STATE_READY, DeploymentStatus, RayClusterView, RayJobView
 from flashrl_operator.pod_diagnosis import PodProblem
@@ -31,6 +45,8 @@ from flashrl_operator.ray_status import (
     should_read_pods,
     suspended_decision,
 )
+
+_M = TypeVar("_M", bound=BaseModel)
 
 __all__ = [
     "OWNED_KEYS",
@@ -67,6 +83,9 @@ OWNED_KEYS: tuple[str, ...] = (
     "attempts",
     "lostSteps",
     "nextAttemptTime",
+    # The mismatch guard's streaks (flashrl_api.guard).
+    "mismatchGuard",
+    "mismatchGuardStep",
 )
 #: The attempt keys: kept as they were when a reconcile does not decide them.
 ATTEMPT_KEYS: Final = ("attempt", "attempts", "lostSteps", "nextAttemptTime")
@@ -87,6 +106,12 @@ class Observation:
 
     rejected: str | None = None
     """The API server refused a child object (which one and why)."""
+
+    policy_problems: tuple[str, ...] = ()
+    """``field.path: message`` for each rule of the admin's policy the spec breaks (nothing is created)."""
+
+    conflicts: tuple[str, ...] = ()
+    """Objects under a child's name that this job does not own (the job waits; nothing is written)."""
 
     immutable_changes: tuple[str, ...] = ()
     """Spec paths edited on a running job that cannot be applied to it."""
@@ -112,6 +137,9 @@ class Observation:
     previous: Mapping[str, Any] = field(default_factory=dict)
     """The status as last written (any keys; only owned ones are read)."""
 
+    guard: GuardResult | None = None
+    """spec.correction.guard evaluated on the launcher's status.metrics (None: no metrics yet)."""
+
     attempt_decision: PhaseDecision | None = None
     """The operator's retry policy overrides KubeRay's verdict: a retry (Starting, Retrying) or a
     final failure with the policy's reason (``NoProgress``, ...)."""
@@ -135,8 +163,16 @@ def decide_phase(obs: Observation) -> PhaseDecision:
     """Pick the phase. Our own findings win over KubeRay's, and a final phase never regresses."""
     if obs.spec_problems:
         return PhaseDecision("Failed", Reason.INVALID_SPEC, "Invalid spec: " + "; ".join(obs.spec_problems))
+    if obs.policy_problems:
+        return PhaseDecision(
+            "Failed",
+            Reason.POLICY_VIOLATION,
+            "Refused by the cluster's policy: " + "; ".join(obs.policy_problems),
+        )
     if obs.rejected:
         return PhaseDecision("Failed", Reason.CHILD_REJECTED, obs.rejected)
+    if obs.conflicts and not is_final(obs.previous):
+        return PhaseDecision("Pending", Reason.CHILD_CONFLICT, _conflict_message(obs.conflicts))
     if obs.attempt_decision is not None:
         return obs.attempt_decision
     prev = obs.previous
@@ -153,12 +189,23 @@ def decide_phase(obs: Observation) -> PhaseDecision:
     return _kuberay_phase(obs, obs.ray_job)
 
 
+def _conflict_message(conflicts: tuple[str, ...]) -> str:
+    return (
+        "Waiting: " + "; ".join(conflicts) + ". The operator never changes, adopts or deletes an object it "
+        "does not own: delete or rename it, or rename this FlashRLJob"
+    )
+
+
 def accepted_check(obs: Observation) -> Verdict:
     """Accepted: the spec is valid, its children were admitted, and no refused edit is pending."""
     if obs.spec_problems:
         return Verdict("False", Reason.INVALID_SPEC, "; ".join(obs.spec_problems))
+    if obs.policy_problems:
+        return Verdict("False", Reason.POLICY_VIOLATION, "; ".join(obs.policy_problems))
     if obs.rejected:
         return Verdict("False", Reason.CHILD_REJECTED, obs.rejected)
+    if obs.conflicts:
+        return Verdict("False", Reason.CHILD_CONFLICT, _conflict_message(obs.conflicts))
     if obs.immutable_changes:
         return Verdict(
             "False",
@@ -231,6 +278,7 @@ def desired_status(obs: Observation, now: str) -> FlashRLJobStatus:
         ConditionType.ACCEPTED: accepted_check(obs),
         ConditionType.CLUSTER_READY: cluster_ready_check(obs, decision),
         **phase_conditions(decision),
+        **guard_conditions(obs.guard),
     }
     prev = obs.previous
     previous_conditions = prev.get("conditions") or []
@@ -261,8 +309,53 @@ def desired_status(obs: Observation, now: str) -> FlashRLJobStatus:
         completion_time=completion,
         reason=str(decision.reason) if shown_reason else None,
         message=truncate(decision.message, MAX_STATUS_MESSAGE),
+        mismatch_guard=list(obs.guard.streaks) if obs.guard is not None and obs.guard.streaks else None,
+        mismatch_guard_step=obs.guard.step if obs.guard is not None else None,
         **{key: value for key, value in _attempt_fields(obs).items() if value is not None},
     )
+
+
+def guard_observation(guard: MismatchGuardSpec, previous: Mapping[str, Any]) -> GuardResult | None:
+    """spec.correction.guard over the launcher's ``status.metrics`` and the stored streaks; ``None``
+    before the launcher has reported any metric (the guard has nothing to judge, no condition yet).
+    Malformed entries (someone else's writes) are skipped."""
+    metrics = [m for raw in previous.get("metrics") or [] if (m := _model(MetricValue, raw)) is not None]
+    if not metrics:
+        return None
+    streaks = [
+        s for raw in previous.get("mismatchGuard") or [] if (s := _model(GuardStreak, raw)) is not None
+    ]
+    return evaluate(guard, metrics, streaks)
+
+
+def _model(model: type[_M], raw: object) -> _M | None:
+    try:
+        return model.model_validate(raw)
+    except ValidationError:
+        return None
+
+
+def guard_conditions(result: GuardResult | None) -> dict[str, Verdict]:
+    """``RolloutMismatch``: True with ``MismatchDrift`` naming each metric, value and threshold."""
+    if result is None:
+        return {}
+    if result.tripped:
+        message = "; ".join(b.message() for b in result.breaches)
+        return {ConditionType.ROLLOUT_MISMATCH: Verdict("True", Reason.MISMATCH_DRIFT, message)}
+    watching = ", ".join(s.metric for s in result.streaks)
+    message = "Every guarded mismatch metric is within spec.correction.guard's bounds"
+    if watching:
+        message += f" or not yet out of them for consecutiveSteps steps ({watching} out of bounds)"
+    return {ConditionType.ROLLOUT_MISMATCH: Verdict("False", Reason.MISMATCH_WITHIN_BOUNDS, message)}
+
+
+def guard_tripped_now(previous: Mapping[str, Any], desired: FlashRLJobStatus) -> bool:
+    """Whether this update turns ``RolloutMismatch`` to ``MismatchDrift`` (the moment to act once)."""
+    now = next((c for c in desired.conditions if c.type == ConditionType.ROLLOUT_MISMATCH), None)
+    if now is None or now.reason != Reason.MISMATCH_DRIFT:
+        return False
+    before = find_condition(previous.get("conditions") or [], ConditionType.ROLLOUT_MISMATCH) or {}
+    return before.get("reason") != Reason.MISMATCH_DRIFT
 
 
 def _attempt_fields(obs: Observation) -> dict[str, Any]:

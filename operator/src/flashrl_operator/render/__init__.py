@@ -33,6 +33,7 @@ from flashrl_operator.render.labels import (
     owner_reference,
 )
 from flashrl_operator.render.names import ChildNames, child_names
+from flashrl_operator.render.network import NetworkSettings, network_policy
 from flashrl_operator.render.pod import HEAD_CONTAINER, WORKER_CONTAINER
 from flashrl_operator.render.rayjob import (
     DRY_RUN_ENTRYPOINT,
@@ -60,6 +61,7 @@ __all__ = [
     "Child",
     "ChildNames",
     "DesiredState",
+    "NetworkSettings",
     "attempt_ray_job_name",
     "child_names",
     "entrypoint",
@@ -133,13 +135,21 @@ class DesiredState(Sequence[dict[str, Any]]):
         return (c.body for c in self.children)
 
 
-def render(job: FlashRLJob, attempt: AttemptContext | None = None) -> DesiredState:
-    """Every child of ``job`` in apply order: ServiceAccount, Role, RoleBinding, ConfigMap, RayJob.
+def render(
+    job: FlashRLJob, attempt: AttemptContext | None = None, network: NetworkSettings | None = None
+) -> DesiredState:
+    """Every child of ``job`` in apply order: ServiceAccount, Role, RoleBinding, ConfigMap,
+    NetworkPolicy (unless ``network.enabled`` is off), RayJob.
 
     The RBAC and the ConfigMap come first so the head pod's ServiceAccount and spec volume exist
-    before KubeRay creates it. The RayJob is the current attempt's (the first when not given).
+    before KubeRay creates it, and the NetworkPolicy before any Ray pod can be reached. The RayJob is
+    the current attempt's (the first when not given).
     """
-    bodies = [service_account(job), role(job), role_binding(job), config_map(job), ray_job(job, attempt)]
+    network = network or NetworkSettings()
+    bodies = [service_account(job), role(job), role_binding(job), config_map(job)]
+    if network.enabled:
+        bodies.append(network_policy(job, network))
+    bodies.append(ray_job(job, attempt))
     return DesiredState(
         children=tuple(Child.of(body) for body in bodies),
         queued=job.spec.scheduling.queue_name is not None,

@@ -30,8 +30,11 @@ def job_document(job: FlashRLJob) -> dict[str, Any]:
 
 def config_map(job: FlashRLJob) -> dict[str, Any]:
     """ConfigMap holding :data:`SPEC_FILE` (YAML) and :data:`OVERRIDES_FILE` (JSON list)."""
-    spec_yaml = yaml.safe_dump(job_document(job), sort_keys=False, default_flow_style=False)
-    overrides_json = json.dumps(verl_overrides(job), indent=2) + "\n"
+    # UTF-8 as is (no \\u escapes), so a character costs at most 4 bytes of the 1 MiB a ConfigMap may hold.
+    spec_yaml = yaml.safe_dump(
+        job_document(job), sort_keys=False, default_flow_style=False, allow_unicode=True
+    )
+    overrides_json = json.dumps(verl_overrides(job), indent=2, ensure_ascii=False) + "\n"
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",

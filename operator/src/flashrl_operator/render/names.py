@@ -82,6 +82,7 @@ class ChildNames:
     service_account: str
     role: str
     role_binding: str
+    network_policy: str
 
 
 def child_names(job: FlashRLJob) -> ChildNames:
@@ -93,4 +94,5 @@ def child_names(job: FlashRLJob) -> ChildNames:
         service_account=launcher,
         role=launcher,
         role_binding=launcher,
+        network_policy=derived_name(job.name, "ray"),
     )

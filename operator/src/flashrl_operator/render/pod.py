@@ -11,6 +11,7 @@ Rules these templates follow, each because of how KubeRay builds pods (see docs/
   KubeRay sizes it from the memory limit (512Gi by default), all of it chargeable to node RAM.
 * Workers have no Kubernetes API access (``automountServiceAccountToken: false``); only the head,
   where the launcher runs as the Ray driver, gets the launcher ServiceAccount.
+* Every pod and container is hardened as the restricted Pod Security Standard asks (``security.py``).
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ from typing import Any, Final
 
 from flashrl_api import FlashRLJob, FlashRLJobSpec
 from flashrl_api.spec import GPU_PRODUCT_LABEL, VolumeSpec
-from flashrl_jobs.contract import SPEC_DIR
+from flashrl_jobs.contract import DEFAULT_METRICS_PORT, METRICS_PORT_NAME, SPEC_DIR
 from flashrl_jobs.engine_env import pod_env
 from flashrl_operator.render.labels import labels
 from flashrl_operator.render.names import child_names
+from flashrl_operator.render.security import container_security_context, pod_security_context
 
 HEAD_CONTAINER: Final = "ray-head"
 WORKER_CONTAINER: Final = "ray-worker"
@@ -33,6 +35,9 @@ SHM_VOLUME: Final = "dshm"
 SHM_PATH: Final = "/dev/shm"
 #: Ray's default ports, named as KubeRay expects (it builds the head Service from these names).
 HEAD_PORTS: Final = (("gcs-server", 6379), ("dashboard", 8265), ("client", 10001))
+#: The launcher's Prometheus ``/metrics`` (verl's metrics of the running job) at the launcher's default
+#: port; the chart's PodMonitor scrapes the head pods' port of this name.
+METRICS_PORT: Final = (METRICS_PORT_NAME, DEFAULT_METRICS_PORT)
 
 #: Any taint on GPU nodes keyed nvidia.com/gpu (GKE uses =present, others =true).
 GPU_TOLERATION: Final = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
@@ -77,7 +82,7 @@ def _env_from(spec: FlashRLJobSpec) -> list[dict[str, Any]]:
 
 def _common_pod_spec(spec: FlashRLJobSpec) -> dict[str, Any]:
     """Fields shared by head and worker pods."""
-    pod: dict[str, Any] = {}
+    pod: dict[str, Any] = {"securityContext": pod_security_context(spec)}
     if spec.images.pull_secrets:
         pod["imagePullSecrets"] = [{"name": n} for n in spec.images.pull_secrets]
     if spec.scheduling.priority_class_name is not None:
@@ -91,6 +96,7 @@ def _container(spec: FlashRLJobSpec, name: str) -> dict[str, Any]:
         "image": spec.images.trainer,
         "imagePullPolicy": spec.images.pull_policy,
         "terminationMessagePolicy": "FallbackToLogsOnError",
+        "securityContext": container_security_context(),
     }
     return container
 
@@ -106,7 +112,9 @@ def head_template(job: FlashRLJob, attempt_env: Mapping[str, str] | None = None)
     container = _container(spec, HEAD_CONTAINER)
     container.update(
         {
-            "ports": [{"name": n, "containerPort": p, "protocol": "TCP"} for n, p in HEAD_PORTS],
+            "ports": [
+                {"name": n, "containerPort": p, "protocol": "TCP"} for n, p in (*HEAD_PORTS, METRICS_PORT)
+            ],
             "resources": {"requests": dict(resources), "limits": dict(resources)},
             "env": _env(spec, {"NVIDIA_VISIBLE_DEVICES": "void", **(attempt_env or {})}),
             "volumeMounts": [
@@ -157,7 +165,7 @@ def worker_template(job: FlashRLJob, attempt_env: Mapping[str, str] | None = Non
         container["envFrom"] = env_from
     if res.rdma is not None:
         # Registering RDMA memory regions pins pages; without IPC_LOCK NCCL falls back to TCP.
-        container["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
+        container["securityContext"] = container_security_context(rdma=True)
     pod: dict[str, Any] = {
         "automountServiceAccountToken": False,
         "nodeSelector": {**res.node_selector, GPU_PRODUCT_LABEL: res.gpu_product},

@@ -7,7 +7,10 @@ the integration tests and the benchmark run the real operator against it.
 
 from flashrl_operator.sim.apiserver import (
     ACTOR_HEADER,
+    CONFIG_MAPS_RESOURCE,
     EVENTS_RESOURCE,
+    EXPERIMENTS_RESOURCE,
+    GARBAGE_COLLECTOR,
     JOBS_RESOURCE,
     KUBELET,
     KUBERAY,
@@ -33,17 +36,22 @@ from flashrl_operator.sim.standins import (
     SUCCEEDED,
     SUSPENDED,
     TRAINING,
+    GarbageCollectorStandIn,
     KubeRayStandIn,
     cluster_status,
     failed,
     image_pull_backoff,
     unschedulable,
+    verl_step_metrics,
 )
 
 __all__ = [
     "ACTOR_HEADER",
     "CLUSTER_STARTING",
+    "CONFIG_MAPS_RESOURCE",
     "EVENTS_RESOURCE",
+    "EXPERIMENTS_RESOURCE",
+    "GARBAGE_COLLECTOR",
     "JOBS_RESOURCE",
     "KUBELET",
     "KUBERAY",
@@ -60,6 +68,7 @@ __all__ = [
     "ApiClient",
     "EmulatedApiServer",
     "EmulatedCluster",
+    "GarbageCollectorStandIn",
     "KubeRayStandIn",
     "Write",
     "cluster_status",
@@ -70,5 +79,6 @@ __all__ = [
     "object_path",
     "resource_key",
     "unschedulable",
+    "verl_step_metrics",
     "watch_started",
 ]

@@ -42,8 +42,9 @@ import yaml
 from aiohttp import web
 
 from flashrl_api import SINGULAR
+from flashrl_api.experiment import EXPERIMENT_SINGULAR
 from flashrl_operator import kuberay
-from flashrl_operator.kinds import EVENT, FLASHRL_JOB, POD
+from flashrl_operator.kinds import CONFIG_MAP, EVENT, FLASHRL_EXPERIMENT, FLASHRL_JOB, POD
 from flashrl_operator.kube import now_rfc3339
 from flashrl_operator.resource import Resource
 
@@ -58,6 +59,8 @@ RAY_JOBS_RESOURCE: Final = resource_key(kuberay.RAY_JOB)
 RAY_CLUSTERS_RESOURCE: Final = resource_key(kuberay.RAY_CLUSTER)
 PODS_RESOURCE: Final = resource_key(POD)
 EVENTS_RESOURCE: Final = resource_key(EVENT)
+EXPERIMENTS_RESOURCE: Final = resource_key(FLASHRL_EXPERIMENT)
+CONFIG_MAPS_RESOURCE: Final = resource_key(CONFIG_MAP)
 ALL_VERBS: Final = {"get", "list", "watch", "create", "patch", "update", "delete"}
 #: The header :class:`ApiClient` names its actor in.
 ACTOR_HEADER: Final = "X-Actor"
@@ -183,6 +186,7 @@ class EmulatedApiServer(kmock.KubernetesEmulator):
         self.resources.load_bundled()
         for resource, singular in (
             (FLASHRL_JOB, SINGULAR),
+            (FLASHRL_EXPERIMENT, EXPERIMENT_SINGULAR),
             (kuberay.RAY_JOB, "rayjob"),
             (kuberay.RAY_CLUSTER, "raycluster"),
         ):
@@ -456,6 +460,7 @@ KUBERAY: Final = "KubeRay (emulated)"
 SCHEDULER: Final = "scheduler (emulated)"
 KUBELET: Final = "kubelet (emulated)"
 LAUNCHER: Final = "launcher (emulated)"
+GARBAGE_COLLECTOR: Final = "garbage collector (emulated)"
 
 
 class ApiClient:

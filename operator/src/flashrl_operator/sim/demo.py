@@ -3,7 +3,9 @@
 The operator here is the real one (the same kopf handlers, reconciler and status mapping that run in
 a cluster). Its surroundings are emulated in-process and the output says so: the Kubernetes API
 server is kmock's in-memory emulator on 127.0.0.1, and KubeRay, the scheduler, the kubelet and the
-launcher's progress reports are played by :class:`~flashrl_operator.sim.standins.KubeRayStandIn`.
+launcher's progress reports are played by :class:`~flashrl_operator.sim.standins.KubeRayStandIn`
+(with verl-like metrics for each step, reported through the launcher's own status code and served
+by the launcher's own Prometheus exporter, of which the demo prints one scrape).
 Each timeline line says who did it: the emulator records the actor of every write, so an object
 the emulated KubeRay created is not shown as the operator's. The operator's own log lines are held
 back (they would break the timeline) and printed only if the demo fails. Every wait has a deadline;
@@ -19,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import urllib.request
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from importlib import resources
@@ -29,6 +32,8 @@ from typing import Any, Final, TextIO
 from flashrl_api import SpecError, load_documents, parse_job
 from flashrl_api.spec import DEFAULT_CHECKPOINT_INTERVAL
 from flashrl_api.status import ConditionType, Reason
+from flashrl_jobs.exporter import serve
+from flashrl_jobs.run_metrics import Record, RunState
 from flashrl_operator._yaml import dump
 from flashrl_operator.children import SPEC_ANNOTATION
 from flashrl_operator.kube import COMPONENT
@@ -53,6 +58,7 @@ from flashrl_operator.sim.standins import (
     TRAINING,
     failed,
     unschedulable,
+    verl_step_metrics,
 )
 
 #: The example FlashRLJob shipped with the package (``examples/flashrljob.yaml`` in the repository).
@@ -189,7 +195,8 @@ async def _lifecycle(manifest: dict[str, Any], out: TextIO, deadline: float) -> 
             retry_backoff=1.0,
         )
         timeline.say("operator", f"started (watching all namespaces; metrics at {operator.metrics_url})")
-        await _play(cluster, timeline, manifest, namespace, name, deadline)
+        state = await _play(cluster, timeline, manifest, namespace, name, deadline)
+        await _show_metrics(cluster, state, namespace, name, out)
         final = await cluster.api.get(JOBS_RESOURCE, namespace, name)
         current = str(((final or {}).get("status") or {}).get("rayJobName") or name)
         ray_job = await cluster.api.get(RAY_JOBS_RESOURCE, namespace, current)
@@ -212,7 +219,7 @@ async def _play(
     namespace: str,
     name: str,
     deadline: float,
-) -> None:
+) -> RunState:
     server, api, kuberay = cluster.server, cluster.api, cluster.kuberay
 
     async def observe() -> dict[str, Any]:
@@ -294,14 +301,28 @@ async def _play(
     )
     fails_after = interval + DEMO_STEPS_LOST
 
+    started = time.time()
+    # Each attempt's launcher is a new process reading its own attempt-<k>.jsonl: a new run state.
+    states: list[RunState] = []
+
     async def run_steps(attempt: int, steps: range) -> None:
+        state = RunState(total_steps=total)
+        states.append(state)
         for step in steps:
             if step % interval == 0:
                 path = f"/checkpoints/.../global_step_{step}"
                 timeline.say(LAUNCHER, f"verl saved a checkpoint: status.checkpoint step {step} ({path})")
                 await kuberay.report_checkpoint(namespace, name, step, path, attempt)
-            timeline.say(LAUNCHER, f"reports status.progress step {step}/{total} (attempt {attempt})")
-            await kuberay.report_progress(namespace, name, step, total, attempt)
+            # verl's file-logger line for the step, as the launcher reads it (step times as on 8xH20).
+            metrics = verl_step_metrics(step, fails_after + 1)
+            state.add(Record(step, metrics), now=started + step * metrics["timing_s/step"])
+            timeline.say(
+                LAUNCHER,
+                f"step {step}/{total} (attempt {attempt}) from verl's metrics file: status.progress and "
+                f"status.metrics (rollout_corr/kl {metrics['rollout_corr/kl']:.4f}, "
+                f"perf/throughput {metrics['perf/throughput']:.0f} tokens/s/GPU)",
+            )
+            await kuberay.report_metrics(namespace, name, state, attempt)
             await until(f"progress step {step}", lambda s, n=step: (s.get("progress") or {}).get("step") == n)
 
     await run_steps(1, range(1, fails_after + 1))
@@ -346,6 +367,37 @@ async def _play(
             f"{entry.get('endStep')}, newest checkpoint {entry.get('checkpointStep')}"
             + (f", ended by {entry['reason']}" if entry.get("reason") else ""),
         )
+    return states[-1]
+
+
+async def _show_metrics(
+    cluster: EmulatedCluster, state: RunState, namespace: str, name: str, out: TextIO
+) -> None:
+    """The job's status.metrics as stored, and one scrape of the launcher's real /metrics exporter."""
+    job = await cluster.api.get(JOBS_RESOURCE, namespace, name)
+    status = (job or {}).get("status") or {}
+    progress = status.get("progress") or {}
+    print(
+        f"\nstatus.progress: step {progress.get('step')}/{progress.get('totalSteps')}, "
+        f"{progress.get('percent')}%, about {progress.get('estimatedRemainingSeconds')} s left at the "
+        "pace of the reported steps\nstatus.metrics (verl's names; newest value and its step):",
+        file=out,
+    )
+    for metric in status.get("metrics") or []:
+        print(f"  {metric['name']:<46} {metric['value']:>12.6g}  (step {metric['step']})", file=out)
+    server = serve(state, namespace, name, 0, address="127.0.0.1")
+    try:
+        url = f"http://127.0.0.1:{server.port}/metrics"
+        text = await asyncio.to_thread(_scrape, url)
+    finally:
+        server.close()
+    print(f"\nOne scrape of the launcher's /metrics (its exporter, here on {url}):\n", file=out)
+    print(text.rstrip(), file=out)
+
+
+def _scrape(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as response:  # noqa: S310 - loopback
+        return str(response.read().decode())
 
 
 def _event_lines(server: EmulatedApiServer, namespace: str) -> list[str]:
@@ -366,10 +418,13 @@ def run_demo(
     out: TextIO,
     err: TextIO,
     deadline_s: float = DEFAULT_DEADLINE,
+    experiment_report: Path | None = None,
 ) -> int:
     """Run the demo; 0 when the lifecycle completed, 1 when it did not, 2 for an invalid manifest.
 
-    ``manifest_path`` ``None`` runs the packaged example (:data:`EXAMPLE`).
+    ``manifest_path`` ``None`` runs the packaged example (:data:`EXAMPLE`). With
+    ``experiment_report``, the demo goes on with an emulated two-variant experiment and writes its
+    report there (:mod:`flashrl_operator.sim.experiment_demo`).
     """
     path: Path | Traversable = EXAMPLE
     if isinstance(manifest_path, str):
@@ -403,4 +458,8 @@ def run_demo(
         f"second attempt and Succeeded in {elapsed:.1f}s.",
         file=out,
     )
-    return 0
+    if experiment_report is None:
+        return 0
+    from flashrl_operator.sim.experiment_demo import run_experiment_demo
+
+    return run_experiment_demo(out, err, experiment_report)

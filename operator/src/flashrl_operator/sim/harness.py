@@ -39,6 +39,7 @@ import yaml
 from flashrl_operator.handlers import OperatorConfig
 from flashrl_operator.runner import OperatorThread
 from flashrl_operator.sim.apiserver import (
+    EXPERIMENTS_RESOURCE,
     JOBS_RESOURCE,
     RAY_JOBS_RESOURCE,
     ApiClient,
@@ -47,7 +48,7 @@ from flashrl_operator.sim.apiserver import (
     free_port,
     watch_started,
 )
-from flashrl_operator.sim.standins import KubeRayStandIn
+from flashrl_operator.sim.standins import GarbageCollectorStandIn, KubeRayStandIn
 
 
 @dataclasses.dataclass
@@ -93,6 +94,7 @@ class EmulatedCluster:
         self._stack = contextlib.AsyncExitStack()
         self._api: ApiClient | None = None
         self._kuberay: KubeRayStandIn | None = None
+        self._gc: GarbageCollectorStandIn | None = None
         self.operators: list[OperatorThread] = []
         self.processes: list[OperatorProcess] = []
         self._tmp = tempfile.TemporaryDirectory(prefix="flashrl-sim-")
@@ -111,6 +113,13 @@ class EmulatedCluster:
             raise RuntimeError("use EmulatedCluster in `async with`")
         return self._kuberay
 
+    @property
+    def garbage_collector(self) -> GarbageCollectorStandIn:
+        """Kubernetes' garbage collector, played (deletes what deleted owners owned)."""
+        if self._gc is None:
+            raise RuntimeError("use EmulatedCluster in `async with`")
+        return self._gc
+
     async def __aenter__(self) -> EmulatedCluster:
         await self._stack.__aenter__()
         try:
@@ -121,6 +130,7 @@ class EmulatedCluster:
             self._stack.push_async_callback(self._api.close)
             self._kuberay = KubeRayStandIn(self._api)
             self._stack.callback(self._tmp.cleanup)
+            self._gc = GarbageCollectorStandIn(self.server, self._api)
             self._stack.push_async_callback(self.stop_operators)
         except BaseException:
             await self._stack.aclose()
@@ -157,6 +167,7 @@ class EmulatedCluster:
         await asyncio.to_thread(operator.start)
         await watch_started(self.server, JOBS_RESOURCE)
         await watch_started(self.server, RAY_JOBS_RESOURCE)
+        await watch_started(self.server, EXPERIMENTS_RESOURCE)
         return operator
 
     def kubeconfig(self) -> Path:

@@ -14,9 +14,14 @@ Every name of KubeRay's it writes comes from :mod:`flashrl_operator.kuberay`.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any, Final
 
+from flashrl_jobs.progress import step_status
+from flashrl_jobs.run_metrics import RunState
+from flashrl_jobs.run_observer import step_report
 from flashrl_operator.kube import now_rfc3339
 from flashrl_operator.kuberay import (
     CLUSTER_LABEL,
@@ -35,7 +40,9 @@ from flashrl_operator.kuberay import (
     NodeType,
     desired_worker_replicas,
 )
+from flashrl_operator.resource import Resource
 from flashrl_operator.sim.apiserver import (
+    GARBAGE_COLLECTOR,
     JOBS_RESOURCE,
     KUBELET,
     KUBERAY,
@@ -45,6 +52,8 @@ from flashrl_operator.sim.apiserver import (
     RAY_JOBS_RESOURCE,
     SCHEDULER,
     ApiClient,
+    EmulatedApiServer,
+    resource_key,
 )
 
 #: KubeRay's RayJob status at each step of a normal run (see docs/operator.md for the mapping).
@@ -390,6 +399,14 @@ class KubeRayStandIn:
             )
         return updated
 
+    async def report_metrics(
+        self, namespace: str, job: str, state: RunState, attempt: int | None = None
+    ) -> None:
+        """What the launcher does after each training step read from verl's metrics file: one merge patch
+        of ``progress``, ``metrics`` and ``validationScore``, built by the launcher's own code."""
+        patch = {"status": step_status(replace(step_report(state), attempt=attempt), datetime.now(UTC))}
+        await self._launcher.patch(JOBS_RESOURCE, namespace, job, patch, subresource="status")
+
     async def report_progress(
         self, namespace: str, job: str, step: int, total: int, attempt: int | None = None
     ) -> None:
@@ -398,6 +415,16 @@ class KubeRayStandIn:
         if attempt is not None:
             progress["attempt"] = attempt
         patch = {"status": {"progress": progress}}
+        await self._launcher.patch(JOBS_RESOURCE, namespace, job, patch, subresource="status")
+
+    async def report_named_metrics(
+        self, namespace: str, job: str, step: int, total: int, data: Mapping[str, Any], names: Sequence[str]
+    ) -> None:
+        """What the launcher does after a step once verl's metrics are in: progress and ``status.metrics``
+        (the latest value of ``names``, as ``{name, value, step}``) in one status patch."""
+        metrics = [{"name": n, "value": data[n], "step": step} for n in names if n in data]
+        progress = {"step": step, "totalSteps": total, "updateTime": now_rfc3339()}
+        patch = {"status": {"progress": progress, "metrics": metrics}}
         await self._launcher.patch(JOBS_RESOURCE, namespace, job, patch, subresource="status")
 
     async def report_checkpoint(
@@ -409,3 +436,71 @@ class KubeRayStandIn:
             checkpoint["attempt"] = attempt
         patch = {"status": {"checkpoint": checkpoint}}
         await self._launcher.patch(JOBS_RESOURCE, namespace, job, patch, subresource="status")
+
+
+class GarbageCollectorStandIn:
+    """Kubernetes' garbage collector, played: deletes objects whose owners are gone.
+
+    The emulated API server deletes only what it is asked to; in a cluster the controller manager's
+    garbage collector then deletes every object whose ``ownerReferences`` name a deleted owner (by
+    uid), and what those owned in turn. :meth:`collect` does one full pass, as often as it is called.
+    """
+
+    def __init__(self, server: EmulatedApiServer, api: ApiClient) -> None:
+        self._server = server
+        self._api = api.as_actor(GARBAGE_COLLECTOR)
+
+    async def collect(self) -> list[str]:
+        """Delete every orphan, repeating until none is left; returns ``kind namespace/name`` of each."""
+        deleted: list[str] = []
+        while True:
+            live = {
+                str((obj.raw.get("metadata") or {}).get("uid"))
+                for obj in self._server.objects.values()
+                if not obj.deleted
+            }
+            orphans = [
+                (key, obj.raw)
+                for key, obj in list(self._server.objects.items())
+                if not obj.deleted
+                and (refs := (obj.raw.get("metadata") or {}).get("ownerReferences"))
+                and not any(str(ref.get("uid")) in live for ref in refs)
+            ]
+            if not orphans:
+                return deleted
+            for (resource, namespace, name), raw in orphans:
+                key = resource_key(
+                    Resource(str(raw.get("apiVersion")), str(raw.get("kind")), str(resource.plural))
+                )
+                await self._api.delete(key, str(namespace), name)
+                deleted.append(f"{raw.get('kind')} {namespace}/{name}")
+
+
+def verl_step_metrics(step: int, total: int) -> dict[str, float]:
+    """One training step's metrics as verl 0.9.1 logs them (names from ``trainer/ppo/metric_utils.py``,
+    ``trainer/ppo/rollout_corr_helper.py``, ``utils/debug/metrics.py``), with values of the size an
+    8xH20 Qwen3-8B DAPO step with FP8 rollout has: minutes per step, most of it generation, responses
+    growing, the mismatch small and slowly rising. Validation (``val-core``) on the first and last step."""
+    values = {
+        "timing_s/step": 412.0 + 3.0 * step,
+        "timing_s/gen": 251.0 + 2.5 * step,
+        "timing_s/update_weights": 9.8,
+        "timing_s/old_log_prob": 31.5,
+        "timing_s/update_actor": 118.0,
+        "response_length/mean": 1850.0 + 40.0 * step,
+        "response_length/max": 20480.0,
+        "response_length/clip_ratio": 0.012 + 0.002 * step,
+        "perf/throughput": 1830.0 - 4.0 * step,
+        "actor/pg_loss": -0.012,
+        "actor/entropy": 0.41,
+        "critic/score/mean": 0.12 + 0.01 * step,
+        "rollout_corr/kl": 0.011 + 0.0015 * step,
+        "rollout_corr/k3_kl": 0.0105 + 0.0014 * step,
+        "rollout_corr/rollout_is_eff_sample_size": 0.93,
+        "rollout_corr/rollout_is_mean": 1.0004,
+        "rollout_corr/rollout_is_ratio_fraction_high": 0.0021,
+        "training/rollout_probs_diff_mean": 0.0042,
+    }
+    if step in (1, total):
+        values["val-core/aime24/acc/mean@32"] = 0.133 + 0.01 * step
+    return values

@@ -1,0 +1,649 @@
+"""The FlashRLExperiment API: several FlashRLJobs that differ in one deliberate way, as one object.
+
+An experiment is a FlashRLJob spec (``spec.template``) and a list of variants, each a name and a
+partial spec merged over the template (JSON merge patch, RFC 7386: mappings merge key by key, lists
+and scalars replace). The operator creates one FlashRLJob per variant, ``<experiment>-<variant>``,
+owned by the experiment. Without ``spec.variants`` the experiment is the origin recipe's comparison:
+blockwise-FP8, per-channel-FP8 (where the trainer image has SGLang's ``flash_rl`` loader) and BF16
+rollout.
+
+A comparison means something only when the runs differ in what is being compared. So the fields a
+variant may change are split in two (:data:`FREE_FIELDS`, :data:`SETUP_FIELDS`): the rollout's
+precision and engine settings, the correction, images, storage, scheduling and pod placement may
+differ freely; the model, the data, the algorithm and its hyperparameters, the sampling, the GPU
+count and type, checkpointing (it is part of the measured step time), dry runs and raw verl overrides
+change what the comparison measures and need ``allowSetupChanges: true`` on that variant. Every spec
+field is in exactly one of the two lists (a test walks the models), so a new field forces a decision.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from flashrl_api._base import ApiModel
+from flashrl_api.manifest import (
+    API_VERSION,
+    KIND,
+    MAX_NAME_LENGTH,
+    NAME_MESSAGE,
+    NAME_PATTERN,
+    FlashRLJob,
+    Problem,
+    SpecError,
+    _humanize,
+    _loc_to_path,
+    spec_problems,
+)
+from flashrl_api.pins import default_trainer_image
+from flashrl_api.spec import DNS_LABEL_PATTERN, FlashRLJobSpec
+from flashrl_api.status import Condition
+
+EXPERIMENT_KIND: Final = "FlashRLExperiment"
+EXPERIMENT_PLURAL: Final = "flashrlexperiments"
+EXPERIMENT_SINGULAR: Final = "flashrlexperiment"
+EXPERIMENT_SHORT_NAMES: Final = ("frx",)
+
+#: Labels the operator puts on each variant's FlashRLJob.
+EXPERIMENT_LABEL: Final = "flashrl.dev/experiment"
+VARIANT_LABEL: Final = "flashrl.dev/variant"
+
+MAX_VARIANTS: Final = 8
+#: Variant names are short: the job is ``<experiment>-<variant>``, a DNS-1035 label of at most 63.
+MAX_VARIANT_NAME: Final = 24
+
+#: Spec paths (camelCase, relative to the job spec) a variant may change without changing what the
+#: comparison means: the treatment (rollout precision and engine settings, the correction) and
+#: operations (images, volumes, lifecycle, queueing, pod placement and sizes, credentials, tracking).
+FREE_FIELDS: Final[tuple[str, ...]] = (
+    "rollout.quantization",
+    "rollout.tensorParallelSize",
+    "rollout.gpuMemoryUtilization",
+    "correction",
+    "images",
+    "storage",
+    "lifecycle",
+    "scheduling",
+    "secretRefs",
+    "huggingFace",
+    "env",
+    "resources.cpu",
+    "resources.memory",
+    "resources.sharedMemory",
+    "resources.rdma",
+    "resources.nodeSelector",
+    "resources.tolerations",
+    "resources.head",
+    "training.projectName",
+    "training.experimentName",
+    "training.loggers",
+)
+
+#: Spec paths whose change makes the variants differ in more than the treatment: what is trained, on
+#: what, how, on which hardware and for how long. A variant setting one needs ``allowSetupChanges``.
+SETUP_FIELDS: Final[dict[str, str]] = {
+    "model": "the model",
+    "data": "the data",
+    "training.recipe": "the algorithm",
+    "training.promptBatchSize": "the batch geometry",
+    "training.generationBatchSize": "the batch geometry",
+    "training.miniBatchSize": "the batch geometry",
+    "training.maxPromptLength": "the sequence lengths",
+    "training.maxResponseLength": "the sequence lengths",
+    "training.totalSteps": "the number of steps",
+    "training.learningRate": "the optimiser",
+    "training.warmupSteps": "the optimiser",
+    "training.weightDecay": "the optimiser",
+    "training.gradClip": "the optimiser",
+    "training.clipRatioLow": "the algorithm",
+    "training.clipRatioHigh": "the algorithm",
+    "training.clipRatioC": "the algorithm",
+    "training.ulyssesSequenceParallelSize": "the trainer's parallelism",
+    "training.overlongBuffer": "the reward",
+    "training.dynamicSampling": "the sampling of training prompts",
+    "training.validateBeforeTrain": "the validation schedule",
+    "training.testFrequency": "the validation schedule",
+    "rollout.engine": "the rollout engine",
+    "rollout.n": "the sampling",
+    "rollout.temperature": "the sampling",
+    "rollout.topP": "the sampling",
+    "rollout.topK": "the sampling",
+    "resources.nodes": "the GPU count",
+    "resources.gpusPerNode": "the GPU count",
+    "resources.gpuProduct": "the GPU type",
+    "checkpoint": "the checkpoint schedule (its saves are part of the measured step time)",
+    "dryRun": "whether it trains at all",
+    "overrides": "verl's configuration directly (overrides can change anything)",
+}
+
+VariantPhase = Literal["Waiting", "Pending", "Starting", "Running", "Succeeded", "Failed", "Suspended"]
+ExperimentPhase = Literal["Pending", "Running", "Succeeded", "Failed"]
+EXPERIMENT_PHASES: Final[tuple[ExperimentPhase, ...]] = ("Pending", "Running", "Succeeded", "Failed")
+
+
+class VariantBase(ApiModel):
+    """A variant's name and flag (its partial spec is :class:`Variant`'s ``spec``)."""
+
+    name: str = Field(min_length=1, max_length=MAX_VARIANT_NAME, pattern=DNS_LABEL_PATTERN)
+    """Variant name; its FlashRLJob is <experiment>-<name>."""
+
+    allow_setup_changes: bool = False
+    """Let this variant change what the comparison measures (model, data, algorithm, sampling, GPUs,
+    steps, checkpointing, dry run or verl overrides); without it such a change is refused."""
+
+
+class Variant(VariantBase):
+    """One run of the experiment: a partial FlashRLJob spec merged over the template."""
+
+    spec: dict[str, Any] = Field(default_factory=dict)
+    """The fields this variant changes, as in a FlashRLJob spec (camelCase), merged over spec.template:
+    mappings merge key by key, lists and values replace."""
+
+
+class FlashRLExperimentSpec(ApiModel):
+    """Desired state of a FlashRLExperiment: the runs to compare."""
+
+    template: FlashRLJobSpec = Field(default_factory=FlashRLJobSpec)
+    """The FlashRLJob spec every variant starts from (same seed, data and steps)."""
+
+    variants: list[Variant] | None = Field(default=None, min_length=2, max_length=MAX_VARIANTS)
+    """The runs, each a name and the fields it changes. Omitted: the origin's precisions,
+    blockwise-fp8, channel-fp8 (when images.trainer is the pinned trainer image, whose SGLang has the
+    flash_rl loader) and bf16."""
+
+    parallelism: int | None = Field(default=None, ge=1, le=MAX_VARIANTS)
+    """Variants running at once; omitted: all at once (with a Kueue queue in the template, all are
+    queued together and Kueue admits them as quota allows). 1 runs them one after another on the same
+    pool, so they share the hardware."""
+
+
+class VariantMetric(ApiModel):
+    """One of a variant's latest metrics, as its FlashRLJob reports it (verl's name)."""
+
+    name: str = Field(min_length=1, max_length=256)
+    """verl's metric name, e.g. val-core/aime-2024/acc/mean@1 or rollout_corr/kl."""
+
+    value: float
+    """Its latest value."""
+
+    step: int | None = Field(default=None, ge=0)
+    """The training step it was logged at."""
+
+
+class VariantStatus(ApiModel):
+    """One variant as the operator last saw its FlashRLJob."""
+
+    name: str
+    """Variant name."""
+
+    job_name: str | None = None
+    """Its FlashRLJob."""
+
+    phase: VariantPhase = "Waiting"
+    """Waiting (not created yet: parallelism), then the job's phase."""
+
+    step: int | None = Field(default=None, ge=0)
+    """Last completed training step."""
+
+    total_steps: int | None = Field(default=None, ge=0)
+    """Steps the job will run."""
+
+    reason: str | None = None
+    """The job's reason, when it failed or waits."""
+
+    metrics: list[VariantMetric] = Field(default_factory=list, max_length=64)
+    """The job's latest metrics (validation score, throughput, mismatch ...), copied from its status."""
+
+
+class FlashRLExperimentStatus(ApiModel):
+    """Observed state of a FlashRLExperiment, written by the operator."""
+
+    phase: ExperimentPhase | None = None
+    """Pending, Running, Succeeded (every variant succeeded) or Failed (every variant finished, at least
+    one failed; or the spec was refused)."""
+
+    finished: str | None = None
+    """Variants finished out of all, e.g. 1/3."""
+
+    variants: list[VariantStatus] = Field(default_factory=list)
+    """Per-variant phase, step and latest metrics."""
+
+    reason: str | None = None
+    """Why the experiment failed or waits."""
+
+    message: str | None = None
+    """Details for a human."""
+
+    conditions: list[Condition] = Field(default_factory=list)
+    """Accepted, Succeeded, Failed."""
+
+    observed_generation: int | None = None
+    """The metadata.generation this status describes."""
+
+
+class FlashRLExperiment(BaseModel):
+    """A whole FlashRLExperiment object as stored by Kubernetes."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
+
+    api_version: str = Field(alias="apiVersion")
+    kind: str
+    metadata: dict[str, Any]
+    spec: FlashRLExperimentSpec
+    status: FlashRLExperimentStatus | None = None
+
+    @property
+    def name(self) -> str:
+        """``metadata.name``."""
+        return str(self.metadata["name"])
+
+    @property
+    def namespace(self) -> str:
+        """``metadata.namespace`` (``default`` when absent)."""
+        return str(self.metadata.get("namespace") or "default")
+
+    @property
+    def uid(self) -> str | None:
+        """``metadata.uid`` when the object came from the API server."""
+        uid = self.metadata.get("uid")
+        return str(uid) if uid else None
+
+
+# --- variants ------------------------------------------------------------------------------------
+
+
+def supports_channel_fp8(trainer_image: str) -> bool:
+    """Whether the trainer image is known to run per-channel FP8 rollout.
+
+    Per-channel FP8 needs SGLang's ``flash_rl`` loader (SGLang 0.5.6.post2 and later); upstream verl
+    has only the blockwise path. The pinned trainer image carries SGLang 0.5.12 (images/pins.yaml); any
+    other image is unknown, so the default variants leave channel-fp8 out rather than fail mid-run.
+    """
+    return trainer_image == default_trainer_image()
+
+
+def default_variants(template: FlashRLJobSpec) -> list[Variant]:
+    """The origin experiment's precisions, channel-fp8 only where the trainer image supports it."""
+    precisions = ["blockwise-fp8", "bf16"]
+    if supports_channel_fp8(template.images.trainer):
+        precisions.insert(1, "channel-fp8")
+    return [Variant(name=p, spec={"rollout": {"quantization": p}}) for p in precisions]
+
+
+def variants_of(spec: FlashRLExperimentSpec) -> list[Variant]:
+    """The experiment's variants: its own, or the defaults."""
+    return list(spec.variants) if spec.variants is not None else default_variants(spec.template)
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """JSON merge patch (RFC 7386), as ``kubectl patch --type merge`` applies it.
+
+    Hand-written: it is a few lines, and the API package depends on pydantic and PyYAML only (it runs
+    in the trainer image). The one departure: a ``null`` in the patch is ignored rather than deleting
+    the key, because the API server prunes nulls from a structural schema before the operator sees
+    the object, and ``flashrl validate`` must agree with what the operator will do.
+    """
+    if not isinstance(patch, Mapping):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            continue
+        out[key] = merge_patch(out.get(key), value)
+    return out
+
+
+def set_paths(partial: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """The leaf paths a partial spec sets (camelCase, dotted); a list or scalar is one leaf."""
+    paths: list[str] = []
+    for key, value in partial.items():
+        if value is None:
+            continue
+        path = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            paths.extend(set_paths(value, path + "."))
+        else:
+            paths.append(path)
+    return paths
+
+
+def _covering(path: str, table: Sequence[str]) -> str | None:
+    """The entry of ``table`` that is ``path`` or one of its ancestors or descendants."""
+    for entry in table:
+        if path == entry or path.startswith(entry + ".") or entry.startswith(path + "."):
+            return entry
+    return None
+
+
+def setup_changes(partial: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(path, what it changes)`` for each setup field a partial spec sets."""
+    found: list[tuple[str, str]] = []
+    for path in set_paths(partial):
+        entry = _covering(path, tuple(SETUP_FIELDS))
+        if entry is not None:
+            found.append((path, SETUP_FIELDS[entry]))
+    return found
+
+
+def _setup_cel_term(path: str) -> str:
+    parts = path.split(".")
+    checks = [f"has(v.spec.{'.'.join(parts[: i + 1])})" for i in range(len(parts))]
+    return "(" + " && ".join(checks) + ")" if len(checks) > 1 else checks[0]
+
+
+#: CEL on ``spec``: no variant sets a setup field unless it allows setup changes.
+SETUP_CHANGES_CEL: Final = (
+    "!has(self.variants) || self.variants.all(v, v.allowSetupChanges || !("
+    + " || ".join(_setup_cel_term(p) for p in SETUP_FIELDS)
+    + "))"
+)
+SETUP_CHANGES_MESSAGE: Final = (
+    "a variant may change the rollout precision and engine settings, the correction, images, storage, "
+    "scheduling and placement; changing the model, data, algorithm, sampling, GPUs, steps, checkpoints, "
+    "dryRun or overrides changes what the comparison measures and needs allowSetupChanges: true"
+)
+
+
+def setup_changes_allowed(spec: Mapping[str, Any]) -> bool:
+    """The Python side of :data:`SETUP_CHANGES_CEL`, on the raw (wire) experiment spec."""
+    variants = spec.get("variants") or []
+    return all(
+        not isinstance(v, Mapping)
+        or v.get("allowSetupChanges") is True
+        or not setup_changes(v.get("spec") or {})
+        for v in variants
+    )
+
+
+def _child_name_fits_cel() -> str:
+    longest_default = max(len(p) for p in ("blockwise-fp8", "channel-fp8", "bf16"))
+    limit = MAX_NAME_LENGTH - 1
+    return (
+        "has(self.spec.variants) ? "
+        f"self.spec.variants.all(v, size(self.metadata.name) + size(v.name) <= {limit}) : "
+        f"size(self.metadata.name) + {longest_default} <= {limit}"
+    )
+
+
+@dataclass(frozen=True)
+class ObjectRule:
+    """A rule on the whole experiment object (CEL at the schema root, ``self`` is the object)."""
+
+    name: str
+    path: str
+    cel: str
+    message: str
+
+
+#: Rules on the whole object: its name, and its variants' job names, are DNS-1035 labels of at most 63.
+OBJECT_RULES: Final[tuple[ObjectRule, ...]] = (
+    ObjectRule(
+        "name-is-dns-1035-label",
+        "metadata.name",
+        f"self.metadata.name.size() <= {MAX_NAME_LENGTH} && self.metadata.name.matches('{NAME_PATTERN}')",
+        NAME_MESSAGE,
+    ),
+    ObjectRule(
+        "variant-job-names-fit",
+        "spec.variants",
+        _child_name_fits_cel(),
+        f"<experiment name>-<variant name> names each variant's FlashRLJob and must be at most "
+        f"{MAX_NAME_LENGTH} characters",
+    ),
+)
+
+#: CEL on ``spec`` (``self`` is the experiment spec), each paired with :func:`setup_changes_allowed`.
+SPEC_RULES: Final[tuple[tuple[str, str, str], ...]] = (
+    ("setup-changes-need-the-flag", "variants", SETUP_CHANGES_CEL),
+)
+
+
+# --- children --------------------------------------------------------------------------------------
+
+
+def job_name(experiment: str, variant: str) -> str:
+    """The FlashRLJob of one variant."""
+    return f"{experiment}-{variant}"
+
+
+def variant_spec(template: Mapping[str, Any], variant: Variant, experiment: str) -> dict[str, Any]:
+    """One variant's whole job spec (wire form): the template, the variant merged over it, and the
+    tracker run name made unique (it also names the checkpoint directory, which must not be shared)."""
+    merged: dict[str, Any] = merge_patch(template, variant.spec)
+    training = dict(merged.get("training") or {})
+    variant_training = (
+        variant.spec.get("training") if isinstance(variant.spec.get("training"), Mapping) else {}
+    )
+    if "experimentName" not in (variant_training or {}):
+        base = training.get("experimentName")
+        training["experimentName"] = f"{base}-{variant.name}" if base else job_name(experiment, variant.name)
+    merged["training"] = training
+    return merged
+
+
+def _template_wire(experiment: FlashRLExperiment, raw_template: Mapping[str, Any] | None) -> dict[str, Any]:
+    if raw_template is not None:
+        return dict(raw_template)
+    return experiment.spec.template.model_dump(
+        mode="json", by_alias=True, exclude_unset=True, exclude_none=True
+    )
+
+
+def variant_jobs(
+    experiment: FlashRLExperiment, raw_template: Mapping[str, Any] | None = None
+) -> list[FlashRLJob]:
+    """The FlashRLJob of every variant, in order: labelled, and owned by the experiment when it has a
+    uid (deleting the experiment deletes them). Pure; the specs were validated by :func:`parse_experiment`."""
+    template = _template_wire(experiment, raw_template)
+    jobs: list[FlashRLJob] = []
+    for variant in variants_of(experiment.spec):
+        name = job_name(experiment.name, variant.name)
+        metadata: dict[str, Any] = {
+            "name": name,
+            "namespace": experiment.namespace,
+            "labels": {
+                EXPERIMENT_LABEL: experiment.name,
+                VARIANT_LABEL: variant.name,
+                "app.kubernetes.io/part-of": "flashrl",
+            },
+        }
+        if experiment.uid:
+            metadata["ownerReferences"] = [
+                {
+                    "apiVersion": API_VERSION,
+                    "kind": EXPERIMENT_KIND,
+                    "name": experiment.name,
+                    "uid": experiment.uid,
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ]
+        spec = FlashRLJobSpec.model_validate(variant_spec(template, variant, experiment.name), strict=True)
+        jobs.append(FlashRLJob(api_version=API_VERSION, kind=KIND, metadata=metadata, spec=spec))
+    return jobs
+
+
+# --- parsing ---------------------------------------------------------------------------------------
+
+
+def variant_field_path(index: int, spec_path: str, partial: Mapping[str, Any]) -> str:
+    """Where a problem of a merged spec belongs: the variant's field when it set it, else the template's."""
+    rest = spec_path.removeprefix("spec.")
+    for path in set_paths(partial):
+        if rest == path or rest.startswith((path + ".", path + "[")) or path.startswith(rest + "."):
+            return f"spec.variants[{index}].spec.{rest}"
+    return f"spec.template.{rest}"
+
+
+def _comparable(spec: FlashRLJobSpec) -> dict[str, Any]:
+    wire = spec.to_wire()
+    wire.get("training", {}).pop("experimentName", None)
+    return wire
+
+
+def experiment_problems(
+    raw: Mapping[str, Any],
+) -> tuple[FlashRLExperiment | None, list[Problem]]:
+    """Validate a whole FlashRLExperiment; every problem has its field path."""
+    problems: list[Problem] = []
+    if raw.get("apiVersion") != API_VERSION:
+        problems.append(Problem("apiVersion", f"must be {API_VERSION!r}, got {raw.get('apiVersion')!r}"))
+    if raw.get("kind") != EXPERIMENT_KIND:
+        problems.append(Problem("kind", f"must be {EXPERIMENT_KIND!r}, got {raw.get('kind')!r}"))
+    metadata = raw.get("metadata")
+    if not isinstance(metadata, Mapping):
+        problems.append(Problem("metadata", "must be a mapping with a name"))
+        metadata = {}
+    name = metadata.get("name")
+    if not isinstance(name, str) or not name:
+        problems.append(Problem("metadata.name", "is required"))
+        name = ""
+    elif len(name) > MAX_NAME_LENGTH or not re.match(NAME_PATTERN, name):
+        problems.append(Problem("metadata.name", f"{name!r} {NAME_MESSAGE}"))
+    problems.extend(
+        Problem(key, "unknown field")
+        for key in sorted(set(raw) - {"apiVersion", "kind", "metadata", "spec", "status"})
+    )
+    raw_spec = raw.get("spec") if raw.get("spec") is not None else {}
+    if not isinstance(raw_spec, Mapping):
+        return None, [*problems, Problem("spec", f"must be a mapping, got {type(raw_spec).__name__}")]
+    raw_template = raw_spec.get("template") if raw_spec.get("template") is not None else {}
+    template, template_problems = spec_problems(raw_template, prefix="spec.template")
+    problems.extend(template_problems)
+    shell = {k: v for k, v in raw_spec.items() if k != "template"}
+    try:
+        parsed = FlashRLExperimentSpec.model_validate(
+            {**shell, "template": template or FlashRLJobSpec()}, strict=True
+        )
+    except ValidationError as exc:
+        problems.extend(
+            Problem(_loc_to_path("spec", tuple(e["loc"])), _humanize(e))
+            for e in exc.errors(include_url=False)
+            if not (e["loc"] and e["loc"][0] == "template")
+        )
+        return None, problems
+    if template is None:
+        return None, problems
+    variants = variants_of(parsed)
+    template_wire = dict(raw_template) if isinstance(raw_template, Mapping) else {}
+    template_paths = {p.path for p in template_problems}
+    seen_names: dict[str, int] = {}
+    merged_specs: list[tuple[int, FlashRLJobSpec]] = []
+    for i, variant in enumerate(variants):
+        where = f"spec.variants[{i}]"
+        if variant.name in seen_names:
+            problems.append(
+                Problem(f"{where}.name", f"{variant.name!r} is already variant {seen_names[variant.name]}")
+            )
+        seen_names.setdefault(variant.name, i)
+        child = job_name(name, variant.name) if name else variant.name
+        if name and len(child) > MAX_NAME_LENGTH:
+            problems.append(
+                Problem(
+                    f"{where}.name",
+                    f"the variant's FlashRLJob {child!r} would be {len(child)} characters; "
+                    f"<experiment>-<variant> must be at most {MAX_NAME_LENGTH}",
+                )
+            )
+        if not variant.allow_setup_changes:
+            for path, what in setup_changes(variant.spec):
+                problems.append(
+                    Problem(
+                        f"{where}.spec.{path}",
+                        f"changes {what}, so the variants would differ in more than what is compared; "
+                        f"set {where}.allowSetupChanges: true to compare them anyway",
+                    )
+                )
+        merged, merged_problems = spec_problems(
+            variant_spec(template_wire, variant, name or "x"), prefix="spec"
+        )
+        for problem in merged_problems:
+            path = variant_field_path(i, problem.path, variant.spec)
+            if path in template_paths:
+                continue  # the template's own problem, already reported once
+            suffix = "" if path.startswith(where) else f" (in variant {variant.name!r})"
+            problems.append(Problem(path, problem.message + suffix))
+        if merged is not None and not merged_problems:
+            merged_specs.append((i, merged))
+    for pos, (i, spec_i) in enumerate(merged_specs):
+        for j, spec_j in merged_specs[:pos]:
+            if _comparable(spec_i) == _comparable(spec_j):
+                problems.append(
+                    Problem(
+                        f"spec.variants[{i}]",
+                        f"runs exactly what variant {variants[j].name!r} runs: variants must differ "
+                        "(in the rollout precision, the correction, ...)",
+                    )
+                )
+                break
+    experiment = FlashRLExperiment(
+        api_version=API_VERSION,
+        kind=EXPERIMENT_KIND,
+        metadata=dict(metadata),
+        spec=parsed,
+        status=_status(raw.get("status")),
+    )
+    return (None if problems else experiment), problems
+
+
+def _status(raw: Any) -> FlashRLExperimentStatus | None:
+    if not isinstance(raw, Mapping):
+        return None
+    try:
+        return FlashRLExperimentStatus.model_validate(raw)
+    except ValidationError:
+        return None  # status is the operator's to rewrite
+
+
+def parse_experiment(raw: Any) -> FlashRLExperiment:
+    """A validated FlashRLExperiment, or :class:`SpecError` with every problem."""
+    if not isinstance(raw, Mapping):
+        raise SpecError(
+            [Problem("", f"a {EXPERIMENT_KIND} must be a YAML mapping, got {type(raw).__name__}")]
+        )
+    experiment, problems = experiment_problems(raw)
+    if problems or experiment is None:
+        raise SpecError(problems)
+    return experiment
+
+
+__all__ = [
+    "EXPERIMENT_KIND",
+    "EXPERIMENT_LABEL",
+    "EXPERIMENT_PHASES",
+    "EXPERIMENT_PLURAL",
+    "EXPERIMENT_SHORT_NAMES",
+    "EXPERIMENT_SINGULAR",
+    "FREE_FIELDS",
+    "MAX_VARIANTS",
+    "OBJECT_RULES",
+    "SETUP_CHANGES_CEL",
+    "SETUP_FIELDS",
+    "SPEC_RULES",
+    "VARIANT_LABEL",
+    "ExperimentPhase",
+    "FlashRLExperiment",
+    "FlashRLExperimentSpec",
+    "FlashRLExperimentStatus",
+    "Variant",
+    "VariantMetric",
+    "VariantPhase",
+    "VariantStatus",
+    "default_variants",
+    "job_name",
+    "merge_patch",
+    "parse_experiment",
+    "set_paths",
+    "setup_changes",
+    "setup_changes_allowed",
+    "supports_channel_fp8",
+    "variant_field_path",
+    "variant_jobs",
+    "variant_spec",
+    "variants_of",
+]

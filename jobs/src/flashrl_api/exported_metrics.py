@@ -1,0 +1,126 @@
+"""The Prometheus series ``flashrl-launch train`` exports from verl's metrics, in one place.
+
+The launcher serves them on the Ray head pod at ``/metrics`` (docs/observability.md); the chart's
+dashboard and alert rules query them by these names, and a test checks that every PromQL expression in
+the chart names a series defined here or by the operator (``flashrl_operator.metrics``).
+
+Every series carries the labels ``namespace`` and ``job`` (the FlashRLJob). The scrape must keep them
+(``honorLabels: true`` in the PodMonitor): otherwise Prometheus renames them ``exported_namespace`` and
+``exported_job`` in favour of its own target labels.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from flashrl_api import verl_metrics as verl
+
+NAMESPACE_LABEL: Final = "namespace"
+JOB_LABEL: Final = "job"
+
+# --- progress -------------------------------------------------------------------------------------------
+
+#: Last completed training step (verl's ``step`` of the newest record).
+TRAINING_STEP: Final = "flashrl_training_step"
+#: Steps the run will take (verl's ``Total training steps``, else ``spec.training.totalSteps``).
+TRAINING_TOTAL_STEPS: Final = "flashrl_training_total_steps"
+#: Seconds of the last training step (verl's ``timing_s/step``).
+TRAINING_STEP_SECONDS: Final = "flashrl_training_step_seconds"
+#: Unix time at which the launcher saw the last step complete: the stall alert compares it with now.
+TRAINING_LAST_STEP_TIMESTAMP: Final = "flashrl_training_last_step_timestamp_seconds"
+#: Seconds left at the recent step rate (the same estimate as ``status.progress.estimatedRemainingSeconds``).
+TRAINING_REMAINING_SECONDS: Final = "flashrl_training_estimated_remaining_seconds"
+#: Seconds of the last step spent in each phase, one series per ``timing_s/<phase>`` verl reports.
+PHASE_SECONDS: Final = "flashrl_phase_seconds"
+PHASE_LABEL: Final = "phase"
+
+# --- quality --------------------------------------------------------------------------------------------
+
+#: ``val-core/<data_source>/<metric>``; labels ``data_source`` and ``metric`` (e.g. ``acc/mean@32``).
+VALIDATION_SCORE: Final = "flashrl_validation_score"
+DATA_SOURCE_LABEL: Final = "data_source"
+METRIC_LABEL: Final = "metric"
+#: ``response_length/{mean,max,clip_ratio}`` under the label ``stat``.
+RESPONSE_LENGTH: Final = "flashrl_response_length_tokens"
+STAT_LABEL: Final = "stat"
+RESPONSE_LENGTH_STATS: Final[tuple[tuple[str, str], ...]] = (
+    ("mean", verl.RESPONSE_LENGTH_MEAN),
+    ("max", verl.RESPONSE_LENGTH_MAX),
+    ("clip_ratio", verl.RESPONSE_LENGTH_CLIP_RATIO),
+)
+
+# --- speed ----------------------------------------------------------------------------------------------
+
+#: ``perf/throughput``: tokens (prompt + response) per second per GPU over the whole step.
+THROUGHPUT: Final = "flashrl_throughput_tokens_per_second_per_gpu"
+
+# --- rollout/trainer mismatch ---------------------------------------------------------------------------
+
+MISMATCH_KL: Final = "flashrl_rollout_mismatch_kl"
+IS_ESS: Final = "flashrl_rollout_is_effective_sample_size"
+IS_MEAN: Final = "flashrl_rollout_is_mean"
+IS_CLIPPED_FRACTION: Final = "flashrl_rollout_is_clipped_fraction"
+PROBS_DIFF_MEAN: Final = "flashrl_rollout_probs_diff_mean"
+
+# --- everything else ------------------------------------------------------------------------------------
+
+#: Every other numeric verl metric, under its verl name in the label ``key``: nothing is lost when verl
+#: adds a metric.
+VERL_METRIC: Final = "flashrl_verl_metric"
+KEY_LABEL: Final = "key"
+
+#: verl metrics that have a series of their own (name, help), besides the patterns above
+#: (``timing_s/*``, ``val-core/*``, ``response_length/*``).
+DIRECT: Final[dict[str, tuple[str, str]]] = {
+    verl.TIMING_STEP: (TRAINING_STEP_SECONDS, "Seconds of the last training step (verl timing_s/step)."),
+    verl.THROUGHPUT: (THROUGHPUT, "Tokens per second per GPU over the last step (verl perf/throughput)."),
+    verl.MISMATCH_KL: (
+        MISMATCH_KL,
+        "Mean log-prob gap between the rollout and the trainer policy (verl rollout_corr/kl).",
+    ),
+    verl.IS_ESS: (
+        IS_ESS,
+        "Normalised effective sample size of the IS weights, 0..1 "
+        "(verl rollout_corr/rollout_is_eff_sample_size).",
+    ),
+    verl.IS_MEAN: (IS_MEAN, "Mean truncated IS weight (verl rollout_corr/rollout_is_mean)."),
+    verl.IS_CLIP_FRACTION: (
+        IS_CLIPPED_FRACTION,
+        "Fraction of IS weights above the cap (verl rollout_corr/rollout_is_ratio_fraction_high).",
+    ),
+    verl.PROBS_DIFF_MEAN: (
+        PROBS_DIFF_MEAN,
+        "Mean |p_rollout - p_trainer| over response tokens (verl training/rollout_probs_diff_mean).",
+    ),
+}
+
+#: Every family name the launcher can export (the dashboard test reads this).
+ALL: Final[frozenset[str]] = frozenset(
+    {
+        TRAINING_STEP,
+        TRAINING_TOTAL_STEPS,
+        TRAINING_LAST_STEP_TIMESTAMP,
+        TRAINING_REMAINING_SECONDS,
+        PHASE_SECONDS,
+        VALIDATION_SCORE,
+        RESPONSE_LENGTH,
+        VERL_METRIC,
+        *(name for name, _ in DIRECT.values()),
+    }
+)
+
+#: The verl metrics ``status.metrics`` carries (latest value and the step it came from), in display order;
+#: ``val-core/*/mean@N`` keys are added in front of them.
+STATUS_METRICS: Final[tuple[str, ...]] = (
+    verl.RESPONSE_LENGTH_MEAN,
+    verl.RESPONSE_LENGTH_CLIP_RATIO,
+    verl.THROUGHPUT,
+    verl.TIMING_STEP,
+    verl.TIMING_GEN,
+    verl.TIMING_UPDATE_WEIGHTS,
+    verl.MISMATCH_KL,
+    verl.IS_ESS,
+    verl.IS_MEAN,
+    verl.IS_CLIP_FRACTION,
+    verl.PROBS_DIFF_MEAN,
+)

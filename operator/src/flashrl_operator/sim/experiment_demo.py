@@ -1,0 +1,194 @@
+"""The demo's last act: an emulated two-variant experiment (blockwise FP8 vs BF16) and its report.
+
+The operator is the real one; the API server is the emulator, KubeRay and the launcher are played,
+and the per-step metrics the launcher reports are SYNTHETIC
+(:mod:`flashrl_operator.report.synthetic`), as the output and the report's banner say. After both
+variants finish, their Ray clusters are deleted (as KubeRay does ``ttlSecondsAfterFinished`` after
+the end) and the report is read the way a user's ``flashrl report --experiment`` reads it: from the
+jobs' history ConfigMaps, over the API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any, Final, TextIO
+
+from flashrl_api.history import HISTORY_KEY, history_name, parse_history
+from flashrl_operator.report import build_report, write_report
+from flashrl_operator.report.cluster import load_cluster_runs
+from flashrl_operator.report.synthetic import records
+from flashrl_operator.sim.apiserver import (
+    CONFIG_MAPS_RESOURCE,
+    EXPERIMENTS_RESOURCE,
+    JOBS_RESOURCE,
+    RAY_JOBS_RESOURCE,
+    EmulatedApiServer,
+    eventually,
+)
+from flashrl_operator.sim.harness import EmulatedCluster
+from flashrl_operator.sim.standins import SUCCEEDED, TRAINING
+
+NAMESPACE: Final = "rl"
+NAME: Final = "fp8-vs-bf16"
+#: Steps each emulated variant reports (the real runs have 150).
+STEPS: Final = 30
+VARIANTS: Final = (("blockwise-fp8", "blockwise-fp8"), ("bf16", "bf16"))
+#: What the emulated launcher puts in ``status.metrics`` after each step.
+REPORTED: Final = (
+    "val-core/aime-2024/acc/mean@1",
+    "response_length/mean",
+    "perf/throughput",
+    "perf/total_num_tokens",
+    "timing_s/step",
+    "timing_s/testing",
+    "timing_s/gen",
+    "timing_s/update_weights",
+    "timing_s/old_log_prob",
+    "timing_s/update_actor",
+    "timing_s/reward",
+    "timing_s/save_checkpoint",
+    "timing_per_token_ms/gen",
+    "rollout_corr/kl",
+    "rollout_corr/rollout_is_eff_sample_size",
+    "training/rollout_probs_diff_mean",
+)
+BANNER: Final = (
+    "Emulated run: the API server and KubeRay were emulated and every metric is SYNTHETIC "
+    "(flashrl_operator/report/synthetic.py); nothing was trained or measured."
+)
+
+
+def manifest(steps: int = STEPS) -> dict[str, Any]:
+    """The demo's experiment: the origin recipe, two precisions, a short run."""
+    return {
+        "apiVersion": "flashrl.dev/v1alpha1",
+        "kind": "FlashRLExperiment",
+        "metadata": {"name": NAME, "namespace": NAMESPACE},
+        "spec": {
+            "template": {"training": {"totalSteps": steps}},
+            "variants": [{"name": name, "spec": {"rollout": {"quantization": q}}} for name, q in VARIANTS],
+        },
+    }
+
+
+async def _until(what: str, probe: Any, deadline: float) -> Any:
+    return await eventually(probe, what, max(1.0, deadline - time.monotonic()))
+
+
+async def run_experiment(out: TextIO, report_dir: Path, deadline: float, steps: int = STEPS) -> Path:
+    """Run the experiment on a fresh emulated cluster; return the written report's path."""
+    server = EmulatedApiServer()
+    # kmock scans its request history on every request: keep it short, the demo needs no record.
+    server.keep_requests = 64
+    async with EmulatedCluster(server) as cluster:
+        api, kuberay = cluster.api, cluster.kuberay
+        await cluster.start_operator(retry_delay=0.5, request_timeout=10.0, resync_interval=1.0)
+
+        def say(text: str) -> None:
+            print(f"  {text}", file=out)
+
+        async def experiment() -> dict[str, Any]:
+            obj = await api.get(EXPERIMENTS_RESOURCE, NAMESPACE, NAME)
+            return dict((obj or {}).get("status") or {})
+
+        print(
+            f"\nA FlashRLExperiment, {NAMESPACE}/{NAME}: the same run with blockwise-FP8 and BF16 rollout",
+            file=out,
+        )
+        await api.create(EXPERIMENTS_RESOURCE, manifest(steps))
+        jobs = [f"{NAME}-{name}" for name, _ in VARIANTS]
+        for job in jobs:
+            await _until(
+                f"FlashRLJob {job}", lambda job=job: api.get(JOBS_RESOURCE, NAMESPACE, job), deadline
+            )
+            await _until(
+                f"RayJob {job}", lambda job=job: api.get(RAY_JOBS_RESOURCE, NAMESPACE, job), deadline
+            )
+        say(f"operator: created FlashRLJobs {', '.join(jobs)} (owned by the experiment), and their RayJobs")
+        for job in jobs:
+            await kuberay.set_status(NAMESPACE, job, TRAINING)
+        say(
+            f"KubeRay (emulated): both Ray clusters up, verl running; launcher (emulated): {steps} steps each"
+        )
+        streams = {job: records(q, steps) for job, (_, q) in zip(jobs, VARIANTS, strict=True)}
+        for record_pair in zip(*streams.values(), strict=True):
+            for job, record in zip(jobs, record_pair, strict=True):
+                if record["step"] > 0:
+                    await kuberay.report_named_metrics(
+                        NAMESPACE, job, record["step"], steps, record["data"], REPORTED
+                    )
+            # Let the operator record each step before the next (the launcher reports once per step).
+            await asyncio.gather(
+                *(
+                    _until(
+                        f"{job}'s history to reach step {record['step']}",
+                        lambda job=job, step=record["step"]: _history_has(api, job, step),
+                        deadline,
+                    )
+                    for job, record in zip(jobs, record_pair, strict=True)
+                    if record["step"] > 0
+                )
+            )
+        status = await experiment()
+        say(
+            "experiment status: "
+            + ", ".join(
+                f"{v['name']} {v['phase']} {v.get('step')}/{v.get('totalSteps')}"
+                for v in status.get("variants", [])
+            )
+        )
+        for job in jobs:
+            await kuberay.set_status(NAMESPACE, job, SUCCEEDED)
+        status = await _until(
+            "the experiment to succeed",
+            lambda: _when(experiment(), lambda s: s.get("phase") == "Succeeded"),
+            deadline,
+        )
+        say(f"experiment: {status['phase']}, {status['finished']} variants finished")
+        for job in jobs:
+            await api.delete(RAY_JOBS_RESOURCE, NAMESPACE, job)
+        say("KubeRay (emulated): Ray clusters deleted after the run (ttlSecondsAfterFinished)")
+        runs, title = await asyncio.to_thread(load_cluster_runs, NAMESPACE, NAME, [], cluster.url)
+        report = build_report(runs, title=title, banner=BANNER)
+        written = write_report(report, report_dir)
+        say(f"flashrl report --experiment {NAME}: read {len(runs)} histories over the API -> {written[-1]}")
+        return written[-1]
+
+
+def run_experiment_demo(
+    out: TextIO, err: TextIO, report_dir: Path, deadline_s: float = 90.0, steps: int = STEPS
+) -> int:
+    """Run the experiment act; 0 when it completed and the report was written, 1 otherwise."""
+    from flashrl_operator.sim.demo import _held_logs
+
+    started = time.monotonic()
+    with _held_logs() as held:
+        try:
+            page = asyncio.run(run_experiment(out, report_dir, started + deadline_s, steps))
+        except TimeoutError as exc:
+            print(f"\nFAILED: the experiment did not complete within {deadline_s:.0f}s: {exc}", file=err)
+            print("The operator's log:\n" + "\n".join(held.lines[-60:]), file=err)
+            return 1
+    print(
+        f"\nOK: the experiment ran both variants and its report is at {page} "
+        f"({time.monotonic() - started:.1f}s; open it in a browser).",
+        file=out,
+    )
+    return 0
+
+
+async def _history_has(api: Any, job: str, step: int) -> bool | None:
+    cm = await api.get(CONFIG_MAPS_RESOURCE, NAMESPACE, history_name(job))
+    if cm is None:
+        return None
+    return True if step in parse_history(str((cm.get("data") or {}).get(HISTORY_KEY) or "")) else None
+
+
+async def _when(pending: Any, check: Any) -> Any:
+    value = await pending
+    return value if check(value) else None
+
+
+__all__ = ["NAME", "NAMESPACE", "STEPS", "manifest", "run_experiment", "run_experiment_demo"]

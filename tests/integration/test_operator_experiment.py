@@ -1,0 +1,241 @@
+"""FlashRLExperiment with the real operator on the emulated API server: jobs created and owned,
+status gathered, finished when all finish, parallelism honoured, deleted with the experiment, and
+`flashrl report` reading the result through the user's kubeconfig after the Ray clusters are gone."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from operator_harness import NAMESPACE, Cluster, StartOperator
+
+from flashrl_api.history import HISTORY_KEY, parse_history
+from flashrl_operator.cli import main
+from flashrl_operator.report.synthetic import records
+from flashrl_operator.sim import (
+    CONFIG_MAPS_RESOURCE,
+    EXPERIMENTS_RESOURCE,
+    JOBS_RESOURCE,
+    RAY_JOBS_RESOURCE,
+    SUCCEEDED,
+    TRAINING,
+    EmulatedCluster,
+    eventually,
+    failed,
+)
+
+pytestmark = pytest.mark.kmock
+
+STEPS = 12
+#: The metrics the emulated launcher puts in status.metrics each step (verl's names).
+REPORTED = (
+    "val-core/aime-2024/acc/mean@1",
+    "response_length/mean",
+    "perf/throughput",
+    "timing_s/step",
+    "timing_s/gen",
+    "timing_s/update_weights",
+    "timing_per_token_ms/gen",
+    "rollout_corr/kl",
+    "rollout_corr/rollout_is_eff_sample_size",
+    "training/rollout_probs_diff_mean",
+)
+
+
+def experiment_manifest(name: str, parallelism: int | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "template": {"training": {"totalSteps": STEPS}},
+        "variants": [
+            {"name": "fp8", "spec": {"rollout": {"quantization": "blockwise-fp8"}}},
+            {"name": "bf16", "spec": {"rollout": {"quantization": "bf16"}}},
+        ],
+    }
+    if parallelism is not None:
+        spec["parallelism"] = parallelism
+    return {
+        "apiVersion": "flashrl.dev/v1alpha1",
+        "kind": "FlashRLExperiment",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": spec,
+    }
+
+
+async def experiment_status(cluster: Cluster, name: str) -> dict[str, Any]:
+    obj = await cluster.api.get(EXPERIMENTS_RESOURCE, NAMESPACE, name)
+    assert obj is not None
+    return dict(obj.get("status") or {})
+
+
+async def wait_experiment(cluster: Cluster, name: str, check: Any, what: str) -> dict[str, Any]:
+    async def probe() -> dict[str, Any] | None:
+        status = await experiment_status(cluster, name)
+        return status if check(status) else None
+
+    return await eventually(probe, f"FlashRLExperiment {name}: {what}", 20.0)
+
+
+async def run_variant(cluster: Cluster, job: str, precision: str, *, fail_at: int | None = None) -> None:
+    """Play KubeRay and the launcher for one variant: training, a report per step, the end."""
+    await cluster.wait_for(RAY_JOBS_RESOURCE, job)
+    await cluster.kuberay.set_status(NAMESPACE, job, TRAINING)
+    await cluster.wait_phase(job, "Running")
+    for record in records(precision, STEPS):
+        step = record["step"]
+        if step == 0:
+            continue
+        if fail_at is not None and step > fail_at:
+            break
+        await cluster.kuberay.report_named_metrics(NAMESPACE, job, step, STEPS, record["data"], REPORTED)
+        # One status patch per step, as the launcher makes: wait until the operator recorded it.
+        await eventually(
+            functools.partial(history_step, cluster, job, step), f"{job} history to reach step {step}", 10.0
+        )
+    if fail_at is None:
+        await cluster.kuberay.set_status(NAMESPACE, job, SUCCEEDED)
+        await cluster.wait_phase(job, "Succeeded")
+    else:
+        await cluster.kuberay.set_status(NAMESPACE, job, failed("AppFailed", "verl exited with 1"))
+        await cluster.wait_phase(job, "Failed")
+
+
+async def history_step(cluster: Cluster, job: str, step: int) -> bool | None:
+    cm = await cluster.api.get(CONFIG_MAPS_RESOURCE, NAMESPACE, f"{job}-metrics")
+    if cm is None:
+        return None
+    return True if step in parse_history(cm["data"][HISTORY_KEY]) else None
+
+
+async def test_an_experiment_runs_its_variants_and_reports_them(
+    emulated: EmulatedCluster,
+    cluster: Cluster,
+    start_operator: StartOperator,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    await start_operator()
+    created = await cluster.api.create(EXPERIMENTS_RESOURCE, experiment_manifest("cmp"))
+
+    # One FlashRLJob per variant, owned by the experiment, identical but for the variant's field.
+    fp8 = await cluster.wait_for(JOBS_RESOURCE, "cmp-fp8")
+    bf16 = await cluster.wait_for(JOBS_RESOURCE, "cmp-bf16")
+    for job in (fp8, bf16):
+        (owner,) = job["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["name"], owner["uid"]) == (
+            "FlashRLExperiment",
+            "cmp",
+            created["metadata"]["uid"],
+        )
+        assert owner["controller"] is True
+    assert fp8["spec"]["rollout"]["quantization"] == "blockwise-fp8"
+    assert bf16["spec"]["rollout"]["quantization"] == "bf16"
+    assert fp8["spec"]["training"]["totalSteps"] == bf16["spec"]["training"]["totalSteps"] == STEPS
+    status = await wait_experiment(cluster, "cmp", lambda s: s.get("finished") == "0/2", "0/2 finished")
+    assert [v["name"] for v in status["variants"]] == ["fp8", "bf16"]
+
+    # Both train; the experiment's status follows their phase, step and latest metrics.
+    await run_variant(cluster, "cmp-fp8", "blockwise-fp8")
+    status = await wait_experiment(
+        cluster, "cmp", lambda s: s["variants"][0].get("phase") == "Succeeded", "fp8 Succeeded"
+    )
+    assert status["phase"] == "Running" and status["finished"] == "1/2"
+    fp8_status = status["variants"][0]
+    assert fp8_status["step"] == STEPS and fp8_status["jobName"] == "cmp-fp8"
+    # The last step validates too, so every reported metric is there, at that step.
+    assert {m["name"] for m in fp8_status["metrics"]} == set(REPORTED)
+    assert {m["step"] for m in fp8_status["metrics"]} == {STEPS}
+    await run_variant(cluster, "cmp-bf16", "bf16")
+    status = await wait_experiment(cluster, "cmp", lambda s: s.get("phase") == "Succeeded", "Succeeded")
+    assert status["finished"] == "2/2"
+    assert {c["type"]: c["status"] for c in status["conditions"]}["Succeeded"] == "True"
+
+    # KubeRay deletes the Ray clusters after the run (ttlSecondsAfterFinished): the report does not need them.
+    for job in ("cmp-fp8", "cmp-bf16"):
+        await cluster.api.delete(RAY_JOBS_RESOURCE, NAMESPACE, job)
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "emulated", "cluster": {"server": emulated.url}}],
+                "users": [{"name": "me", "user": {"token": "user-token"}}],
+                "contexts": [
+                    {"name": "ctx", "context": {"cluster": "emulated", "user": "me", "namespace": NAMESPACE}}
+                ],
+                "current-context": "ctx",
+            }
+        )
+    )
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    out = tmp_path / "report"
+    # The CLI, as a user runs it (its own event loop, in its own thread here).
+    argv = ["report", "--experiment", "cmp", "-n", NAMESPACE, "--output", str(out)]
+    assert await asyncio.to_thread(main, argv) == 0
+    page = (out / "report.html").read_text()
+    assert f"FlashRL experiment {NAMESPACE}/cmp" in page
+    assert f"ConfigMap {NAMESPACE}/cmp-fp8-metrics" in page
+    assert page.count('src="data:image/png;base64,') == 8  # every figure drawn from the histories
+    assert "fp8" in page and "bf16" in page
+
+    # Deleting the experiment deletes its jobs (and what they own) through Kubernetes' garbage collector.
+    await cluster.api.delete(EXPERIMENTS_RESOURCE, NAMESPACE, "cmp")
+    gone = await emulated.garbage_collector.collect()
+    assert {"FlashRLJob team-a/cmp-fp8", "FlashRLJob team-a/cmp-bf16"} <= set(gone)
+    assert "ConfigMap team-a/cmp-fp8-metrics" in gone
+    assert await cluster.api.get(JOBS_RESOURCE, NAMESPACE, "cmp-fp8") is None
+
+
+async def test_parallelism_one_runs_variants_one_after_another_and_a_failure_frees_the_slot(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    await start_operator()
+    await cluster.api.create(EXPERIMENTS_RESOURCE, experiment_manifest("seq", parallelism=1))
+    await cluster.wait_for(JOBS_RESOURCE, "seq-fp8")
+    status = await wait_experiment(
+        cluster,
+        "seq",
+        lambda s: [v.get("phase") for v in s.get("variants", [])][1:] == ["Waiting"],
+        "bf16 waiting",
+    )
+    assert await cluster.api.get(JOBS_RESOURCE, NAMESPACE, "seq-bf16") is None
+    await run_variant(cluster, "seq-fp8", "blockwise-fp8", fail_at=5)
+    # The failed variant frees its slot: the next one starts.
+    await cluster.wait_for(JOBS_RESOURCE, "seq-bf16")
+    status = await wait_experiment(cluster, "seq", lambda s: s.get("finished") == "1/2", "1/2 finished")
+    assert status["variants"][0]["phase"] == "Failed"
+    assert status["reason"] == "VariantFailed"
+    await run_variant(cluster, "seq-bf16", "bf16")
+    status = await wait_experiment(cluster, "seq", lambda s: s.get("phase") == "Failed", "Failed")
+    assert status["finished"] == "2/2"
+    assert status["message"].startswith("fp8 failed")
+
+
+async def test_an_invalid_experiment_is_failed_with_field_paths_and_creates_nothing(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    await start_operator()
+    manifest = experiment_manifest("bad")
+    manifest["spec"]["variants"][1] = {"name": "bf16", "spec": {"data": {"train": "/data/other.parquet"}}}
+    await cluster.api.create(EXPERIMENTS_RESOURCE, manifest)
+    status = await wait_experiment(cluster, "bad", lambda s: s.get("phase") == "Failed", "Failed")
+    assert status["reason"] == "InvalidSpec"
+    assert "spec.variants[1].spec.data.train: changes the data" in status["message"]
+    assert [j for j in await cluster.api.list(JOBS_RESOURCE, NAMESPACE)] == []
+
+
+def test_the_demos_experiment_completes_and_writes_its_report(tmp_path: Path) -> None:
+    import io
+
+    from flashrl_operator.sim.experiment_demo import run_experiment_demo
+
+    out, err = io.StringIO(), io.StringIO()
+    assert run_experiment_demo(out, err, tmp_path / "report", deadline_s=90.0, steps=8) == 0, err.getvalue()
+    text = out.getvalue()
+    assert "experiment: Succeeded, 2/2 variants finished" in text
+    assert "read 2 histories over the API" in text
+    page = (tmp_path / "report" / "report.html").read_text()
+    assert "SYNTHETIC" in page and page.count('src="data:image/png;base64,') == 8

@@ -1,0 +1,184 @@
+"""The operator never takes over what is not its job's, refuses what the admin's policy forbids, and
+applies each job's NetworkPolicy.
+
+For every child kind, an object already exists under the child's name (made by a user, or owned by
+another FlashRLJob of the same name that was deleted): the job reports ``ChildConflict`` naming it,
+creates nothing, and the object is left exactly as it was (no patch, no adoption, no deletion). Once
+the object is gone, the job goes ahead on the next resync.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from operator_harness import NAMESPACE, Cluster, StartOperator, job_manifest
+
+from flashrl_api import parse_job
+from flashrl_operator.kinds import CHILD_KINDS
+from flashrl_operator.policy import AdminPolicy
+from flashrl_operator.render import render
+from flashrl_operator.render.network import NetworkSettings
+from flashrl_operator.sim import JOBS_RESOURCE, RAY_JOBS_RESOURCE, eventually, resource_key
+
+pytestmark = pytest.mark.kmock
+
+
+def _children(name: str) -> dict[str, dict[str, Any]]:
+    """The job's children as rendered (no uid yet: what a squatter would copy)."""
+    job = parse_job({**job_manifest(name), "metadata": {"name": name, "namespace": NAMESPACE}})
+    return {obj["kind"]: obj for obj in render(job)}
+
+
+def _foreign(obj: dict[str, Any], owner_uid: str | None) -> dict[str, Any]:
+    """The same object as someone else's: their data, and their controller (or none)."""
+    foreign = copy.deepcopy(obj)
+    foreign["metadata"].pop("ownerReferences", None)
+    foreign["metadata"]["labels"] = {**foreign["metadata"].get("labels", {}), "owner": "someone-else"}
+    if owner_uid is not None:
+        foreign["metadata"]["ownerReferences"] = [
+            {
+                "apiVersion": "flashrl.dev/v1alpha1",
+                "kind": "FlashRLJob",
+                "name": obj["metadata"]["name"],
+                "uid": owner_uid,
+                "controller": True,
+            }
+        ]
+    if obj["kind"] == "ConfigMap":
+        foreign["data"] = {"their.yaml": "theirs"}
+    if obj["kind"] == "Role":
+        foreign["rules"] = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]
+    return foreign
+
+
+KINDS = [r.kind for r in CHILD_KINDS]
+
+
+async def conflicted(cluster: Cluster, name: str) -> dict[str, Any] | None:
+    """The job's status once its Accepted condition says ChildConflict."""
+    status = await cluster.status(name)
+    accepted = [c for c in status.get("conditions", []) if c["type"] == "Accepted"]
+    return status if accepted and accepted[0]["reason"] == "ChildConflict" else None
+
+
+def test_every_child_kind_is_covered() -> None:
+    assert set(_children("x")) == set(KINDS)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("owner", [None, "a-deleted-job-uid"], ids=["no-controller", "other-uid"])
+async def test_an_object_under_a_childs_name_is_never_taken_over(
+    cluster: Cluster, start_operator: StartOperator, kind: str, owner: str | None
+) -> None:
+    name = f"own-{kind.lower()}"[:40]
+    children = _children(name)
+    squatter = _foreign(children[kind], owner)
+    resource = next(resource_key(r) for r in CHILD_KINDS if r.kind == kind)
+    await cluster.api.create(resource, squatter)
+    before = await cluster.api.get(resource, NAMESPACE, squatter["metadata"]["name"])
+    assert before is not None
+
+    await start_operator(resync_interval=0.5)
+    await cluster.api.create(JOBS_RESOURCE, job_manifest(name))
+
+    status = await eventually(lambda: conflicted(cluster, name), "Accepted=False/ChildConflict")
+    assert status["phase"] == "Pending"
+    accepted = next(c for c in status["conditions"] if c["type"] == "Accepted")
+    assert accepted["status"] == "False"
+    assert f"{kind} {NAMESPACE}/{squatter['metadata']['name']}" in accepted["message"]
+    assert f"{kind} {NAMESPACE}/{squatter['metadata']['name']}" in status["message"]
+
+    async def warned() -> bool:
+        events = await cluster.events_for(name)
+        return any(e["reason"] == "ChildConflict" and e["type"] == "Warning" for e in events)
+
+    await eventually(warned, "a Warning Event ChildConflict")
+
+    # Nothing was created, and the squatter is untouched (a few resyncs later).
+    await cluster.api.get(JOBS_RESOURCE, NAMESPACE, name)
+    for other_kind, obj in children.items():
+        if other_kind != kind:
+            other = next(resource_key(r) for r in CHILD_KINDS if r.kind == other_kind)
+            assert await cluster.api.get(other, NAMESPACE, obj["metadata"]["name"]) is None, other_kind
+    after = await cluster.api.get(resource, NAMESPACE, squatter["metadata"]["name"])
+    assert after == before
+    writes = [
+        w
+        for w in cluster.server.writes
+        if w.name == squatter["metadata"]["name"] and w.plural == resource.rsplit("/", 1)[-1]
+    ]
+    assert [w.actor for w in writes if w.verb != "create"] == []
+
+    # Once it is gone, the job goes ahead and creates its own.
+    await cluster.api.delete(resource, NAMESPACE, squatter["metadata"]["name"])
+    await cluster.wait_for(RAY_JOBS_RESOURCE, children["RayJob"]["metadata"]["name"])
+    mine = await cluster.wait_for(resource, squatter["metadata"]["name"])
+    job = await cluster.job(name)
+    refs = mine["metadata"]["ownerReferences"]
+    assert [(r["uid"], r["controller"]) for r in refs] == [(job["metadata"]["uid"], True)]
+
+
+async def test_a_foreign_rayjobs_status_is_not_reported_as_the_jobs(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    children = _children("hijack")
+    squatter = _foreign(children["RayJob"], None)
+    squatter["status"] = {"jobStatus": "SUCCEEDED", "jobDeploymentStatus": "Complete"}
+    await cluster.api.create(RAY_JOBS_RESOURCE, squatter)
+    await start_operator()
+    await cluster.api.create(JOBS_RESOURCE, job_manifest("hijack"))
+
+    status = await eventually(lambda: conflicted(cluster, "hijack"), "Accepted=False/ChildConflict")
+    assert status["phase"] == "Pending"  # not the foreign job's Succeeded
+
+
+async def test_policy_violations_are_refused_before_anything_is_created(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    await start_operator(
+        policy=AdminPolicy(allowed_registries=("registry.internal",), forbid_keyless_exists_tolerations=True)
+    )
+    spec = {
+        "images": {"trainer": "docker.io/evil/miner:1"},
+        "resources": {"tolerations": [{"operator": "Exists"}]},
+    }
+    await cluster.api.create(JOBS_RESOURCE, job_manifest("pol", spec))
+    status = await cluster.wait_phase("pol", "Failed")
+    assert status["reason"] == "PolicyViolation"
+    assert "spec.images.trainer" in status["message"]
+    assert "spec.resources.tolerations[0]" in status["message"]
+    for kind in KINDS:
+        resource = next(resource_key(r) for r in CHILD_KINDS if r.kind == kind)
+        assert await cluster.api.get(resource, NAMESPACE, _children("pol")[kind]["metadata"]["name"]) is None
+
+    # Fixing the spec lets it through: a policy violation is not final.
+    await cluster.api.patch(
+        JOBS_RESOURCE,
+        NAMESPACE,
+        "pol",
+        {"spec": {"images": {"trainer": "registry.internal/rl/trainer:1"}, "resources": {"tolerations": []}}},
+    )
+    await cluster.wait_for(RAY_JOBS_RESOURCE, "pol")
+
+
+async def test_the_network_policy_is_applied_with_the_operators_settings(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    await start_operator(network=NetworkSettings(kuberay_namespace="ray-system", monitoring_namespace=""))
+    await cluster.api.create(JOBS_RESOURCE, job_manifest("net"))
+    await cluster.wait_for(RAY_JOBS_RESOURCE, "net")
+    policy = await cluster.wait_for("networking.k8s.io/v1/networkpolicies", "net-ray")
+    peers = [peer for rule in policy["spec"]["ingress"] for peer in rule["from"]]
+    assert {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ray-system"}}} in peers
+    assert len(policy["spec"]["ingress"]) == 2  # no monitoring namespace
+    job = await cluster.job("net")
+    assert policy["metadata"]["ownerReferences"][0]["uid"] == job["metadata"]["uid"]
+
+
+async def test_no_network_policy_when_disabled(cluster: Cluster, start_operator: StartOperator) -> None:
+    await start_operator(network=NetworkSettings(enabled=False))
+    await cluster.api.create(JOBS_RESOURCE, job_manifest("nonet"))
+    await cluster.wait_for(RAY_JOBS_RESOURCE, "nonet")
+    assert await cluster.api.get("networking.k8s.io/v1/networkpolicies", NAMESPACE, "nonet-ray") is None

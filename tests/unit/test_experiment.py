@@ -1,0 +1,426 @@
+"""FlashRLExperiment: the models, their rules (CEL paired with Python), the generated CRD and the
+variants' FlashRLJobs."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from crd_schema_tools import apply_defaults, strict_json_schema, walk
+
+from flashrl_api import API_VERSION, FlashRLJobSpec, SpecError
+from flashrl_api.experiment import (
+    EXPERIMENT_KIND,
+    EXPERIMENT_LABEL,
+    FREE_FIELDS,
+    OBJECT_RULES,
+    SETUP_CHANGES_CEL,
+    SETUP_FIELDS,
+    VARIANT_LABEL,
+    experiment_problems,
+    merge_patch,
+    parse_experiment,
+    setup_changes_allowed,
+    variant_jobs,
+)
+from flashrl_operator.crd_experiment import (
+    CHART_EXPERIMENT_CRD_PATH,
+    HEADER,
+    build_experiment_crd,
+    experiment_crd_yaml,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "flashrlexperiment.yaml"
+celpy = pytest.importorskip("celpy", reason="cel-python (module celpy) is not installed")
+
+
+def _experiment(spec: dict[str, Any] | None = None, name: str = "origin", **meta: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": EXPERIMENT_KIND,
+        "metadata": {"name": name, "namespace": "rl", **meta},
+        "spec": spec if spec is not None else {},
+    }
+
+
+def _problems(spec: dict[str, Any], name: str = "origin") -> list[str]:
+    _, problems = experiment_problems(_experiment(spec, name))
+    return [str(p) for p in problems]
+
+
+def _root() -> dict[str, Any]:
+    schema: dict[str, Any] = build_experiment_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return schema
+
+
+# --- the models ------------------------------------------------------------------------------------
+
+
+def test_default_variants_are_the_origin_precisions() -> None:
+    experiment = parse_experiment(_experiment())
+    jobs = variant_jobs(experiment)
+    assert [j.name for j in jobs] == ["origin-blockwise-fp8", "origin-channel-fp8", "origin-bf16"]
+    assert [j.spec.rollout.quantization for j in jobs] == ["blockwise-fp8", "channel-fp8", "bf16"]
+
+
+def test_per_channel_is_left_out_for_an_image_not_known_to_support_it() -> None:
+    spec = {"template": {"images": {"trainer": "registry.example/verl:custom"}}}
+    jobs = variant_jobs(parse_experiment(_experiment(spec)))
+    assert [j.spec.rollout.quantization for j in jobs] == ["blockwise-fp8", "bf16"]
+
+
+def test_variants_are_identical_but_for_their_own_fields() -> None:
+    spec = {
+        "template": {
+            "training": {"totalSteps": 40},
+            "storage": {"checkpoints": {"claimName": "ck", "mountPath": "/c"}},
+        },
+        "variants": [
+            {"name": "fp8", "spec": {"rollout": {"quantization": "blockwise-fp8"}}},
+            {
+                "name": "bf16",
+                "spec": {"rollout": {"quantization": "bf16"}, "correction": {"tis": {"level": "off"}}},
+            },
+        ],
+    }
+    fp8, bf16 = variant_jobs(parse_experiment(_experiment(spec, uid="u-1")))
+    a, b = fp8.spec.to_wire(), bf16.spec.to_wire()
+    for wire in (a, b):
+        wire["rollout"].pop("quantization")
+        wire["correction"]["tis"].pop("level")
+        wire["training"].pop("experimentName")
+    assert a == b
+    assert fp8.spec.training.total_steps == bf16.spec.training.total_steps == 40
+    assert bf16.spec.correction.tis.level == "off" and fp8.spec.correction.tis.level == "token"
+    # Each keeps its own tracker run and checkpoint directory on the shared claim.
+    assert (fp8.spec.training.experiment_name, bf16.spec.training.experiment_name) == (
+        "origin-fp8",
+        "origin-bf16",
+    )
+    assert (
+        fp8.metadata["labels"][EXPERIMENT_LABEL] == "origin"
+        and fp8.metadata["labels"][VARIANT_LABEL] == "fp8"
+    )
+    (owner,) = fp8.metadata["ownerReferences"]
+    assert owner == {
+        "apiVersion": API_VERSION,
+        "kind": EXPERIMENT_KIND,
+        "name": "origin",
+        "uid": "u-1",
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def test_a_template_tracker_name_is_suffixed_per_variant() -> None:
+    spec = {"template": {"training": {"experimentName": "dapo"}}}
+    names = [j.spec.training.experiment_name for j in variant_jobs(parse_experiment(_experiment(spec)))]
+    assert names == ["dapo-blockwise-fp8", "dapo-channel-fp8", "dapo-bf16"]
+
+
+def test_merge_patch_merges_mappings_and_replaces_lists() -> None:
+    template = {"a": {"b": 1, "c": [1, 2]}, "d": 1}
+    assert merge_patch(template, {"a": {"c": [3]}, "e": {"f": 1}}) == {
+        "a": {"b": 1, "c": [3]},
+        "d": 1,
+        "e": {"f": 1},
+    }
+    assert merge_patch(template, {"a": None}) == template  # the API server prunes nulls
+    assert template == {"a": {"b": 1, "c": [1, 2]}, "d": 1}  # not modified
+
+
+# --- refusals, at their field paths ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        (
+            {
+                "variants": [
+                    {"name": "a", "spec": {"rollout": {"quantization": "bf16"}}},
+                    {"name": "b", "spec": {"rollout": {"quantization": "bf16"}}},
+                ]
+            },
+            "spec.variants[1]: runs exactly what variant 'a' runs",
+        ),
+        (  # the same run written differently (the template already is blockwise-fp8)
+            {
+                "variants": [
+                    {"name": "a"},
+                    {"name": "b", "spec": {"rollout": {"quantization": "blockwise-fp8"}}},
+                ]
+            },
+            "spec.variants[1]: runs exactly what variant 'a' runs",
+        ),
+        (  # tracker names are set per variant, so they do not make two runs differ
+            {"variants": [{"name": "a"}, {"name": "b", "spec": {"training": {"experimentName": "x"}}}]},
+            "spec.variants[1]: runs exactly what variant 'a' runs",
+        ),
+        (
+            {
+                "variants": [
+                    {"name": "base"},
+                    {"name": "big", "spec": {"model": {"source": "hf://Qwen/Qwen3-32B"}}},
+                ]
+            },
+            "spec.variants[1].spec.model.source: changes the model, so the variants would differ in more "
+            "than what is compared; set spec.variants[1].allowSetupChanges: true to compare them anyway",
+        ),
+        (
+            {
+                "variants": [
+                    {"name": "base"},
+                    {"name": "d", "spec": {"data": {"train": "/data/other.parquet"}}},
+                ]
+            },
+            "spec.variants[1].spec.data.train: changes the data",
+        ),
+        (
+            {"variants": [{"name": "base"}, {"name": "o", "spec": {"overrides": ["trainer.test_freq=2"]}}]},
+            "spec.variants[1].spec.overrides: changes verl's configuration directly",
+        ),
+        (
+            {"variants": [{"name": "base"}, {"name": "t", "spec": {"rollout": {"tensorParallelSize": 3}}}]},
+            "spec.variants[1].spec.rollout.tensorParallelSize: must divide resources.gpusPerNode",
+        ),
+        (
+            {"variants": [{"name": "a"}, {"name": "a", "spec": {"rollout": {"quantization": "bf16"}}}]},
+            "spec.variants[1].name: 'a' is already variant 0",
+        ),
+        (
+            {"variants": [{"name": "a"}]},
+            "spec.variants: List should have at least 2 items",
+        ),
+        (
+            {"variants": [{"name": "a"}, {"name": "b", "spec": {"rollout": {"quantization": "fp4"}}}]},
+            "spec.variants[1].spec.rollout.quantization: must be one of",
+        ),
+        (
+            {"template": {"rollout": {"n": 0}}},
+            "spec.template.rollout.n: Input should be greater than or equal to 1",
+        ),
+        (
+            {"parallelism": 0},
+            "spec.parallelism: Input should be greater than or equal to 1",
+        ),
+        (  # a rule broken by the merge, caused by the template's value: reported at the template, once
+            {
+                "template": {"resources": {"gpuProduct": "Tesla-T4"}, "rollout": {"quantization": "bf16"}},
+                "variants": [
+                    {"name": "bf16"},
+                    {"name": "fp8", "spec": {"rollout": {"quantization": "blockwise-fp8"}}},
+                ],
+            },
+            "spec.variants[1].spec.rollout.quantization: blockwise-fp8 needs FP8 tensor cores",
+        ),
+    ],
+)
+def test_refusals_name_the_field(spec: dict[str, Any], expected: str) -> None:
+    problems = _problems(spec)
+    assert any(p.startswith(expected) for p in problems), problems
+    with pytest.raises(SpecError):
+        parse_experiment(_experiment(spec))
+
+
+def test_setup_changes_are_accepted_with_the_flag() -> None:
+    spec = {
+        "variants": [
+            {"name": "qwen3-8b"},
+            {
+                "name": "qwen3-4b",
+                "spec": {"model": {"source": "hf://Qwen/Qwen3-4B-Base"}},
+                "allowSetupChanges": True,
+            },
+        ]
+    }
+    jobs = variant_jobs(parse_experiment(_experiment(spec)))
+    assert [j.spec.model.source for j in jobs] == ["hf://Qwen/Qwen3-8B-Base", "hf://Qwen/Qwen3-4B-Base"]
+
+
+def test_a_template_problem_is_reported_once_at_the_template() -> None:
+    problems = _problems({"template": {"training": {"miniBatchSize": 24}}})
+    assert problems == ["spec.template.training.miniBatchSize: must divide training.promptBatchSize"]
+
+
+def test_variant_job_names_must_fit() -> None:
+    problems = _problems({}, name="e" * 55)
+    assert any(p.startswith("spec.variants[0].name: the variant's FlashRLJob") for p in problems), problems
+
+
+def test_every_spec_field_is_free_or_setup_exactly_once() -> None:
+    def leaves(model: type[Any], prefix: str = "") -> list[str]:
+        out = []
+        for name, field in model.model_fields.items():
+            path = f"{prefix}{field.alias or name}"
+            ann = field.annotation
+            if isinstance(ann, type) and issubclass(ann, FlashRLJobSpec.__mro__[1]) and ann.model_fields:
+                out.extend(leaves(ann, path + "."))
+            else:
+                out.append(path)
+        return out
+
+    tables = [*FREE_FIELDS, *SETUP_FIELDS]
+    assert len(tables) == len(set(tables))
+    for leaf in leaves(FlashRLJobSpec):
+        covering = [t for t in tables if leaf == t or leaf.startswith(t + ".")]
+        assert len(covering) == 1, (
+            f"{leaf} is covered by {covering}: classify it in flashrl_api/experiment.py"
+        )
+
+
+# --- CEL paired with Python ----------------------------------------------------------------------------
+
+
+def _cel(rule: str) -> Any:
+    env = celpy.Environment()
+    return env.program(env.compile(rule))
+
+
+def _variant_samples() -> list[dict[str, Any]]:
+    samples: list[dict[str, Any]] = [{}, {"variants": [{"name": "a"}, {"name": "b"}]}]
+    for i, path in enumerate(itertools.chain(SETUP_FIELDS, FREE_FIELDS)):
+        partial: dict[str, Any] = {}
+        node = partial
+        parts = path.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = {"x": 1} if path in ("model", "data", "checkpoint", "correction") else 1
+        for flag in (False, True):
+            samples.append(
+                {
+                    "variants": [
+                        {"name": "base"},
+                        {"name": f"v{i}", "spec": copy.deepcopy(partial), "allowSetupChanges": flag},
+                    ]
+                }
+            )
+    return samples
+
+
+def test_setup_changes_rule_agrees_in_cel_and_python() -> None:
+    program = _cel(SETUP_CHANGES_CEL)
+    spec_schema = _root()["properties"]["spec"]
+    verdicts = set()
+    for sample in _variant_samples():
+        defaulted = apply_defaults(spec_schema, sample)
+        cel = program.evaluate({"self": celpy.json_to_cel(defaulted)})
+        python = setup_changes_allowed(sample)
+        assert bool(cel) == python, sample
+        verdicts.add(python)
+    assert verdicts == {True, False}
+
+
+@pytest.mark.parametrize(
+    ("name", "variants", "fits"),
+    [
+        ("origin", None, True),
+        ("e" * 49, None, True),  # + "-blockwise-fp8" = 63
+        ("e" * 50, None, False),
+        ("e" * 60, [{"name": "ab"}, {"name": "c"}], True),
+        ("e" * 60, [{"name": "abc"}, {"name": "c"}], False),
+    ],
+)
+def test_job_names_fit_rule_agrees_in_cel_and_python(
+    name: str, variants: list[dict[str, Any]] | None, fits: bool
+) -> None:
+    spec = {} if variants is None else {"variants": variants}
+    obj = apply_defaults(_root(), _experiment(spec, name))
+    (rule,) = [r for r in OBJECT_RULES if r.name == "variant-job-names-fit"]
+    assert bool(_cel(rule.cel).evaluate({"self": celpy.json_to_cel(obj)})) == fits
+    python_fits = not any("the variant's FlashRLJob" in p for p in _problems(spec, name))
+    assert python_fits == fits
+
+
+# --- the generated CRD ---------------------------------------------------------------------------------
+
+
+def test_committed_crd_matches_the_models() -> None:
+    committed = (REPO / CHART_EXPERIMENT_CRD_PATH).read_text(encoding="utf-8")
+    assert committed == experiment_crd_yaml(), f"{CHART_EXPERIMENT_CRD_PATH} is out of date: run `make crd`"
+    assert committed.startswith(HEADER)
+    (doc,) = list(yaml.safe_load_all(committed))
+    assert doc == build_experiment_crd()
+
+
+def test_flashrl_crd_kind_prints_the_same_text() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "flashrl_operator.cli", "crd", "--kind", "FlashRLExperiment"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    assert out.stdout == experiment_crd_yaml()
+
+
+def test_kubernetes_validate_strict_accepts_the_crd(tmp_path: Path) -> None:
+    exe = shutil.which("kubernetes-validate", path=str(Path(sys.executable).parent))
+    assert exe is not None, "kubernetes-validate is part of the dev extra"
+    path = tmp_path / "crd.yaml"
+    path.write_text(experiment_crd_yaml(), encoding="utf-8")
+    out = subprocess.run(
+        [exe, "--strict", str(path)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_names_and_printer_columns() -> None:
+    crd = build_experiment_crd()
+    assert crd["metadata"]["name"] == "flashrlexperiments.flashrl.dev"
+    assert crd["spec"]["names"]["shortNames"] == ["frx"]
+    (version,) = crd["spec"]["versions"]
+    assert version["subresources"] == {"status": {}}
+    columns = {c["name"]: c for c in version["additionalPrinterColumns"]}
+    assert list(columns) == ["Phase", "Finished", "Parallelism", "Reason", "Age"]
+    assert columns["Phase"]["jsonPath"] == ".status.phase"
+    assert columns["Finished"]["jsonPath"] == ".status.finished"
+
+
+def test_schema_is_structural_and_variant_specs_default_nothing() -> None:
+    root = _root()
+    for path, node in walk(root):
+        assert "type" in node, f"{path} has no type"
+        if "properties" in node:
+            assert node["type"] == "object", path
+    variant_spec = root["properties"]["spec"]["properties"]["variants"]["items"]["properties"]["spec"]
+    for path, node in walk(variant_spec):
+        assert path == "" or "default" not in node, (
+            f"variant spec {path} has a default: it would override the template"
+        )
+    # The template is a whole FlashRLJob spec: defaults and the job's rules, reported under spec.template.
+    template = root["properties"]["spec"]["properties"]["template"]
+    assert template["properties"]["rollout"]["properties"]["quantization"]["default"] == "blockwise-fp8"
+    messages = [v["message"] for v in template["x-kubernetes-validations"]]
+    assert all(m.startswith(("spec.template.", "spec.template: ")) for m in messages)
+
+
+def test_schema_accepts_the_example_and_defaults_it_like_the_models() -> None:
+    import jsonschema
+
+    raw = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
+    root = _root()
+    jsonschema.Draft4Validator(strict_json_schema(root)).validate(apply_defaults(root, raw))
+    experiment = parse_experiment(raw)
+    defaulted = apply_defaults(root, raw)
+    assert FlashRLJobSpec.model_validate(defaulted["spec"]["template"]) == experiment.spec.template
+
+
+def test_the_examples_variants_render_and_compose_with_verl() -> None:
+    from flashrl_jobs.verl_config import check_user_overrides
+    from flashrl_operator.render import render
+
+    jobs = variant_jobs(parse_experiment(yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))))
+    assert [j.spec.rollout.quantization for j in jobs] == ["blockwise-fp8", "channel-fp8", "bf16"]
+    for job in jobs:
+        kinds = [o["kind"] for o in render(job)]
+        assert kinds[-1] == "RayJob"
+        assert check_user_overrides(job) == []

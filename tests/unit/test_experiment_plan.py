@@ -1,0 +1,122 @@
+"""The experiment controller's pure part: which variants to create now, and the experiment's status."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flashrl_api import API_VERSION
+from flashrl_api.experiment import EXPERIMENT_KIND, FlashRLExperiment, parse_experiment
+from flashrl_operator.experiment_plan import invalid_status, plan
+
+T0 = "2026-01-01T00:00:00Z"
+T1 = "2026-01-01T01:00:00Z"
+
+
+def _experiment(parallelism: int | None = None, status: dict[str, Any] | None = None) -> FlashRLExperiment:
+    spec: dict[str, Any] = {}
+    if parallelism is not None:
+        spec["parallelism"] = parallelism
+    raw: dict[str, Any] = {
+        "apiVersion": API_VERSION,
+        "kind": EXPERIMENT_KIND,
+        "metadata": {"name": "x", "namespace": "rl", "uid": "u", "generation": 3},
+        "spec": spec,
+    }
+    if status is not None:
+        raw["status"] = status
+    return parse_experiment(raw)
+
+
+def _child(
+    phase: str, step: int = 0, reason: str | None = None, metrics: list[Any] | None = None
+) -> dict[str, Any]:
+    status: dict[str, Any] = {"phase": phase, "progress": {"step": step, "totalSteps": 150}}
+    if reason:
+        status["reason"] = reason
+    if metrics is not None:
+        status["metrics"] = metrics
+    return {"metadata": {"name": "ignored"}, "status": status}
+
+
+def test_without_parallelism_every_variant_is_created_at_once() -> None:
+    p = plan(_experiment(), {}, T0)
+    assert [j.name for j in p.create] == ["x-blockwise-fp8", "x-channel-fp8", "x-bf16"]
+    assert p.status.phase == "Pending"
+    assert [v.phase for v in p.status.variants] == ["Pending"] * 3
+    assert p.status.finished == "0/3"
+    assert p.status.observed_generation == 3
+    assert all(j.metadata["ownerReferences"][0]["uid"] == "u" for j in p.create)
+
+
+def test_parallelism_one_runs_them_one_after_another() -> None:
+    first = plan(_experiment(1), {}, T0)
+    assert [j.name for j in first.create] == ["x-blockwise-fp8"]
+    assert [v.phase for v in first.status.variants] == ["Pending", "Waiting", "Waiting"]
+    running = plan(_experiment(1), {"x-blockwise-fp8": _child("Running", 40)}, T0)
+    assert running.create == []
+    assert running.status.phase == "Running"
+    assert running.status.variants[0].step == 40
+    assert "blockwise-fp8 Running 40/150" in (running.status.message or "")
+    # A failed variant frees its slot too: the others still answer the comparison.
+    after = plan(_experiment(1), {"x-blockwise-fp8": _child("Failed", 12, "TrainerFailed")}, T0)
+    assert [j.name for j in after.create] == ["x-channel-fp8"]
+    assert after.status.finished == "1/3"
+    assert after.status.phase == "Running"
+    assert after.status.reason == "VariantFailed"
+
+
+def test_parallelism_two_keeps_two_busy() -> None:
+    p = plan(
+        _experiment(2), {"x-blockwise-fp8": _child("Succeeded", 150), "x-channel-fp8": _child("Starting")}, T0
+    )
+    assert [j.name for j in p.create] == ["x-bf16"]
+
+
+def test_all_finished_is_succeeded_or_failed_with_the_failed_named() -> None:
+    done = {n: _child("Succeeded", 150) for n in ("x-blockwise-fp8", "x-channel-fp8", "x-bf16")}
+    ok = plan(_experiment(), done, T0)
+    assert (ok.status.phase, ok.status.finished, ok.create) == ("Succeeded", "3/3", [])
+    conditions = {c.type: c for c in ok.status.conditions}
+    assert conditions["Succeeded"].status == "True" and conditions["Failed"].status == "False"
+    done["x-channel-fp8"] = _child("Failed", 63, "GPUWaitTimeout")
+    bad = plan(_experiment(), done, T0)
+    assert bad.status.phase == "Failed"
+    assert bad.status.reason == "VariantFailed"
+    assert bad.status.message == "channel-fp8 failed (GPUWaitTimeout)"
+
+
+def test_latest_metrics_are_copied_and_malformed_ones_skipped() -> None:
+    metrics = [
+        {"name": "rollout_corr/kl", "value": 0.002, "step": 40},
+        {"name": "perf/throughput", "value": "fast"},
+        "junk",
+    ]
+    p = plan(_experiment(), {"x-bf16": _child("Running", 40, metrics=metrics)}, T0)
+    (bf16,) = [v for v in p.status.variants if v.name == "bf16"]
+    assert [(m.name, m.value, m.step) for m in bf16.metrics] == [("rollout_corr/kl", 0.002, 40)]
+
+
+def test_condition_times_move_only_when_the_status_flips() -> None:
+    first = plan(_experiment(), {}, T0).status
+    pending = {n: _child("Pending") for n in ("x-blockwise-fp8", "x-channel-fp8", "x-bf16")}
+    again = plan(_experiment(status=first.to_wire()), pending, T1).status
+    assert {c.type: c.last_transition_time for c in again.conditions} == {
+        "Accepted": T0,
+        "Succeeded": T0,
+        "Failed": T0,
+    }
+
+
+def test_an_invalid_experiment_is_failed_with_every_problem() -> None:
+    status = invalid_status({"generation": 2}, ["spec.variants[1]: a", "spec.template.x: b"], T0)
+    assert status.phase == "Failed" and status.reason == "InvalidSpec"
+    assert status.message == "spec.variants[1]: a; spec.template.x: b"
+    assert status.conditions[0].status == "False"
+
+
+def test_a_deleted_variant_job_is_reported_not_run_again() -> None:
+    earlier = plan(_experiment(), {"x-bf16": _child("Running", 30)}, T0).status.to_wire()
+    p = plan(_experiment(status=earlier), {}, T1)
+    (bf16,) = [v for v in p.status.variants if v.name == "bf16"]
+    assert (bf16.phase, bf16.reason, bf16.step) == ("Failed", "JobDeleted", 30)
+    assert "x-bf16" not in [j.name for j in p.create]
