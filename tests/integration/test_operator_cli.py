@@ -184,6 +184,8 @@ def test_demo_runs_the_whole_lifecycle() -> None:
     assert "created rayjob rl/qwen3-8b-dapo-fp8-2" in text
     assert "step 6/150 (attempt 2)" in text
     assert "attempt 2, 2 step(s) lost to the failure" in text
+    # The second attempt's exporter serves the checkpoint it resumed from.
+    assert 'flashrl_checkpoint_step{job="qwen3-8b-dapo-fp8",namespace="rl"} 5.0' in text
     # The stuck GPU worker is named with the scheduler's reason, then the cluster comes up.
     assert "condition ClusterReady=False (PodUnschedulable)" in text
     assert "Warning PodUnschedulable" in text

@@ -382,15 +382,18 @@ def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 def test_verls_file_logger_feeds_metrics_and_status_from_the_trainer_actor(
     ray_cluster: LocalRay, launch: Callable[..., Any], api: Callable[[int], ApiServer], setup: dict[str, Any]
 ) -> None:
+    write_job(setup["job"], setup["tmp"] / "checkpoints", checkpoint={"interval": 2})
     server = api(200)
     gate = setup["tmp"] / "go"
     run = start_train(
         launch, ray_cluster, setup, FLASHRL_API_SERVER=server.url, FAKE_VERL_RAY="1", FAKE_VERL_GATE=str(gate)
     )
     port = int(re.search(r":(\d+)/metrics", run.wait_for_line("for Prometheus on")).group(1))  # type: ignore[union-attr]
-    # verl is now held after step 2: scrape until the launcher has read it from the file.
+    # verl is now held after step 2 and its checkpoint: scrape until the launcher has read both.
     deadline = time.monotonic() + 120
-    while (got := scrape(port)).get(("flashrl_training_step", ())) != 2:
+    while (got := scrape(port)).get(("flashrl_training_step", ())) != 2 or got.get(
+        ("flashrl_checkpoint_step", ())
+    ) != 2:
         assert time.monotonic() < deadline, (got, run.lines)
         time.sleep(0.2)
     assert got[("flashrl_training_total_steps", ())] == 3

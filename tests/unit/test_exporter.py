@@ -101,6 +101,18 @@ def test_every_verl_metric_is_exported_under_its_name(server: tuple[RunState, Me
     }
 
 
+def test_the_newest_checkpoint_step_is_exported_once_the_ledger_has_seen_one(
+    server: tuple[RunState, MetricsServer],
+) -> None:
+    state, running = server
+    state.add(Record(3, {"timing_s/step": 10.0}), now=1.0)
+    assert (names.CHECKPOINT_STEP, ()) not in samples(scrape(running))  # no checkpoint yet: no series
+    state.set_checkpoint(2)
+    assert samples(scrape(running))[(names.CHECKPOINT_STEP, ())] == 2
+    state.set_checkpoint(4)
+    assert samples(scrape(running))[(names.CHECKPOINT_STEP, ())] == 4
+
+
 def test_a_metric_verl_reported_as_nan_has_no_series(server: tuple[RunState, MetricsServer]) -> None:
     state, running = server
     # verl's debug metrics are NaN when the rollout log-probs are invalid (utils/debug/metrics.py);
@@ -115,7 +127,9 @@ def test_promtool_accepts_a_real_scrape(server: tuple[RunState, MetricsServer]) 
     state, running = server
     state.add(Record(0, {"val-core/aime24/acc/mean@32": 0.1}), now=1.0)
     state.add(Record(1, STEP), now=2.0)
+    state.set_checkpoint(1)
     text = scrape(running)
+    assert names.CHECKPOINT_STEP in text
     checked = subprocess.run(
         ["promtool", "check", "metrics"], input=text, capture_output=True, text=True, check=False
     )

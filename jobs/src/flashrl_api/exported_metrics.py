@@ -34,6 +34,12 @@ TRAINING_REMAINING_SECONDS: Final = "flashrl_training_estimated_remaining_second
 PHASE_SECONDS: Final = "flashrl_phase_seconds"
 PHASE_LABEL: Final = "phase"
 
+# --- checkpoints ----------------------------------------------------------------------------------------
+
+#: Step of the newest checkpoint verl would resume from (``latest_checkpointed_iteration.txt``, the same
+#: entry as ``status.checkpoint.step``); no series until the launcher has seen one.
+CHECKPOINT_STEP: Final = "flashrl_checkpoint_step"
+
 # --- quality --------------------------------------------------------------------------------------------
 
 #: ``val-core/<data_source>/<metric>``; labels ``data_source`` and ``metric`` (e.g. ``acc/mean@32``).
@@ -102,6 +108,7 @@ ALL: Final[frozenset[str]] = frozenset(
         TRAINING_LAST_STEP_TIMESTAMP,
         TRAINING_REMAINING_SECONDS,
         PHASE_SECONDS,
+        CHECKPOINT_STEP,
         VALIDATION_SCORE,
         RESPONSE_LENGTH,
         VERL_METRIC,

@@ -375,12 +375,14 @@ def train(job: FlashRLJob, address: str, entry_module: str, port: int) -> int:
     if (resume := ledger.poll()) is not None:
         mode = job.spec.checkpoint.resume_mode
         log(f"Checkpoint of step {resume.step} found: {resume.path} (resumeMode {mode})")
+        state.set_checkpoint(resume.step)
 
     def new_checkpoint() -> dict[str, Any] | None:
         found = ledger.poll()
         if found is None:
             return None
         log(f"Checkpoint of step {found.step} saved: {found.path}")
+        state.set_checkpoint(found.step)
         return found.to_status(attempt)
 
     def poll_ledger() -> None:

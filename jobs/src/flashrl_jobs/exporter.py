@@ -65,6 +65,14 @@ class RunCollector(Collector):
             fam = gauge(names.TRAINING_REMAINING_SECONDS, "Estimated seconds until the last step.")
             fam.add_metric(ids, remaining)
             yield fam
+        checkpoint = self._state.checkpoint()
+        if checkpoint is not None:
+            fam = gauge(
+                names.CHECKPOINT_STEP,
+                "Step of the newest checkpoint verl would resume from (latest_checkpointed_iteration.txt).",
+            )
+            fam.add_metric(ids, checkpoint)
+            yield fam
 
         phases = gauge(
             names.PHASE_SECONDS, "Seconds of the last step per phase (verl timing_s/*).", (names.PHASE_LABEL,)

@@ -190,6 +190,8 @@ class RunState:
     step: int = 0
     latest: dict[str, tuple[float, int]] = field(default_factory=dict)
     last_step_time: float | None = None
+    #: Step of the newest checkpoint the launcher's ledger has seen (``None`` before the first).
+    checkpoint_step: int | None = None
     durations: deque[float] = field(default_factory=lambda: deque(maxlen=ETA_WINDOW))
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -213,6 +215,16 @@ class RunState:
         """verl printed its own total (it wins over the spec's)."""
         with self._lock:
             self.total_steps = total
+
+    def set_checkpoint(self, step: int) -> None:
+        """The ledger saw a checkpoint of ``step`` (new, or the one a resumed attempt starts from)."""
+        with self._lock:
+            self.checkpoint_step = step
+
+    def checkpoint(self) -> int | None:
+        """Step of the newest checkpoint seen, or ``None``."""
+        with self._lock:
+            return self.checkpoint_step
 
     def snapshot(self) -> tuple[int, int, float | None, dict[str, tuple[float, int]]]:
         """``(step, total_steps, last_step_time, latest)`` consistently."""

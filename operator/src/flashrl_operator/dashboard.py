@@ -72,14 +72,14 @@ def panels() -> list[dict[str, Any]]:
         _panel(
             "Progress",
             [_target(f"100 * {m.TRAINING_STEP}{{{SEL}}} / {m.TRAINING_TOTAL_STEPS}{{{SEL}}}")],
-            (0, 1, 8, 7),
+            (0, 1, 6, 7),
             unit="percent",
             description="Completed training steps over the run's total.",
         ),
         _panel(
             "Time left",
             [_target(f"{m.TRAINING_REMAINING_SECONDS}{{{SEL}}}")],
-            (8, 1, 8, 7),
+            (6, 1, 6, 7),
             unit="s",
             kind="stat",
             description="Steps left times the mean of the last 10 step durations.",
@@ -87,9 +87,16 @@ def panels() -> list[dict[str, Any]]:
         _panel(
             "Seconds since the last step",
             [_target(f"time() - {m.TRAINING_LAST_STEP_TIMESTAMP}{{{SEL}}}")],
-            (16, 1, 8, 7),
+            (12, 1, 6, 7),
             unit="s",
             description="FlashRLJobStalled fires when this exceeds a multiple of the step time.",
+        ),
+        _panel(
+            "Steps since the last checkpoint",
+            [_target(f"{m.TRAINING_STEP}{{{SEL}}} - {m.CHECKPOINT_STEP}{{{SEL}}}")],
+            (18, 1, 6, 7),
+            description="Completed steps a failure now would lose (the retry resumes from "
+            "flashrl_checkpoint_step); at most spec.checkpoint.interval - 1.",
         ),
         _row("Quality", 8),
         _panel(

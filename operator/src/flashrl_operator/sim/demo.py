@@ -308,10 +308,13 @@ async def _play(
     async def run_steps(attempt: int, steps: range) -> None:
         state = RunState(total_steps=total)
         states.append(state)
+        if steps.start > 1:
+            state.set_checkpoint(steps.start - 1)  # the launcher finds the checkpoint it resumes from
         for step in steps:
             if step % interval == 0:
                 path = f"/checkpoints/.../global_step_{step}"
                 timeline.say(LAUNCHER, f"verl saved a checkpoint: status.checkpoint step {step} ({path})")
+                state.set_checkpoint(step)
                 await kuberay.report_checkpoint(namespace, name, step, path, attempt)
             # verl's file-logger line for the step, as the launcher reads it (step times as on 8xH20).
             metrics = verl_step_metrics(step, fails_after + 1)
