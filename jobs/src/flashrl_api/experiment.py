@@ -19,12 +19,11 @@ field is in exactly one of the two lists (a test walks the models), so a new fie
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from flashrl_api._base import ApiModel
 from flashrl_api.manifest import (
@@ -33,12 +32,15 @@ from flashrl_api.manifest import (
     MAX_NAME_LENGTH,
     NAME_MESSAGE,
     NAME_PATTERN,
+    ApiObject,
     FlashRLJob,
     Problem,
     SpecError,
     _humanize,
     _loc_to_path,
+    header_problems,
     spec_problems,
+    unknown_field_problems,
 )
 from flashrl_api.pins import default_trainer_image
 from flashrl_api.spec import DNS_LABEL_PATTERN, FlashRLJobSpec
@@ -226,32 +228,11 @@ class FlashRLExperimentStatus(ApiModel):
     """The metadata.generation this status describes."""
 
 
-class FlashRLExperiment(BaseModel):
+class FlashRLExperiment(ApiObject):
     """A whole FlashRLExperiment object as stored by Kubernetes."""
 
-    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
-
-    api_version: str = Field(alias="apiVersion")
-    kind: str
-    metadata: dict[str, Any]
     spec: FlashRLExperimentSpec
     status: FlashRLExperimentStatus | None = None
-
-    @property
-    def name(self) -> str:
-        """``metadata.name``."""
-        return str(self.metadata["name"])
-
-    @property
-    def namespace(self) -> str:
-        """``metadata.namespace`` (``default`` when absent)."""
-        return str(self.metadata.get("namespace") or "default")
-
-    @property
-    def uid(self) -> str | None:
-        """``metadata.uid`` when the object came from the API server."""
-        uid = self.metadata.get("uid")
-        return str(uid) if uid else None
 
 
 # --- variants ------------------------------------------------------------------------------------
@@ -490,25 +471,8 @@ def experiment_problems(
     raw: Mapping[str, Any],
 ) -> tuple[FlashRLExperiment | None, list[Problem]]:
     """Validate a whole FlashRLExperiment; every problem has its field path."""
-    problems: list[Problem] = []
-    if raw.get("apiVersion") != API_VERSION:
-        problems.append(Problem("apiVersion", f"must be {API_VERSION!r}, got {raw.get('apiVersion')!r}"))
-    if raw.get("kind") != EXPERIMENT_KIND:
-        problems.append(Problem("kind", f"must be {EXPERIMENT_KIND!r}, got {raw.get('kind')!r}"))
-    metadata = raw.get("metadata")
-    if not isinstance(metadata, Mapping):
-        problems.append(Problem("metadata", "must be a mapping with a name"))
-        metadata = {}
-    name = metadata.get("name")
-    if not isinstance(name, str) or not name:
-        problems.append(Problem("metadata.name", "is required"))
-        name = ""
-    elif len(name) > MAX_NAME_LENGTH or not re.match(NAME_PATTERN, name):
-        problems.append(Problem("metadata.name", f"{name!r} {NAME_MESSAGE}"))
-    problems.extend(
-        Problem(key, "unknown field")
-        for key in sorted(set(raw) - {"apiVersion", "kind", "metadata", "spec", "status"})
-    )
+    metadata, name, problems = header_problems(raw, EXPERIMENT_KIND)
+    problems.extend(unknown_field_problems(raw))
     raw_spec = raw.get("spec") if raw.get("spec") is not None else {}
     if not isinstance(raw_spec, Mapping):
         return None, [*problems, Problem("spec", f"must be a mapping, got {type(raw_spec).__name__}")]

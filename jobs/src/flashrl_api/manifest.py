@@ -111,16 +111,15 @@ class SpecError(ValueError):
         super().__init__("\n".join(str(p) for p in self.problems))
 
 
-class FlashRLJob(BaseModel):
-    """A whole FlashRLJob object as stored by Kubernetes."""
+class ApiObject(BaseModel):
+    """What every ``flashrl.dev`` object has as Kubernetes stores it: apiVersion, kind and metadata
+    (the kinds add their ``spec`` and ``status``)."""
 
     model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
 
     api_version: str = Field(alias="apiVersion")
     kind: str
     metadata: dict[str, Any]
-    spec: FlashRLJobSpec
-    status: FlashRLJobStatus | None = None
 
     @property
     def name(self) -> str:
@@ -137,6 +136,13 @@ class FlashRLJob(BaseModel):
         """``metadata.uid`` when the object came from the API server."""
         uid = self.metadata.get("uid")
         return str(uid) if uid else None
+
+
+class FlashRLJob(ApiObject):
+    """A whole FlashRLJob object as stored by Kubernetes."""
+
+    spec: FlashRLJobSpec
+    status: FlashRLJobStatus | None = None
 
 
 def _segment(key: Any) -> str:
@@ -279,18 +285,15 @@ def parse_spec(raw_spec: Any, prefix: str = "spec") -> FlashRLJobSpec:
     return spec
 
 
-def parse_job(raw: Any) -> FlashRLJob:
-    """Validate a whole FlashRLJob object (apiVersion, kind, metadata.name, spec)."""
-    if not isinstance(raw, Mapping):
-        raise SpecError([Problem("", f"a FlashRLJob must be a YAML mapping, got {type(raw).__name__}")])
+def header_problems(raw: Mapping[str, Any], kind: str) -> tuple[Mapping[str, Any], str, list[Problem]]:
+    """``apiVersion``, ``kind`` and ``metadata.name`` of a ``flashrl.dev`` object of ``kind``:
+    ``(metadata, name, problems)``, with ``{}`` for a metadata that is not a mapping and ``""`` for a
+    name that is not a string."""
     problems: list[Problem] = []
-    shape = shape_problem(raw)
-    if shape is not None:
-        raise SpecError([Problem("", f"the document {shape}")])
     if raw.get("apiVersion") != API_VERSION:
         problems.append(Problem("apiVersion", f"must be {API_VERSION!r}, got {quote(raw.get('apiVersion'))}"))
-    if raw.get("kind") != KIND:
-        problems.append(Problem("kind", f"must be {KIND!r}, got {quote(raw.get('kind'))}"))
+    if raw.get("kind") != kind:
+        problems.append(Problem("kind", f"must be {kind!r}, got {quote(raw.get('kind'))}"))
     metadata = raw.get("metadata")
     if not isinstance(metadata, Mapping):
         problems.append(Problem("metadata", "must be a mapping with a name"))
@@ -298,13 +301,26 @@ def parse_job(raw: Any) -> FlashRLJob:
     name = metadata.get("name")
     if not isinstance(name, str) or not name:
         problems.append(Problem("metadata.name", "is required"))
+        name = ""
     elif len(name) > MAX_NAME_LENGTH or not _NAME_RE.match(name):
-        problems.append(
-            Problem(
-                "metadata.name",
-                f"{quote(name)} {NAME_MESSAGE}",
-            )
-        )
+        problems.append(Problem("metadata.name", f"{quote(name)} {NAME_MESSAGE}"))
+    return metadata, name, problems
+
+
+def unknown_field_problems(raw: Mapping[str, Any]) -> list[Problem]:
+    """One problem per top-level field that is none of apiVersion, kind, metadata, spec, status."""
+    extra = sorted(str(key) for key in set(raw) - {"apiVersion", "kind", "metadata", "spec", "status"})
+    return [Problem(_segment(key), "unknown field") for key in extra]
+
+
+def parse_job(raw: Any) -> FlashRLJob:
+    """Validate a whole FlashRLJob object (apiVersion, kind, metadata.name, spec)."""
+    if not isinstance(raw, Mapping):
+        raise SpecError([Problem("", f"a FlashRLJob must be a YAML mapping, got {type(raw).__name__}")])
+    shape = shape_problem(raw)
+    if shape is not None:
+        raise SpecError([Problem("", f"the document {shape}")])
+    metadata, _name, problems = header_problems(raw, KIND)
     namespace = metadata.get("namespace")
     if namespace is not None and (
         not isinstance(namespace, str) or len(namespace) > 63 or not _DNS_LABEL_RE.match(namespace)
@@ -319,8 +335,7 @@ def parse_job(raw: Any) -> FlashRLJob:
     uid = metadata.get("uid")
     if uid is not None and (not isinstance(uid, str) or len(uid) > 128):
         problems.append(Problem("metadata.uid", f"must be a string set by the API server, got {quote(uid)}"))
-    extra = sorted(str(key) for key in set(raw) - {"apiVersion", "kind", "metadata", "spec", "status"})
-    problems.extend(Problem(_segment(key), "unknown field") for key in extra)
+    problems.extend(unknown_field_problems(raw))
     spec, spec_errors = spec_problems(raw.get("spec", {}) if raw.get("spec") is not None else {})
     if spec is None or problems:
         raise SpecError([*problems, *spec_errors])

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from flashrl_api.status import Reason
+from flashrl_operator.kuberay import as_int, as_text
 from flashrl_operator.retry_policy import (
     BACKOFF_BASE_SECONDS,
     AttemptEnd,
@@ -38,15 +39,12 @@ ATTEMPT_KEYS: Final = ("attempt", "attempts", "lostSteps", "nextAttemptTime")
 
 
 def _int(value: Any, default: int = 0) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else default
-
-
-def _opt_int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    number = as_int(value)
+    return default if number is None else number
 
 
 def _opt_str(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
+    return as_text(value) or None
 
 
 @dataclass(frozen=True)
@@ -67,8 +65,8 @@ class Attempt:
         return cls(
             attempt=max(1, _int(raw.get("attempt"), 1)),
             start_step=_int(raw.get("startStep")),
-            end_step=_opt_int(raw.get("endStep")),
-            checkpoint_step=_opt_int(raw.get("checkpointStep")),
+            end_step=as_int(raw.get("endStep")),
+            checkpoint_step=as_int(raw.get("checkpointStep")),
             reason=_opt_str(raw.get("reason")),
             start_time=_opt_str(raw.get("startTime")),
             end_time=_opt_str(raw.get("endTime")),
@@ -108,7 +106,7 @@ class Reported:
             checkpoint = {}
         return cls(
             step=_int(progress.get("step")),
-            step_attempt=_opt_int(progress.get("attempt")),
+            step_attempt=as_int(progress.get("attempt")),
             checkpoint_step=_int(checkpoint.get("step")),
         )
 

@@ -41,10 +41,16 @@ CATEGORIES: Final = ("flashrl",)
 #: Where the Helm chart keeps the committed, generated copy (relative to the repository root).
 CHART_CRD_PATH: Final = f"charts/flashrl-operator/files/crds/{CRD_NAME}.yaml"
 
-HEADER: Final = (
-    f"# {CRD_NAME}: generated from the flashrl_api models by `flashrl crd` (`make crd`).\n"
-    "# Do not edit by hand: change the models in jobs/src/flashrl_api and regenerate.\n"
-)
+
+def generated_header(crd_name: str, command: str) -> str:
+    """The comment on top of a committed CRD: what generated it and that it is not edited by hand."""
+    return (
+        f"# {crd_name}: generated from the flashrl_api models by `{command}` (`make crd`).\n"
+        "# Do not edit by hand: change the models in jobs/src/flashrl_api and regenerate.\n"
+    )
+
+
+HEADER: Final = generated_header(CRD_NAME, "flashrl crd")
 
 #: JSON-schema keywords carried over unchanged; everything else pydantic emits (title,
 #: additionalProperties, $defs, ...) is dropped or rewritten into the structural form.
@@ -392,61 +398,88 @@ def spec_schema() -> dict[str, Any]:
     return _order(schema)
 
 
+def list_map(schema: dict[str, Any], key: str) -> None:
+    """Make an array schema a map keyed by ``key`` (server-side apply merges its items by key)."""
+    schema["x-kubernetes-list-type"] = "map"
+    schema["x-kubernetes-list-map-keys"] = [key]
+
+
 def status_schema() -> dict[str, Any]:
     """``status``: written only by the operator; conditions are a map keyed by type."""
     schema = object_schema(FlashRLJobStatus)
-    conditions = schema["properties"]["conditions"]
-    conditions["x-kubernetes-list-type"] = "map"
-    conditions["x-kubernetes-list-map-keys"] = ["type"]
+    list_map(schema["properties"]["conditions"], "type")
     return schema
 
 
-def root_schema() -> dict[str, Any]:
-    """The whole object's ``openAPIV3Schema``."""
+def kind_root_schema(
+    kind: str,
+    description: str,
+    spec: dict[str, Any],
+    status: dict[str, Any],
+    validations: list[dict[str, str]],
+) -> dict[str, Any]:
+    """The ``openAPIV3Schema`` of a ``flashrl.dev`` kind: apiVersion, kind, metadata, its spec and
+    status, and the rules on the whole object."""
     return {
         "type": "object",
-        "description": "FlashRLJob runs FP8-rollout RL post-training of an LLM (verl trainer, SGLang "
-        "rollouts, truncated importance sampling) on a KubeRay cluster of GPU nodes.",
+        "description": description,
         "properties": {
             "apiVersion": {
                 "type": "string",
                 "description": "Versioned schema of this representation of an object; "
-                f"{API_VERSION} for a FlashRLJob.",
+                f"{API_VERSION} for a {kind}.",
             },
             "kind": {
                 "type": "string",
-                "description": f"REST resource this object represents; {KIND}.",
+                "description": f"REST resource this object represents; {kind}.",
             },
             "metadata": {"type": "object", "description": "Standard object metadata."},
-            "spec": spec_schema(),
-            "status": status_schema(),
+            "spec": spec,
+            "status": status,
         },
-        # Kubernetes allows custom-resource names of up to 253 characters; a FlashRLJob's name becomes
-        # the RayJob's, its pods' and their labels' (parse_job checks the same, for clusters without CEL).
-        "x-kubernetes-validations": [
-            {"rule": NAME_CEL, "message": f"metadata.name: {NAME_MESSAGE}", "reason": "FieldValueInvalid"}
-        ],
+        "x-kubernetes-validations": validations,
     }
 
 
-def build_crd() -> dict[str, Any]:
-    """The CustomResourceDefinition object (``apiextensions.k8s.io/v1``) for FlashRLJob."""
+def root_schema() -> dict[str, Any]:
+    """The whole object's ``openAPIV3Schema``."""
+    return kind_root_schema(
+        KIND,
+        "FlashRLJob runs FP8-rollout RL post-training of an LLM (verl trainer, SGLang "
+        "rollouts, truncated importance sampling) on a KubeRay cluster of GPU nodes.",
+        spec_schema(),
+        status_schema(),
+        # Kubernetes allows custom-resource names of up to 253 characters; a FlashRLJob's name becomes
+        # the RayJob's, its pods' and their labels' (parse_job checks the same, for clusters without CEL).
+        [{"rule": NAME_CEL, "message": f"metadata.name: {NAME_MESSAGE}", "reason": "FieldValueInvalid"}],
+    )
+
+
+def custom_resource_definition(
+    names: Mapping[str, Any],
+    printer_columns: tuple[dict[str, Any], ...],
+    root: dict[str, Any],
+) -> dict[str, Any]:
+    """The CustomResourceDefinition (``apiextensions.k8s.io/v1``) of a namespaced ``flashrl.dev`` kind
+    with a status subresource, one served and stored version; ``names`` as ``kind``, ``plural``,
+    ``singular`` and ``shortNames`` (``listKind`` and the categories are added)."""
+    kind, plural = names["kind"], names["plural"]
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
         "metadata": {
-            "name": CRD_NAME,
+            "name": f"{plural}.{GROUP}",
             "labels": {"app.kubernetes.io/name": "flashrl-operator", "app.kubernetes.io/part-of": "flashrl"},
         },
         "spec": {
             "group": GROUP,
             "scope": "Namespaced",
             "names": {
-                "kind": KIND,
-                "listKind": f"{KIND}List",
-                "plural": PLURAL,
-                "singular": SINGULAR,
-                "shortNames": list(SHORT_NAMES),
+                "kind": kind,
+                "listKind": f"{kind}List",
+                "plural": plural,
+                "singular": names["singular"],
+                "shortNames": list(names["shortNames"]),
                 "categories": list(CATEGORIES),
             },
             "versions": [
@@ -455,12 +488,18 @@ def build_crd() -> dict[str, Any]:
                     "served": True,
                     "storage": True,
                     "subresources": {"status": {}},
-                    "additionalPrinterColumns": [dict(c) for c in PRINTER_COLUMNS],
-                    "schema": {"openAPIV3Schema": root_schema()},
+                    "additionalPrinterColumns": [dict(c) for c in printer_columns],
+                    "schema": {"openAPIV3Schema": root},
                 }
             ],
         },
     }
+
+
+def build_crd() -> dict[str, Any]:
+    """The CustomResourceDefinition object (``apiextensions.k8s.io/v1``) for FlashRLJob."""
+    names = {"kind": KIND, "plural": PLURAL, "singular": SINGULAR, "shortNames": SHORT_NAMES}
+    return custom_resource_definition(names, PRINTER_COLUMNS, root_schema())
 
 
 def crd_yaml() -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Final
 
-from flashrl_api import API_VERSION, GROUP, VERSION
+from flashrl_api import GROUP
 from flashrl_api.experiment import (
     EXPERIMENT_KIND,
     EXPERIMENT_PLURAL,
@@ -29,16 +29,22 @@ from flashrl_api.experiment import (
     VariantBase,
 )
 from flashrl_operator._yaml import dump_all
-from flashrl_operator.crd import CATEGORIES, _order, _scalar, describe, object_schema, spec_schema
+from flashrl_operator.crd import (
+    _order,
+    _scalar,
+    custom_resource_definition,
+    describe,
+    generated_header,
+    kind_root_schema,
+    list_map,
+    object_schema,
+    spec_schema,
+)
 
 EXPERIMENT_CRD_NAME: Final = f"{EXPERIMENT_PLURAL}.{GROUP}"
 CHART_EXPERIMENT_CRD_PATH: Final = f"charts/flashrl-operator/files/crds/{EXPERIMENT_CRD_NAME}.yaml"
 
-HEADER: Final = (
-    f"# {EXPERIMENT_CRD_NAME}: generated from the flashrl_api models by `flashrl crd --kind "
-    f"{EXPERIMENT_KIND}` (`make crd`).\n"
-    "# Do not edit by hand: change the models in jobs/src/flashrl_api and regenerate.\n"
-)
+HEADER: Final = generated_header(EXPERIMENT_CRD_NAME, f"flashrl crd --kind {EXPERIMENT_KIND}")
 
 IMMUTABLE_MESSAGE: Final = (
     "cannot change once the experiment exists (its FlashRLJobs were created from it); delete and recreate "
@@ -163,73 +169,36 @@ def experiment_spec_schema() -> dict[str, Any]:
 def experiment_status_schema() -> dict[str, Any]:
     """``status``: written only by the operator; conditions keyed by type, variants by name."""
     schema = object_schema(FlashRLExperimentStatus)
-    schema["properties"]["conditions"]["x-kubernetes-list-type"] = "map"
-    schema["properties"]["conditions"]["x-kubernetes-list-map-keys"] = ["type"]
-    schema["properties"]["variants"]["x-kubernetes-list-type"] = "map"
-    schema["properties"]["variants"]["x-kubernetes-list-map-keys"] = ["name"]
+    list_map(schema["properties"]["conditions"], "type")
+    list_map(schema["properties"]["variants"], "name")
     return schema
 
 
 def experiment_root_schema() -> dict[str, Any]:
     """The whole object's ``openAPIV3Schema``, with the rules on its name."""
-    return {
-        "type": "object",
-        "description": "FlashRLExperiment runs several FlashRLJobs that differ in one deliberate way (by "
+    return kind_root_schema(
+        EXPERIMENT_KIND,
+        "FlashRLExperiment runs several FlashRLJobs that differ in one deliberate way (by "
         "default the rollout precision: blockwise FP8, per-channel FP8, BF16) and gathers their status, "
         "for a side-by-side comparison (flashrl report).",
-        "properties": {
-            "apiVersion": {
-                "type": "string",
-                "description": "Versioned schema of this representation of an object; "
-                f"{API_VERSION} for a {EXPERIMENT_KIND}.",
-            },
-            "kind": {
-                "type": "string",
-                "description": f"REST resource this object represents; {EXPERIMENT_KIND}.",
-            },
-            "metadata": {"type": "object", "description": "Standard object metadata."},
-            "spec": experiment_spec_schema(),
-            "status": experiment_status_schema(),
-        },
-        "x-kubernetes-validations": [
+        experiment_spec_schema(),
+        experiment_status_schema(),
+        [
             {"rule": rule.cel, "message": f"{rule.path}: {rule.message}", "reason": "FieldValueInvalid"}
             for rule in OBJECT_RULES
         ],
-    }
+    )
 
 
 def build_experiment_crd() -> dict[str, Any]:
     """The CustomResourceDefinition object (``apiextensions.k8s.io/v1``) for FlashRLExperiment."""
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {
-            "name": EXPERIMENT_CRD_NAME,
-            "labels": {"app.kubernetes.io/name": "flashrl-operator", "app.kubernetes.io/part-of": "flashrl"},
-        },
-        "spec": {
-            "group": GROUP,
-            "scope": "Namespaced",
-            "names": {
-                "kind": EXPERIMENT_KIND,
-                "listKind": f"{EXPERIMENT_KIND}List",
-                "plural": EXPERIMENT_PLURAL,
-                "singular": EXPERIMENT_SINGULAR,
-                "shortNames": list(EXPERIMENT_SHORT_NAMES),
-                "categories": list(CATEGORIES),
-            },
-            "versions": [
-                {
-                    "name": VERSION,
-                    "served": True,
-                    "storage": True,
-                    "subresources": {"status": {}},
-                    "additionalPrinterColumns": [dict(c) for c in PRINTER_COLUMNS],
-                    "schema": {"openAPIV3Schema": experiment_root_schema()},
-                }
-            ],
-        },
+    names = {
+        "kind": EXPERIMENT_KIND,
+        "plural": EXPERIMENT_PLURAL,
+        "singular": EXPERIMENT_SINGULAR,
+        "shortNames": EXPERIMENT_SHORT_NAMES,
     }
+    return custom_resource_definition(names, PRINTER_COLUMNS, experiment_root_schema())
 
 
 def experiment_crd_yaml() -> str:

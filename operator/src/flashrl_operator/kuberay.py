@@ -121,6 +121,12 @@ def as_text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
+def as_int(value: Any) -> int | None:
+    """An integer field of an API object as written, or ``None`` when absent or not an integer (JSON's
+    ``true`` is not one, though Python's bool is an int)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 @dataclass(frozen=True)
 class RayJobView:
     """The parts of a RayJob the status depends on, normalised ("" for absent strings)."""
@@ -209,10 +215,6 @@ class RayClusterView:
                     as_text(cond.get("status")), as_text(cond.get("reason")), as_text(cond.get("message"))
                 )
 
-        def count(key: str) -> int | None:
-            value = status.get(key)
-            return value if isinstance(value, int) and not isinstance(value, bool) else None
-
         return cls(
             name=as_text(meta.get("name")),
             state=as_text(status.get("state")),
@@ -221,8 +223,8 @@ class RayClusterView:
             replica_failure=by_type.get(ClusterConditionType.REPLICA_FAILURE, ClusterCondition()),
             suspending=by_type.get(ClusterConditionType.SUSPENDING, ClusterCondition()),
             suspended=by_type.get(ClusterConditionType.SUSPENDED, ClusterCondition()),
-            ready_workers=count("readyWorkerReplicas") or 0,
-            desired_workers=count("desiredWorkerReplicas"),
+            ready_workers=as_int(status.get("readyWorkerReplicas")) or 0,
+            desired_workers=as_int(status.get("desiredWorkerReplicas")),
         )
 
     @property
