@@ -21,6 +21,10 @@ from flashrl_operator.sim import (
 )
 
 NAMESPACE = "team-a"
+#: How long a test waits for the operator to get somewhere: a bound on waiting for a condition, never
+#: a duration asserted. The operator runs in a thread of the test process; on a saturated machine one
+#: reconcile can take seconds, and a request that timed out is only retried at the next resync (30 s).
+WAIT_S = 120.0
 
 
 @dataclasses.dataclass
@@ -40,14 +44,14 @@ class Cluster:
     async def status(self, name: str) -> dict[str, Any]:
         return dict((await self.job(name)).get("status") or {})
 
-    async def wait_phase(self, name: str, phase: str, deadline_s: float = 15.0) -> dict[str, Any]:
+    async def wait_phase(self, name: str, phase: str, deadline_s: float = WAIT_S) -> dict[str, Any]:
         async def probe() -> dict[str, Any] | None:
             status = await self.status(name)
             return status if status.get("phase") == phase else None
 
         return await eventually(probe, f"FlashRLJob {name} to reach phase {phase}", deadline_s)
 
-    async def wait_for(self, resource: str, name: str, deadline_s: float = 15.0) -> dict[str, Any]:
+    async def wait_for(self, resource: str, name: str, deadline_s: float = WAIT_S) -> dict[str, Any]:
         async def probe() -> dict[str, Any] | None:
             return await self.api.get(resource, NAMESPACE, name)
 

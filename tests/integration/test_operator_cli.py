@@ -169,7 +169,8 @@ async def test_namespaced_operator_ignores_others(cluster: Cluster, start_operat
 
 def test_demo_runs_the_whole_lifecycle() -> None:
     out, err = io.StringIO(), io.StringIO()
-    rc = run_demo(REPO / "examples" / "flashrljob.yaml", out, err, deadline_s=40)
+    # A bound on the wait, not a speed asserted: about 10 s alone, several times that on a busy machine.
+    rc = run_demo(REPO / "examples" / "flashrljob.yaml", out, err, deadline_s=300)
     text = out.getvalue()
     assert rc == 0, err.getvalue() + text[-2000:]
     assert "EMULATED" in text

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from operator_harness import NAMESPACE, Cluster, StartOperator, job_manifest
+from operator_harness import NAMESPACE, WAIT_S, Cluster, StartOperator, job_manifest
 
 from flashrl_operator.sim import (
     JOBS_RESOURCE,
@@ -45,7 +45,7 @@ async def train(cluster: Cluster, job: str, ray_job: str, attempt: int, steps: r
     async def reported() -> bool:
         return ((await cluster.status(job)).get("progress") or {}).get("step") == steps[-1]
 
-    await eventually(reported, f"step {steps[-1]} in the status")
+    await eventually(reported, f"step {steps[-1]} in the status", WAIT_S)
 
 
 async def test_a_failure_after_a_checkpoint_starts_attempt_2_from_it(
@@ -68,7 +68,7 @@ async def test_a_failure_after_a_checkpoint_starts_attempt_2_from_it(
     async def first_gone() -> bool:  # its GPUs are freed, not held until the TTL
         return await cluster.api.get(RAY_JOBS_RESOURCE, NAMESPACE, "r1") is None
 
-    await eventually(first_gone, "the failed attempt's RayJob to be deleted")
+    await eventually(first_gone, "the failed attempt's RayJob to be deleted", WAIT_S)
     status = await cluster.status("r1")
     assert status["attempt"] == 2
     assert status["lostSteps"] == 2

@@ -407,6 +407,12 @@ def test_verls_file_logger_feeds_metrics_and_status_from_the_trainer_actor(
     assert got[("flashrl_rollout_is_effective_sample_size", ())] == 0.9
     assert got[("flashrl_verl_metric", (("key", "actor/pg_loss"),))] == 0.5
     assert not any(name == "flashrl_rollout_probs_diff_mean" for name, _ in got)  # verl's NaN: no series
+    # The launcher sends step 2's PATCH from its reporter thread. Let it arrive before verl goes on:
+    # a step 3 read while it is still queued would replace it (the newest step wins), as it should.
+    deadline = time.monotonic() + 120
+    while not any(r["body"]["status"].get("progress", {}).get("step") == 2 for r in list(server.requests)):
+        assert time.monotonic() < deadline, (server.requests, run.lines)
+        time.sleep(0.2)
     gate.touch()
     assert run.wait() == 0, run.output
 
