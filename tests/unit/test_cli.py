@@ -290,8 +290,9 @@ def test_crd_prints_the_generated_crd(capsys: pytest.CaptureFixture[str]) -> Non
 
 
 @pytest.mark.skipif(not MAIN_EXAMPLE.exists(), reason="examples/flashrljob.yaml does not exist yet")
-def test_demo_validates_and_renders_the_example(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = _run(["demo", "--file", str(MAIN_EXAMPLE)], capsys)
+def test_demo_validates_and_renders_the_example(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The experiment's report goes under tmp_path, not into the working directory.
+    code, out, err = _run(["demo", "--file", str(MAIN_EXAMPLE), "--report", str(tmp_path / "report")], capsys)
     assert code == 0, err
     job = load_job_file(MAIN_EXAMPLE)
     assert f'valid FlashRLJob "{job.name}"' in out
