@@ -19,6 +19,8 @@ $(STAMP): pyproject.toml images/pins.yaml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required (PYTHON=$(PYTHON))")'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	# The distribution was called flashrl before (a name another project holds on the package index).
+	$(BIN)/python -m pip uninstall --quiet --yes flashrl 2>/dev/null || true
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	# verl is used for its Hydra config only (no torch here): install it without dependencies.
 	$(BIN)/python -m pip install --quiet --no-deps 'verl==$(VERL_VERSION)'

@@ -156,3 +156,27 @@ def test_every_kind_the_operator_applies_or_reads_is_granted(default_docs: list[
         assert granted.get((kind.group, kind.plural), set()) >= {"get", "create", "patch"}, kind
     for kind in READ_KINDS:
         assert granted.get((kind.group, kind.plural)), kind
+
+
+def documented_grants(path: str) -> dict[tuple[str, str], set[str]]:
+    """The `| apiGroup | resources | verbs | ...` table of a doc, as (group, resource) -> verbs."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / path).read_text(encoding="utf-8")
+    table = text[text.index("| apiGroup | resources | verbs |") :].split("\n\n", 1)[0]
+    out: dict[tuple[str, str], set[str]] = {}
+    for row in table.splitlines()[2:]:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        group = cells[0].strip("`").strip('"')
+        verbs = {v.strip() for v in cells[2].split("(")[0].split(",") if v.strip()}
+        for resource in cells[1].split(","):
+            out[(group, resource.strip().strip("`"))] = verbs
+    return out
+
+
+@pytest.mark.parametrize("doc", ["docs/install.md", "docs/operator.md"])
+def test_documented_rbac_is_what_the_chart_grants(doc: str, default_docs: list[dict[str, Any]]) -> None:
+    (role,) = [
+        r for r in find(default_docs, "ClusterRole") if "aggregate-to" not in str(r["metadata"]["labels"])
+    ]
+    assert documented_grants(doc) == grants(role["rules"])

@@ -244,3 +244,53 @@ def test_the_operator_gets_a_default_trainer_image(
     trainer = pins["images"]["trainer"]
     assert flag(default_docs) == f"{trainer['repository']}:{trainer['tag']}"
     assert flag(render({"defaultTrainerImage": "registry.example/t:1"})) == "registry.example/t:1"
+
+
+def test_security_contexts_are_values_for_platforms_that_assign_uids(
+    render: Callable[..., list[dict[str, Any]]],
+) -> None:
+    """OpenShift's restricted SCC assigns the UID: the fixed IDs can be dropped, the rest stays."""
+    docs = render(
+        {
+            "podSecurityContext.runAsUser": "null",
+            "podSecurityContext.runAsGroup": "null",
+            "podSecurityContext.fsGroup": "null",
+        }
+    )
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    assert pod["securityContext"] == {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    assert pod["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
+
+
+def test_service_monitor_additional_labels_and_namespace(render: Callable[..., list[dict[str, Any]]]) -> None:
+    docs = render(
+        {
+            "metrics.serviceMonitor.enabled": "true",
+            "metrics.serviceMonitor.additionalLabels.release": "prometheus",
+            "metrics.serviceMonitor.namespace": "monitoring",
+        }
+    )
+    monitor = one(docs, "ServiceMonitor")
+    assert monitor["metadata"]["labels"]["release"] == "prometheus"
+    assert monitor["metadata"]["namespace"] == "monitoring"
+    # It still scrapes the Service in the release's namespace.
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+
+
+def test_two_replicas_elect_a_leader(render: Callable[..., list[dict[str, Any]]]) -> None:
+    docs = render({"replicas": "2", "leaderElection.leaseDurationSeconds": "20"})
+    deploy = one(docs, "Deployment")
+    assert deploy["spec"]["replicas"] == 2
+    assert deploy["spec"]["strategy"] == {"type": "RollingUpdate"}
+    args = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--leader-election" in args and "--lease-duration=20" in args
+    role = next(r for r in find(docs, "Role") if r["metadata"]["name"].endswith("-leader-election"))
+    assert role["metadata"]["namespace"] == NAMESPACE
+    assert role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]}
+    ]
+    binding = next(b for b in find(docs, "RoleBinding") if b["metadata"]["name"].endswith("-leader-election"))
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    for doc in docs:
+        if doc["kind"] not in CUSTOM_KINDS:
+            kubernetes_validate.validate(doc, K8S_VERSIONS[-1], strict=True)

@@ -7,6 +7,7 @@ import pytest
 from flashrl_operator.errors import ConflictError
 from flashrl_operator.kinds import CONFIG_MAP
 from flashrl_operator.kube import KubeClient
+from flashrl_operator.login import Credentials
 from flashrl_operator.sim import EmulatedCluster
 
 pytestmark = pytest.mark.kmock
@@ -24,9 +25,7 @@ def config_map(**data: str) -> dict[str, object]:
 
 
 async def test_apply_creates_converges_and_reports_conflicts(emulated: EmulatedCluster) -> None:
-    import kopf
-
-    kube = KubeClient.connect(kopf.ConnectionInfo(server=emulated.url))
+    kube = await KubeClient.connect(Credentials(emulated.url))
     try:
         created = await kube.apply(config_map(a="1", b="2"), force=False)
         assert created["data"] == {"a": "1", "b": "2"}

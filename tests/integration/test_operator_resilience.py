@@ -140,6 +140,14 @@ async def test_metrics_and_health_endpoints(cluster: Cluster, start_operator: St
             "flashrl_operator_job_startup_seconds_count 1.0",
         ):
             assert family in text, family
+        assert "process_resident_memory_bytes" in text and "python_info" in text
+        # A scraper asking for OpenMetrics gets it (prometheus-client negotiates the format).
+        headers = {"Accept": "application/openmetrics-text; version=1.0.0,text/plain;q=0.5"}
+        async with session.get(op.metrics_url or "", headers=headers) as resp:
+            assert resp.headers["Content-Type"].startswith("application/openmetrics-text")
+            open_metrics = await resp.text()
+        assert open_metrics.rstrip().endswith("# EOF")
+        assert 'flashrl_operator_jobs{phase="Running"} 1.0' in open_metrics
 
         async def healthy() -> dict[str, Any] | None:
             try:

@@ -1,20 +1,41 @@
-"""KubeClient renews its credentials on expiry and after a 401, against a real HTTP server on loopback."""
+"""KubeClient renews its credentials on expiry and after a 401, against a real HTTP server on loopback.
+
+The credentials come the way they do on a managed cluster: a kubeconfig whose user runs an ``exec``
+credential plugin (a real command here, printing the token it reads from a file, with an expiry),
+loaded by ``kubernetes_asyncio`` through :class:`flashrl_operator.login.Credentials`.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import datetime
+import json
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
-import kopf
 import pytest
+import yaml
 from aiohttp import web
 
-from flashrl_operator.credentials import CredentialError
 from flashrl_operator.errors import TransientError
 from flashrl_operator.kube import KubeClient
 from flashrl_operator.kuberay import RAY_JOB
+from flashrl_operator.login import Credentials
+
+PLUGIN = """
+import json, pathlib, sys
+here = pathlib.Path(__file__).parent
+with (here / "calls").open("a") as calls:
+    calls.write("x")
+if (here / "fail").exists():
+    sys.stderr.write((here / "fail").read_text())
+    sys.exit(1)
+print(json.dumps({"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",
+                  "status": {"token": (here / "token").read_text(),
+                             "expirationTimestamp": (here / "expiry").read_text()}}))
+"""
 
 
 @dataclass
@@ -32,7 +53,7 @@ class TokenServer:
     async def handle(self, request: web.Request) -> web.Response:
         given = request.headers.get("Authorization", "")
         self.seen.append(given)
-        if request.query.get("hold"):
+        if request.match_info["name"] == "held":
             self.arrived.set()
             await self.gate.wait()
         if given != f"Bearer {self.accepted}":
@@ -58,79 +79,105 @@ async def server() -> AsyncIterator[TokenServer]:
         await runner.cleanup()
 
 
-class Issuer:
-    """A credentials source that hands out whatever token the server accepts now, and counts calls."""
+class Plugin:
+    """The exec credential plugin's files: the token it hands out, its expiry, how often it ran."""
 
-    def __init__(self, server: TokenServer, expiration: datetime.datetime | None = None) -> None:
-        self.server = server
-        self.calls = 0
-        self.expiration = expiration
-        self.error: Exception | None = None
-        #: When set, hand out this token whatever the server accepts (a revoked identity).
-        self.token: str | None = None
+    def __init__(self, directory: Path) -> None:
+        self.dir = directory
+        script = directory / "get-token"
+        script.write_text(f"#!{sys.executable}\n{PLUGIN}")
+        script.chmod(0o755)
+        self.token = "token-1"
+        self.expires_in(datetime.timedelta(hours=1))
 
-    def __call__(self) -> kopf.ConnectionInfo:
-        self.calls += 1
-        if self.error is not None:
-            raise self.error
-        token = self.token or self.server.accepted
-        return kopf.ConnectionInfo(server=self.server.url, token=token, expiration=self.expiration)
+    @property
+    def token(self) -> str:
+        return (self.dir / "token").read_text()
+
+    @token.setter
+    def token(self, value: str) -> None:
+        (self.dir / "token").write_text(value)
+
+    def expires_in(self, delta: datetime.timedelta) -> None:
+        moment = datetime.datetime.now(datetime.UTC) + delta
+        (self.dir / "expiry").write_text(moment.strftime("%Y-%m-%dT%H:%M:%SZ"))
+
+    def fail(self, stderr: str) -> None:
+        (self.dir / "fail").write_text(stderr)
+
+    @property
+    def calls(self) -> int:
+        path = self.dir / "calls"
+        return len(path.read_text()) if path.exists() else 0
 
 
-def in_an_hour() -> datetime.datetime:
-    return datetime.datetime.now(datetime.UTC) + datetime.timedelta(hours=1)
+def credentials_for(server: TokenServer, tmp_path: Path) -> tuple[Credentials, Plugin]:
+    plugin = Plugin(tmp_path)
+    exec_user = {"apiVersion": "client.authentication.k8s.io/v1", "command": str(tmp_path / "get-token")}
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "c",
+        "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+        "clusters": [{"name": "k", "cluster": {"server": server.url}}],
+        "users": [{"name": "u", "user": {"exec": exec_user}}],
+    }
+    (tmp_path / "kubeconfig").write_text(yaml.safe_dump(config))
+    return Credentials(environ={"KUBECONFIG": str(tmp_path / "kubeconfig")}), plugin
 
 
-async def test_a_401_renews_once_and_repeats_the_request(server: TokenServer) -> None:
-    issuer = Issuer(server, in_an_hour())
-    client = KubeClient.connect(issuer(), credentials=issuer)
+async def test_a_401_renews_once_and_repeats_the_request(server: TokenServer, tmp_path: Path) -> None:
+    credentials, plugin = credentials_for(server, tmp_path)
+    client = await KubeClient.connect(credentials)
     try:
         assert await client.get(RAY_JOB, "ml", "a") == {"metadata": {"name": "a"}}
-        server.accepted = "token-2"  # rotated: the old token is refused from now on
+        plugin.token = server.accepted = "token-2"  # rotated: the old token is refused from now on
         assert await client.get(RAY_JOB, "ml", "b") == {"metadata": {"name": "b"}}
         assert client.renewals == 1
         assert server.seen == ["Bearer token-1", "Bearer token-1", "Bearer token-2"]
         assert await client.get(RAY_JOB, "ml", "c") is not None
         assert client.renewals == 1  # no renewal while the credentials work
+        assert plugin.calls == 2
     finally:
         await client.close()
 
 
-async def test_expiring_credentials_are_renewed_before_the_request(server: TokenServer) -> None:
-    issuer = Issuer(server, in_an_hour())
-    soon = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=10)  # inside the renewal margin
-    client = KubeClient.connect(
-        kopf.ConnectionInfo(server=server.url, token="token-1", expiration=soon), credentials=issuer
-    )
+async def test_expiring_credentials_are_renewed_before_the_request(
+    server: TokenServer, tmp_path: Path
+) -> None:
+    credentials, plugin = credentials_for(server, tmp_path)
+    plugin.expires_in(datetime.timedelta(seconds=10))  # inside the library's renewal margin
+    client = await KubeClient.connect(credentials)
     try:
-        server.accepted = "token-2"
+        plugin.token = server.accepted = "token-2"
         assert await client.get(RAY_JOB, "ml", "a") is not None
         assert server.seen == ["Bearer token-2"]  # renewed first: no request went out with the old token
-        assert (issuer.calls, client.renewals) == (1, 1)
+        assert client.renewals == 0  # no 401 was needed
     finally:
         await client.close()
 
 
-async def test_concurrent_401s_renew_once(server: TokenServer) -> None:
-    issuer = Issuer(server)
-    client = KubeClient.connect(issuer(), credentials=issuer)
-    issuer.calls = 0
+async def test_concurrent_401s_renew_once(server: TokenServer, tmp_path: Path) -> None:
+    credentials, plugin = credentials_for(server, tmp_path)
+    client = await KubeClient.connect(credentials)
     try:
-        server.accepted = "token-2"
+        plugin.token = server.accepted = "token-2"
         results = await asyncio.gather(*(client.get(RAY_JOB, "ml", f"j{i}") for i in range(8)))
         assert all(r is not None for r in results)
-        assert (issuer.calls, client.renewals) == (1, 1)
+        assert (plugin.calls, client.renewals) == (2, 1)
     finally:
         await client.close()
 
 
-async def test_a_request_in_flight_finishes_on_the_old_connection_pool(server: TokenServer) -> None:
-    issuer = Issuer(server)
-    client = KubeClient.connect(issuer(), credentials=issuer)
+async def test_a_request_in_flight_finishes_on_the_old_connection_pool(
+    server: TokenServer, tmp_path: Path
+) -> None:
+    credentials, plugin = credentials_for(server, tmp_path)
+    client = await KubeClient.connect(credentials)
     try:
-        held = asyncio.create_task(client._request("GET", RAY_JOB.path("ml", "held") + "?hold=1", "get held"))
+        held = asyncio.create_task(client.get(RAY_JOB, "ml", "held"))
         await asyncio.wait_for(server.arrived.wait(), timeout=30)
-        server.accepted = "token-2"
+        plugin.token = server.accepted = "token-2"
         assert await client.get(RAY_JOB, "ml", "b") is not None  # renews meanwhile
         server.accepted = "token-1"  # let the held request succeed with the token it was sent with
         server.gate.set()
@@ -140,25 +187,36 @@ async def test_a_request_in_flight_finishes_on_the_old_connection_pool(server: T
         await client.close()
 
 
-async def test_a_second_401_is_transient_not_a_rejected_job(server: TokenServer) -> None:
-    issuer = Issuer(server)
-    client = KubeClient.connect(issuer(), credentials=issuer)
+async def test_a_second_401_is_transient_not_a_rejected_job(server: TokenServer, tmp_path: Path) -> None:
+    credentials, _ = credentials_for(server, tmp_path)
+    client = await KubeClient.connect(credentials)
     try:
         server.accepted = "nobody-has-this"
-        issuer.token = "token-1"
         with pytest.raises(TransientError, match=r"refused the operator's credentials \(HTTP 401\)"):
             await client.get(RAY_JOB, "ml", "a")
     finally:
         await client.close()
 
 
-async def test_a_failing_plugin_during_renewal_is_transient_and_says_why(server: TokenServer) -> None:
-    issuer = Issuer(server)
-    client = KubeClient.connect(issuer(), credentials=issuer)
+async def test_a_failing_plugin_during_renewal_is_transient_and_says_why(
+    server: TokenServer, tmp_path: Path
+) -> None:
+    credentials, plugin = credentials_for(server, tmp_path)
+    client = await KubeClient.connect(credentials)
     try:
         server.accepted = "token-2"
-        issuer.error = CredentialError("the credential plugin 'aws' exited with 255: SSO session expired")
+        plugin.fail("SSO session expired")
         with pytest.raises(TransientError, match=r"cannot renew credentials: .*SSO session expired"):
             await client.get(RAY_JOB, "ml", "a")
     finally:
         await client.close()
+
+
+async def test_kopf_logs_in_with_the_same_credentials(server: TokenServer, tmp_path: Path) -> None:
+    credentials, plugin = credentials_for(server, tmp_path)
+    info = await credentials.connection_info()
+    assert (info.server, info.token) == (server.url, "token-1")
+    assert info.expiration is not None and info.expiration > datetime.datetime.now(datetime.UTC)
+    plugin.token = "token-2"
+    assert (await credentials.connection_info()).token == "token-2"  # asked again: the plugin runs again
+    assert json.loads(json.dumps(plugin.calls)) == 2

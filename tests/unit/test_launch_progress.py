@@ -6,6 +6,7 @@ import io
 import json
 import sys
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -126,3 +127,51 @@ def test_pod_env_sets_only_variables_something_reads() -> None:
     env = pod_env(FlashRLJobSpec())
     assert "SGLANG_PATCH" not in env and "SGLANG_PORT" not in env
     assert env["HF_HOME"] == "/models"
+
+
+def test_the_reporter_reads_the_rotating_token_file_for_every_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kubelet rotates the projected service-account token; a long run must follow it."""
+    import http.server
+    import threading
+
+    from flashrl_jobs import progress
+
+    seen: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_PATCH(self) -> None:
+            seen.append(self.headers.get("Authorization", ""))
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        (tmp_path / "token").write_text("token-1\n")
+        monkeypatch.setenv(progress.SERVICE_ACCOUNT_DIR_ENV, str(tmp_path))
+        monkeypatch.setenv(progress.API_SERVER_ENV, f"http://127.0.0.1:{server.server_address[1]}")
+        reporter = progress.from_environment("ns", "job", lambda _line: None)
+        assert reporter is not None
+        reporter.report(1, 10)
+        reporter.close()
+        (tmp_path / "token").write_text("token-2\n")
+        reporter = progress.from_environment("ns", "job", lambda _line: None)
+        assert reporter is not None
+        reporter.report(2, 10)
+        (tmp_path / "token").write_text("token-3\n")  # rotated while the reporter runs
+        reporter.report(3, 10)
+        reporter.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert seen[0] == "Bearer token-1"
+    assert seen[-1] == "Bearer token-3"

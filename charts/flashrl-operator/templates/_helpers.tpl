@@ -140,7 +140,8 @@ namespaced Role (watchNamespaces mode). No wildcards.
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]
   verbs: ["get", "patch"]
-# Per-job ConfigMap (spec + verl overrides) and the launcher's ServiceAccount.
+# Per-job ConfigMap (spec + verl overrides) and the launcher's ServiceAccount. Written by server-side
+# apply: patch, and create for an apply that creates the object.
 - apiGroups: [""]
   resources: ["configmaps", "serviceaccounts"]
   verbs: ["get", "create", "patch"]
@@ -164,4 +165,9 @@ namespace-scoped mode there is no ClusterRole; kopf logs that it cannot list the
 - apiGroups: ["apiextensions.k8s.io"]
   resources: ["customresourcedefinitions"]
   verbs: ["list", "watch"]
+{{- end }}
+
+{{- /* Leader election is on when asked for, and always with more than one replica. */}}
+{{- define "flashrl-operator.leaderElection" -}}
+{{- if or .Values.leaderElection.enabled (gt (int .Values.replicas) 1) }}true{{- end }}
 {{- end }}

@@ -112,7 +112,7 @@ def override_problems(job: FlashRLJob, *, start_up_checks: bool = True) -> Confi
 def _syntax_only_note(why: str) -> str:
     return (
         f"note: spec.overrides were checked for syntax only, not composed against the verl config ({why}; "
-        "install flashrl[verl-config] and verl to check them fully)"
+        "install flashrl-k8s[verl-config] and verl to check them fully)"
     )
 
 
@@ -220,19 +220,15 @@ def _cmd_preflight(args: argparse.Namespace) -> int:
 
     job = with_namespace(read_job(args.file), args.namespace)
     try:
-        import kopf
-
-        from flashrl_operator.credentials import CredentialError
-        from flashrl_operator.kube import KubeClient, resolve_credentials
+        from flashrl_operator.kube import KubeClient
+        from flashrl_operator.login import Credentials
     except ImportError as exc:
-        print(f"flashrl preflight needs the operator extra (kopf, aiohttp): {exc}", file=sys.stderr)
+        print(f"flashrl preflight needs the operator extra (kubernetes_asyncio): {exc}", file=sys.stderr)
         return 1
 
     async def check() -> list[str]:
-        info = resolve_credentials(kopf.OperatorSettings())
-        if info is None:
-            raise CredentialError("no kubeconfig ($KUBECONFIG or ~/.kube/config) and not in a pod")
-        kube = KubeClient.connect(info, 30.0, 1.0)
+        # Like kubectl: $KUBECONFIG (or ~/.kube/config) and its current context, exec plugins included.
+        kube = await KubeClient.connect(Credentials())
         try:
             facts = await gather(kube, job)
         finally:
@@ -384,7 +380,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     try:
         from flashrl_operator.sim.demo import EXAMPLE, run_demo
     except ImportError as exc:
-        print(f"flashrl demo needs the sim extra (kmock, kopf): {exc}", file=sys.stderr)
+        print(f"flashrl demo needs the sim extra (pip install 'flashrl-k8s[sim]'): {exc}", file=sys.stderr)
         return 1
     source = args.file if args.file is not None else str(EXAMPLE)
     job = read_job(source)
@@ -427,6 +423,19 @@ def _add_operator(sub: _Subparsers) -> Handler:
         metavar="REF",
         help="trainer image for jobs that name none (default: the pinned images.trainer of "
         "images/pins.yaml); the chart passes its defaultTrainerImage value",
+    )
+    p.add_argument(
+        "--leader-election",
+        action="store_true",
+        help="reconcile only while holding the Lease flashrl-operator in $POD_NAMESPACE (run two or "
+        "more replicas; the others watch and take over when the leader stops renewing it)",
+    )
+    p.add_argument(
+        "--lease-duration",
+        type=int,
+        default=15,
+        metavar="SECONDS",
+        help="seconds without renewal after which another replica takes the Lease (default: 15, at least 3)",
     )
     p.add_argument("--verbose", action="store_true", help="debug logging")
     policy = p.add_argument_group(
@@ -505,6 +514,9 @@ def _cmd_operator(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
+    if args.lease_duration < 3:
+        print("flashrl operator: --lease-duration must be at least 3 seconds", file=sys.stderr)
+        return EXIT_INVALID
     from flashrl_operator.policy import AdminPolicy
     from flashrl_operator.render.network import RAY_METRICS_PORT, NetworkSettings
 
@@ -513,6 +525,8 @@ def _cmd_operator(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
         health_port=args.health_port,
         default_trainer_image=args.default_trainer_image or None,
+        leader_election=args.leader_election,
+        lease_duration=args.lease_duration,
         policy=AdminPolicy(
             allowed_registries=tuple(args.allowed_registry),
             allowed_priority_classes=tuple(args.allowed_priority_class),
@@ -594,7 +608,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
         )
     except ImportError as exc:
         print(
-            f"flashrl report needs the report extra (pip install 'flashrl[report]'): {exc}", file=sys.stderr
+            f"flashrl report needs the report extra (pip install 'flashrl-k8s[report]'): {exc}",
+            file=sys.stderr,
         )
         return 1
     if not args.metrics and not args.experiment and not args.job:

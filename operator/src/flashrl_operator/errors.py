@@ -12,10 +12,18 @@ so the reconciler decides with ``except`` clauses and never sees HTTP or library
 * :class:`RejectedError`: any other 4xx (422 validation, 403 RBAC, 400): retrying cannot help, so
   the caller reports which object and why in a condition.
 
-Only the kopf handlers translate :class:`TransientError` into kopf's retry (``kopf.TemporaryError``).
+:func:`from_library` is the one place that knows the client library's failures
+(``kubernetes_asyncio``'s ``ApiException``, aiohttp's connection errors, timeouts). Only the kopf
+handlers decide what a :class:`TransientError` means to kopf (``handlers.reconcile_with_retries``).
 """
 
 from __future__ import annotations
+
+import json
+from typing import Any
+
+import aiohttp
+from kubernetes_asyncio.client.exceptions import ApiException
 
 
 class ApiError(Exception):
@@ -62,3 +70,31 @@ def classify(
             delay = max(delay, float(retry_after))
         return TransientError(f"{what}: HTTP {status} {reason}: {message}", delay)
     return RejectedError(what, status, reason or "Invalid", message)
+
+
+def status_of(exc: BaseException) -> int | None:
+    """The HTTP status of a library error, if it is one."""
+    return exc.status if isinstance(exc, ApiException) and isinstance(exc.status, int) else None
+
+
+def from_library(exc: BaseException, what: str, delay: float) -> BaseException:
+    """The project's exception for a failure of the client library (anything else unchanged)."""
+    if isinstance(exc, ApiException) and isinstance(exc.status, int) and exc.status >= 300:
+        payload: Any = {}
+        body = exc.body.decode("utf-8", "replace") if isinstance(exc.body, bytes) else str(exc.body or "")
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            payload = {}
+        if not isinstance(payload, dict):
+            payload = {}
+        headers: Any = exc.headers
+        retry_after = headers.get("Retry-After") if headers is not None and hasattr(headers, "get") else None
+        reason = str(payload.get("reason") or "")
+        message = str(payload.get("message") or body[:200])
+        return classify(what, exc.status, reason, message, retry_after, delay)
+    if isinstance(exc, TimeoutError):
+        return TransientError(f"{what}: the API server did not answer in time", delay)
+    if isinstance(exc, aiohttp.ClientError):
+        return TransientError(f"{what}: {type(exc).__name__}: {exc}", delay)
+    return exc

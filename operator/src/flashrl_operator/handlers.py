@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import itertools
 import logging
 from collections.abc import Mapping
@@ -31,7 +30,6 @@ from flashrl_api.status import ConditionType
 from flashrl_operator import kuberay
 from flashrl_operator.children import owner_name
 from flashrl_operator.conditions import find_condition
-from flashrl_operator.credentials import CredentialError
 from flashrl_operator.errors import TransientError
 from flashrl_operator.experiments import (
     EXPERIMENT_PLURAL,
@@ -39,7 +37,9 @@ from flashrl_operator.experiments import (
     HistoryRecorder,
     experiment_of,
 )
-from flashrl_operator.kube import KubeClient, resolve_credentials
+from flashrl_operator.kube import KubeClient
+from flashrl_operator.leadership import ElectionTiming, Leadership, default_identity, default_namespace
+from flashrl_operator.login import CredentialError, Credentials
 from flashrl_operator.metrics import MetricsServer, OperatorMetrics
 from flashrl_operator.policy import AdminPolicy
 from flashrl_operator.reconciler import Reconciler
@@ -95,6 +95,18 @@ class OperatorConfig:
     """The trainer image for jobs that name none (their spec holds the API's pinned default); e.g. the
     same image in a private mirror. None: the pinned one (``images.trainer`` in images/pins.yaml)."""
 
+    leader_election: bool = False
+    """Reconcile only while holding the Lease (for two or more replicas; see ``leadership.py``)."""
+
+    lease_duration: int = 15
+    """Seconds without renewal after which another replica takes the Lease."""
+
+    lease_namespace: str | None = None
+    """Namespace of the Lease (default: ``$POD_NAMESPACE``, else ``default``)."""
+
+    identity: str | None = None
+    """This replica's name in the Lease (default: ``$POD_NAME``, else host and process)."""
+
     policy: AdminPolicy = field(default_factory=AdminPolicy)
     """The admin's policy every job is checked against before anything is created."""
 
@@ -113,9 +125,16 @@ class OperatorContext:
     metrics_server: MetricsServer | None = None
     known_jobs: set[tuple[str, str]] = field(default_factory=set)
     resync_task: asyncio.Task[None] | None = None
+    leadership: Leadership | None = None
+    election_task: asyncio.Task[None] | None = None
     experiments: ExperimentReconciler | None = None
     history: HistoryRecorder | None = None
     known_experiments: set[tuple[str, str]] = field(default_factory=set)
+
+    @property
+    def may_reconcile(self) -> bool:
+        """This replica reconciles: it is alone (no leader election) or holds the Lease."""
+        return self.leadership is None or self.leadership.leading
 
     def require_reconciler(self) -> Reconciler:
         """The reconciler (set up by the startup handler)."""
@@ -173,6 +192,8 @@ async def reconcile_with_retries(
     """
     config = ctx.config
     for attempt in itertools.count():
+        if not ctx.may_reconcile:
+            return  # another replica leads; this one resyncs everything when it takes over
         try:
             await ctx.require_reconciler().reconcile(namespace, name, body)
             return
@@ -193,10 +214,19 @@ async def resync_forever(ctx: OperatorContext) -> None:
     per-object timers with a finalizer, and a finalizer would block deleting a FlashRLJob whenever
     the operator is not running.
     """
+    while True:
+        await asyncio.sleep(ctx.config.resync_interval)
+        await resync_all(ctx)
+
+
+async def resync_all(ctx: OperatorContext) -> None:
+    """Reconcile every known job once (at most eight at a time); nothing when another replica leads."""
     limit = asyncio.Semaphore(8)
 
     async def one(namespace: str, name: str) -> None:
         async with limit:
+            if not ctx.may_reconcile:
+                return
             try:
                 await ctx.require_reconciler().reconcile(namespace, name)
             except Exception as exc:  # One job's trouble must not stop the others' resync.
@@ -204,22 +234,24 @@ async def resync_forever(ctx: OperatorContext) -> None:
 
     async def experiment(namespace: str, name: str) -> None:
         async with limit:
+            if not ctx.may_reconcile:
+                return
             try:
                 if ctx.experiments is not None:
                     await ctx.experiments.reconcile(namespace, name)
             except Exception as exc:
                 logger.warning("Resync of FlashRLExperiment %s/%s failed: %s", namespace, name, exc)
 
-    while True:
-        await asyncio.sleep(ctx.config.resync_interval)
-        await asyncio.gather(*(one(ns, name) for ns, name in sorted(ctx.known_jobs)))
-        await asyncio.gather(*(experiment(ns, name) for ns, name in sorted(ctx.known_experiments)))
+    await asyncio.gather(*(one(ns, name) for ns, name in sorted(ctx.known_jobs)))
+    await asyncio.gather(*(experiment(ns, name) for ns, name in sorted(ctx.known_experiments)))
 
 
 async def reconcile_experiment_with_retries(ctx: OperatorContext, namespace: str, name: str) -> None:
     """Reconcile one FlashRLExperiment, retrying transient failures like a job's reconcile."""
     config = ctx.config
     for attempt in itertools.count():
+        if not ctx.may_reconcile:
+            return  # another replica leads
         try:
             if ctx.experiments is None:
                 raise TransientError("the operator is still starting", delay=1)
@@ -237,7 +269,7 @@ async def reconcile_experiment_with_retries(ctx: OperatorContext, namespace: str
 async def record_history(ctx: OperatorContext, body: Mapping[str, Any]) -> None:
     """Keep the job's per-step history ConfigMap; a failure is logged, never retried in a loop (the
     next step's report writes the missed steps too, the status keeps the latest)."""
-    if ctx.history is None:
+    if ctx.history is None or not ctx.may_reconcile:
         return
     try:
         await ctx.history.record(body)
@@ -256,34 +288,26 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
     config = ctx.config
 
-    def credentials(settings: kopf.OperatorSettings) -> kopf.ConnectionInfo | None:
-        return resolve_credentials(settings, config.server)
+    credentials = Credentials(config.server)
 
     @kopf.on.login(registry=registry)
-    async def login(settings: kopf.OperatorSettings, **_: Any) -> kopf.ConnectionInfo | None:
+    async def login(**_: Any) -> kopf.ConnectionInfo:
         # An explicit login handler also disables kopf's implicit logins: no accidental clusters.
-        # kopf calls it again when the credentials expire or are refused.
+        # kopf calls it again when the credentials expire or are refused; it gets what the
+        # operator's own client uses (flashrl_operator.login).
         try:
-            return await asyncio.to_thread(credentials, settings)
+            return await credentials.connection_info()
         except CredentialError as exc:
             raise kopf.LoginError(str(exc)) from exc
 
     @kopf.on.startup(registry=registry)
-    async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
+    async def startup(**_: Any) -> None:
         try:
-            info = await asyncio.to_thread(credentials, settings)
-        except CredentialError as exc:
-            raise kopf.PermanentError(f"cannot get Kubernetes credentials: {exc}") from exc
-        if info is None:
-            raise kopf.PermanentError(
-                "no Kubernetes credentials: not in a pod with a service account, and no kubeconfig"
+            ctx.kube = await KubeClient.connect(
+                credentials, request_timeout=config.request_timeout, retry_delay=config.retry_delay
             )
-        ctx.kube = KubeClient.connect(
-            info,
-            config.request_timeout,
-            config.retry_delay,
-            credentials=functools.partial(credentials, settings),
-        )
+        except CredentialError as exc:
+            raise kopf.PermanentError(str(exc)) from exc
         ctx.reconciler = Reconciler(
             ctx.kube,
             ctx.metrics,
@@ -300,9 +324,26 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
             url = await ctx.metrics_server.start()
             logger.info("Serving metrics on %s", url)
         ctx.resync_task = asyncio.create_task(resync_forever(ctx), name="flashrl-resync")
+        if config.leader_election:
+
+            async def elected() -> None:
+                await resync_all(ctx)  # the previous leader may have left work undone
+
+            ctx.leadership = Leadership(
+                credentials,
+                namespace=config.lease_namespace or default_namespace(),
+                identity=config.identity or default_identity(),
+                timing=ElectionTiming(config.lease_duration),
+                on_elected=elected,
+            )
+            ctx.election_task = asyncio.create_task(ctx.leadership.run(), name="flashrl-election")
 
     @kopf.on.cleanup(registry=registry)
     async def cleanup(**_: Any) -> None:
+        if ctx.election_task is not None:
+            ctx.election_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await ctx.election_task
         if ctx.resync_task is not None:
             ctx.resync_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -1,4 +1,4 @@
-"""The operator's only door to the Kubernetes API: :class:`KubeClient`, a small typed async client.
+"""The operator's only door to the Kubernetes API: :class:`KubeClient`, over ``kubernetes_asyncio``.
 
 kopf watches the FlashRLJobs and RayJobs; everything else the operator reads or writes (the
 children of a FlashRLJob, its status, Events) goes through :class:`KubeClient`, whose public
@@ -14,42 +14,43 @@ surface is all the reconciler uses:
 ``create_event``          a core/v1 Event about an object (never fatal)
 ========================  =============================================================
 
-Failures are the project's own types (:mod:`flashrl_operator.errors`), never the transport's or
-kopf's. Credentials come from the same place kopf's login takes them (:func:`resolve_credentials`):
-an explicit server (tests, the demo), else the pod's service account, else ``$KUBECONFIG`` and its
-current context (running its ``exec`` credential plugin, if it names one), read when called so a
-changed environment or a rotated token is honoured; a 401 or an expiry renews them once.
+Requests go through the official client family's async client (``kubernetes_asyncio``'s generic
+``ApiClient.call_api``, so one code path serves every kind, custom or not), with the credentials of
+:class:`~flashrl_operator.login.Credentials`, the same ones kopf's watches use. Failures are the
+project's own types (:mod:`flashrl_operator.errors`), never the library's or kopf's. A 401 loads
+the credentials afresh once (a rotated service-account token, an expired plugin token) and repeats
+the request; requests already in flight finish on the old connection pool.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import datetime
-import json
 import logging
-import os
-import urllib.parse
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Final
 
-import aiohttp
-import kopf
+from kubernetes_asyncio.client import ApiClient
 
-from flashrl_operator.credentials import CredentialError, load_exec_config, run_exec_plugin
-from flashrl_operator.errors import ApiError, ConflictError, RejectedError, TransientError, classify
+from flashrl_operator.errors import (
+    ApiError,
+    ConflictError,
+    RejectedError,
+    TransientError,
+    from_library,
+    status_of,
+)
 from flashrl_operator.kinds import EVENT, describe, resource_of
+from flashrl_operator.login import CredentialError, Credentials
 from flashrl_operator.resource import Resource
 
 logger = logging.getLogger(__name__)
 
 #: Kubernetes rejects Event messages over 1 KiB in some versions; stay under it.
 MAX_EVENT_MESSAGE: Final = 1024
-#: The component named in Events we post.
+#: The component named in Events we post, and the client's User-Agent.
 COMPONENT: Final = "flashrl-operator"
-
-
 #: The field manager of every write (server-side apply, patches, Events).
 FIELD_MANAGER: Final = COMPONENT
 #: Page size of list requests.
@@ -57,65 +58,19 @@ LIST_PAGE_SIZE: Final = 500
 #: Content type of a server-side apply.
 APPLY_PATCH: Final = "application/apply-patch+yaml"
 MERGE_PATCH: Final = "application/merge-patch+json"
+#: What the generic call deserializes a response body into: the JSON as it is.
+_AS_JSON: Final = {200: "object", 201: "object", 202: "object"}
 
 __all__ = [
     "FIELD_MANAGER",
     "ApiError",
     "ConflictError",
+    "CredentialError",
+    "Credentials",
     "KubeClient",
     "RejectedError",
     "TransientError",
-    "resolve_credentials",
 ]
-
-
-def resolve_credentials(
-    settings: kopf.OperatorSettings, server: str | None = None, environ: Mapping[str, str] | None = None
-) -> kopf.ConnectionInfo | None:
-    """Credentials like kubectl's: explicit server, else in-cluster service account, else kubeconfig.
-
-    A kubeconfig user with an ``exec`` credential plugin (EKS, GKE, AKS) gets its token or client
-    certificate, and their expiry, from running the plugin (:mod:`flashrl_operator.credentials`).
-    Blocking (it may read files and run a command): call it off the event loop.
-    Raises :class:`~flashrl_operator.credentials.CredentialError` when the plugin fails.
-    """
-    if server is not None:
-        return kopf.ConnectionInfo(server=server)
-    info = kopf.login_with_service_account(settings=settings)
-    if info is not None:
-        return info
-    info = kopf.login_with_kubeconfig(settings=settings)
-    if info is None:
-        return None
-    env = os.environ if environ is None else environ
-    plugin = load_exec_config(env)
-    if plugin is None:
-        return info
-    issued = run_exec_plugin(plugin, env)
-    if issued.client_certificate_data is not None:
-        info = dataclasses.replace(
-            info,
-            certificate_path=None,
-            private_key_path=None,
-            certificate_data=issued.client_certificate_data,
-            private_key_data=issued.client_key_data,
-        )
-    return dataclasses.replace(info, token=issued.token or info.token, expiration=issued.expiration)
-
-
-#: Credentials are renewed this long before they expire, so no request goes out with a stale token.
-RENEW_BEFORE_EXPIRY: Final = datetime.timedelta(seconds=60)
-
-
-def _session_for(info: kopf.ConnectionInfo, request_timeout: float) -> aiohttp.ClientSession:
-    ssl_context = info.as_ssl_context() if info.server.startswith("https") else None
-    connector = aiohttp.TCPConnector(ssl=ssl_context if ssl_context is not None else False, limit=64)
-    return aiohttp.ClientSession(
-        connector=connector,
-        headers={**info.as_http_headers(), "User-Agent": COMPONENT},
-        timeout=aiohttp.ClientTimeout(total=request_timeout),
-        trust_env=info.trust_env,
-    )
 
 
 def now_rfc3339() -> str:
@@ -124,137 +79,123 @@ def now_rfc3339() -> str:
 
 
 class KubeClient:
-    """Typed helpers for the few calls the operator makes. Create and close it in the same loop.
-
-    With a ``credentials`` source (see :meth:`connect`) the client renews its credentials shortly
-    before they expire and once after an HTTP 401 (a rotated service-account token, an expired
-    plugin token), then repeats the request once. Requests already in flight finish on the old
-    connection pool, which is closed when the last of them is done.
-    """
+    """The few calls the operator makes. Create it (:meth:`connect`) and close it in the same loop."""
 
     def __init__(
         self,
-        session: aiohttp.ClientSession,
-        server: str,
-        retry_delay: float = 1.0,
+        api: ApiClient,
+        credentials: Credentials,
         *,
-        credentials: Callable[[], kopf.ConnectionInfo | None] | None = None,
-        expiration: datetime.datetime | None = None,
         request_timeout: float = 30.0,
+        retry_delay: float = 1.0,
     ) -> None:
-        self._session = session
-        self._server = server.rstrip("/")
-        self._retry_delay = retry_delay
+        self._api = api
         self._credentials = credentials
-        self._expiration = _aware(expiration)
         self._request_timeout = request_timeout
+        self._retry_delay = retry_delay
         self._renewals = 0
         self._renew_lock = asyncio.Lock()
-        self._in_flight: dict[aiohttp.ClientSession, int] = {}
-        self._retired: set[aiohttp.ClientSession] = set()
+        self._in_flight: dict[ApiClient, int] = {}
+        self._retired: set[ApiClient] = set()
 
     @classmethod
-    def connect(
-        cls,
-        info: kopf.ConnectionInfo,
-        request_timeout: float = 30.0,
-        retry_delay: float = 1.0,
-        credentials: Callable[[], kopf.ConnectionInfo | None] | None = None,
+    async def connect(
+        cls, credentials: Credentials, *, request_timeout: float = 30.0, retry_delay: float = 1.0
     ) -> KubeClient:
-        """A client for ``info`` (server, CA, client certificate and key, token or basic auth).
-
-        ``credentials`` (blocking; run in a thread) gives fresh credentials when these expire or are
-        refused; typically :func:`resolve_credentials` bound to the operator's settings.
-        """
-        return cls(
-            _session_for(info, request_timeout),
-            info.server,
-            retry_delay,
-            credentials=credentials,
-            expiration=info.expiration,
-            request_timeout=request_timeout,
-        )
+        """A client with ``credentials`` loaded now (raises :class:`CredentialError` without any)."""
+        api = _api_client(await credentials.configuration())
+        return cls(api, credentials, request_timeout=request_timeout, retry_delay=retry_delay)
 
     @property
     def renewals(self) -> int:
-        """How many times the credentials were renewed."""
+        """How many times the credentials were loaded afresh after a 401."""
         return self._renewals
 
     async def close(self) -> None:
         """Release the connection pools."""
-        for session in (*self._retired, self._session):
-            await session.close()
+        for api in (*self._retired, self._api):
+            await api.close()
         self._retired.clear()
 
     async def _renew(self, seen: int, what: str) -> None:
-        """Fetch fresh credentials, unless another request already did since ``seen``."""
-        if self._credentials is None:
-            return
+        """Load the credentials afresh, unless another request already did since ``seen``."""
         async with self._renew_lock:
             if self._renewals != seen:
                 return
             try:
-                info = await asyncio.to_thread(self._credentials)
+                config = await self._credentials.configuration()
             except CredentialError as exc:
                 raise TransientError(f"{what}: cannot renew credentials: {exc}", self._retry_delay) from exc
-            if info is None:
-                raise TransientError(f"{what}: no credentials to renew with", self._retry_delay)
-            old, self._session = self._session, _session_for(info, self._request_timeout)
-            self._expiration = _aware(info.expiration)
+            old, self._api = self._api, _api_client(config)
             self._renewals += 1
-            logger.info(
-                "Renewed the API credentials%s",
-                f" (valid until {info.expiration})" if info.expiration else "",
-            )
+            logger.info("Renewed the API credentials")
             if self._in_flight.get(old, 0):
                 self._retired.add(old)
             else:
                 await old.close()
 
-    def _expiring(self) -> bool:
-        return self._expiration is not None and (
-            datetime.datetime.now(datetime.UTC) >= self._expiration - RENEW_BEFORE_EXPIRY
-        )
-
     async def _send(
-        self, method: str, path: str, what: str, body: Any, headers: Mapping[str, str]
-    ) -> tuple[int, str, str | None]:
-        session = self._session
-        self._in_flight[session] = self._in_flight.get(session, 0) + 1
+        self,
+        method: str,
+        path: str,
+        what: str,
+        query: Mapping[str, str] | None,
+        body: Any,
+        content_type: str | None,
+    ) -> dict[str, Any]:
+        api = self._api
+        self._in_flight[api] = self._in_flight.get(api, 0) + 1
+        headers = {"Accept": "application/json"}
+        if content_type is not None:
+            headers["Content-Type"] = content_type
         try:
-            async with session.request(method, self._server + path, json=body, headers=dict(headers)) as resp:
-                return resp.status, await resp.text(), resp.headers.get("Retry-After")
-        except TimeoutError:
-            raise TransientError(
-                f"{what}: the API server did not answer in time", self._retry_delay
-            ) from None
-        except aiohttp.ClientError as exc:
-            raise TransientError(f"{what}: {type(exc).__name__}: {exc}", self._retry_delay) from exc
+            result = await api.call_api(
+                path,
+                method,
+                query_params=list((query or {}).items()),
+                header_params=headers,
+                body=body,
+                response_types_map=_AS_JSON,
+                auth_settings=["BearerToken"],
+                _return_http_data_only=True,
+                _preload_content=True,
+                _request_timeout=self._request_timeout,
+            )
+        except Exception as exc:
+            error = from_library(exc, what, self._retry_delay)
+            if status_of(exc) == 401:
+                raise _UnauthorizedError(error) from exc
+            if error is exc:
+                raise
+            raise error from exc
         finally:
-            left = self._in_flight.pop(session) - 1
+            left = self._in_flight.pop(api) - 1
             if left:
-                self._in_flight[session] = left
-            elif session in self._retired:
-                self._retired.discard(session)
-                await session.close()
+                self._in_flight[api] = left
+            elif api in self._retired:
+                self._retired.discard(api)
+                await api.close()
+        return result if isinstance(result, dict) else {}
 
     async def _request(
-        self, method: str, path: str, what: str, body: Any = None, content_type: str | None = None
+        self,
+        method: str,
+        path: str,
+        what: str,
+        body: Any = None,
+        content_type: str | None = None,
+        query: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
-        headers = {"Content-Type": content_type} if content_type else {}
-        if self._expiring():
-            await self._renew(self._renewals, what)
         seen = self._renewals
-        status, text, retry_after = await self._send(method, path, what, body, headers)
-        if status == 401 and self._credentials is not None:
+        try:
+            return await self._send(method, path, what, query, body, content_type)
+        except _UnauthorizedError:
             await self._renew(seen, what)
-            status, text, retry_after = await self._send(method, path, what, body, headers)
-        if status < 300:
-            return _json_object(text)
-        payload = _json_object(text)
-        reason = str(payload.get("reason") or "")
-        message = str(payload.get("message") or text[:200])
-        raise classify(what, status, reason, message, retry_after, self._retry_delay)
+        try:
+            return await self._send(method, path, what, query, body, content_type)
+        except _UnauthorizedError as exc:
+            # The operator's credentials, not the job, are at fault: never fail a job for it.
+            raise TransientError(str(exc.error), self._retry_delay) from exc.error
 
     # --- the public surface ----------------------------------------------------------------------
 
@@ -290,8 +231,9 @@ class KubeClient:
                 params["continue"] = token
             body = await self._request(
                 "GET",
-                f"{resource.path(namespace)}?{urllib.parse.urlencode(params)}",
+                resource.path(namespace),
                 f"list {resource.plural} in {namespace} ({label_selector})",
+                query=params,
             )
             page = body.get("items")
             if isinstance(page, list):
@@ -309,9 +251,9 @@ class KubeClient:
         """
         resource = resource_of(obj)
         meta = obj["metadata"]
-        query = urllib.parse.urlencode({"fieldManager": FIELD_MANAGER, "force": "true" if force else "false"})
-        path = f"{resource.path(str(meta['namespace']), str(meta['name']))}?{query}"
-        return await self._write("PATCH", path, f"apply {describe(obj)}", obj, APPLY_PATCH)
+        query = {"fieldManager": FIELD_MANAGER, "force": "true" if force else "false"}
+        path = resource.path(str(meta["namespace"]), str(meta["name"]))
+        return await self._write("PATCH", path, f"apply {describe(obj)}", obj, APPLY_PATCH, query)
 
     async def patch(
         self, resource: Resource, namespace: str, name: str, patch: Mapping[str, Any]
@@ -365,10 +307,13 @@ class KubeClient:
             "lastTimestamp": now,
             "count": 1,
         }
-        query = urllib.parse.urlencode({"fieldManager": FIELD_MANAGER})
         try:
             await self._request(
-                "POST", f"{EVENT.path(namespace)}?{query}", f"post Event about {describe(involved)}", event
+                "POST",
+                EVENT.path(namespace),
+                f"post Event about {describe(involved)}",
+                event,
+                query={"fieldManager": FIELD_MANAGER},
             )
         except (ApiError, TransientError) as exc:
             logger.warning("Event not posted: %s", exc)
@@ -379,33 +324,36 @@ class KubeClient:
         self, resource: Resource, namespace: str, name: str, patch: Mapping[str, Any], subresource: str | None
     ) -> dict[str, Any]:
         what = f"patch {resource.describe(namespace, name)}" + (f"/{subresource}" if subresource else "")
-        query = urllib.parse.urlencode({"fieldManager": FIELD_MANAGER})
-        path = f"{resource.path(namespace, name, subresource)}?{query}"
-        return await self._write("PATCH", path, what, dict(patch), MERGE_PATCH)
+        path = resource.path(namespace, name, subresource)
+        query = {"fieldManager": FIELD_MANAGER}
+        return await self._write("PATCH", path, what, dict(patch), MERGE_PATCH, query)
 
     async def _write(
-        self, method: str, path: str, what: str, body: Any, content_type: str | None = None
+        self,
+        method: str,
+        path: str,
+        what: str,
+        body: Any,
+        content_type: str | None = None,
+        query: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         try:
-            return await self._request(method, path, what, body, content_type)
+            return await self._request(method, path, what, body, content_type, query)
         except (ConflictError, RejectedError):
             raise
         except ApiError as exc:  # 404 on a write: the object or its namespace vanished meanwhile.
             raise TransientError(str(exc), self._retry_delay) from exc
 
 
-def _aware(moment: datetime.datetime | None) -> datetime.datetime | None:
-    """kopf allows naive expiry times, meaning UTC."""
-    if moment is None or moment.tzinfo is not None:
-        return moment
-    return moment.replace(tzinfo=datetime.UTC)
+class _UnauthorizedError(Exception):
+    """A 401, before the caller decides whether to renew and repeat."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+        super().__init__(str(error))
 
 
-def _json_object(text: str) -> dict[str, Any]:
-    if not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
+def _api_client(config: Any) -> ApiClient:
+    api = ApiClient(configuration=config)
+    api.user_agent = COMPONENT
+    return api

@@ -1,7 +1,11 @@
 """Prometheus metrics of one operator instance, on a registry it owns (not the global one).
 
 Owning the registry means two operators in one process (tests, the demo, the benchmark) never
-share or double-register series, and ``/metrics`` shows exactly this operator's view.
+share or double-register series, and ``/metrics`` shows exactly this operator's view. The
+registry also carries prometheus-client's process and platform collectors (``process_*`` CPU,
+memory, open files; ``python_info``), and ``/metrics`` is served by prometheus-client's own aiohttp
+handler, which negotiates the format (OpenMetrics when the scraper asks for it, else the text
+format) and compresses when asked.
 """
 
 from __future__ import annotations
@@ -10,7 +14,16 @@ import datetime
 from typing import Final
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
+from prometheus_client.aiohttp import make_aiohttp_handler
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from flashrl_api import PHASES
@@ -43,6 +56,8 @@ class OperatorMetrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
         self.reconcile_duration = Histogram(
             RECONCILE_DURATION,
             "Time to reconcile one FlashRLJob (children and status).",
@@ -131,13 +146,10 @@ class MetricsServer:
         self._runner: web.AppRunner | None = None
         self.url: str | None = None
 
-    async def _serve(self, _request: web.Request) -> web.Response:
-        return web.Response(body=self._metrics.exposition(), headers={"Content-Type": CONTENT_TYPE})
-
     async def start(self) -> str:
         """Start listening (port 0 picks a free one) and return the ``/metrics`` URL."""
         app = web.Application()
-        app.router.add_get("/metrics", self._serve)
+        app.router.add_get("/metrics", make_aiohttp_handler(self._metrics.registry))
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self._host, self._port)

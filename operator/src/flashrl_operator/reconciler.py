@@ -489,6 +489,11 @@ class Reconciler:
             return replace(obs, attempt_decision=decision, attempts=attempts.to_status())
         if verdict.phase != "Failed" or verdict.reason in RECOVERABLE_FAILURES:
             return replace(obs, attempts=attempts.to_status())
+        # The job was read before the RayJob: the launcher may have reported a later step or
+        # checkpoint in between. What the attempt achieved decides the retry, so read it again.
+        fresh = await self._kube.get(FLASHRL_JOB, namespace, name)
+        if fresh is not None:
+            reported = Reported.of(fresh.get("status") or {})
         deadline = job.spec.lifecycle.active_deadline_seconds
         left = None if deadline is None else deadline - (now - created).total_seconds()
         failure = on_failure(

@@ -19,7 +19,7 @@ from typing import Literal
 import kopf
 
 from flashrl_operator.handlers import OperatorConfig, OperatorContext, build_registry
-from flashrl_operator.kube import resolve_credentials
+from flashrl_operator.login import Credentials
 
 #: Prefix of kopf's bookkeeping annotations on FlashRLJobs (progress, last handled spec).
 ANNOTATION_PREFIX = "flashrl.dev"
@@ -71,7 +71,7 @@ def run_foreground(config: OperatorConfig, log_format: LogFormat = "plain", verb
     kopf.configure(
         verbose=verbose, log_format=kopf.LogFormat.JSON if log_format == "json" else kopf.LogFormat.FULL
     )
-    if resolve_credentials(build_settings(config), config.server) is None:
+    if not Credentials(config.server).available():
         print(
             "flashrl operator: no Kubernetes credentials: not in a pod with a service account, and no "
             "kubeconfig ($KUBECONFIG or ~/.kube/config)",

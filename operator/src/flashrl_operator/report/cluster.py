@@ -115,16 +115,16 @@ def load_cluster_runs(
     namespace: str, experiment: str | None, jobs: Sequence[str], server: str | None = None
 ) -> tuple[list[RunMetrics], str]:
     """Connect like kubectl (``$KUBECONFIG`` and its current context, exec plugins included; or
-    ``server``), read the runs, disconnect."""
-    import kopf
-
-    from flashrl_operator.kube import KubeClient, resolve_credentials
+    ``server``), read the runs, disconnect. The same client layer as the operator's
+    (:mod:`flashrl_operator.login`, :mod:`flashrl_operator.kube`)."""
+    from flashrl_operator.kube import KubeClient
+    from flashrl_operator.login import CredentialError, Credentials
 
     async def main() -> tuple[list[RunMetrics], str]:
-        info = await asyncio.to_thread(resolve_credentials, kopf.OperatorSettings(), server)
-        if info is None:
-            raise MetricsInputError("no Kubernetes credentials: set KUBECONFIG or run inside a cluster")
-        client = KubeClient.connect(info)
+        try:
+            client = await KubeClient.connect(Credentials(server))
+        except CredentialError as exc:
+            raise MetricsInputError(f"{exc}: set KUBECONFIG or run inside a cluster") from exc
         try:
             return await fetch_runs(client, namespace, experiment, jobs)
         finally:

@@ -238,6 +238,9 @@ class EmulatedApiServer(kmock.KubernetesEmulator):
             if given.removeprefix("Bearer ") not in self.accepted_tokens or not given.startswith("Bearer "):
                 return _status(401, "Unauthorized", "Unauthorized")
         content_type = str(request.headers.get("Content-Type", ""))
+        if request.method == kmock.method.PUT and request.resource is not None and request.name is not None:
+            async with self._apply_lock:
+                return await self._replace(request)
         if (
             request.action == kmock.action.UPDATE
             and request.name is not None
@@ -294,6 +297,34 @@ class EmulatedApiServer(kmock.KubernetesEmulator):
             if other != manager:
                 owned.difference_update(f for f in list(owned) if any(_overlaps(f, g) for g in fields))
         owners.setdefault(manager, set()).update(fields)
+
+    async def _replace(self, request: kmock.Request) -> web.StreamResponse:
+        """``PUT``: replace the object, refused with 409 when its ``resourceVersion`` is not current.
+
+        kmock knows no PUT; it is served as the merge patch that turns the stored object into the new
+        one. The resourceVersion check is the optimistic concurrency leader election relies on.
+        """
+        assert request.resource is not None and request.name is not None
+        key = (request.resource, request.namespace, request.name)
+        current = self.objects[key] if key in self.objects else None  # noqa: SIM401  (no .get)
+        if current is None or current.deleted:
+            return _status(404, "NotFound", f"{request.name} not found")
+        new = request.data if isinstance(request.data, dict) else {}
+        given = (new.get("metadata") or {}).get("resourceVersion")
+        stored = (current.get("metadata") or {}).get("resourceVersion")
+        if given is not None and str(given) != str(stored):
+            return _status(
+                409,
+                "Conflict",
+                "the object has been modified; please apply your changes to the latest version",
+            )
+        live: dict[str, Any] = json.loads(json.dumps(current.raw))
+        wanted = {**new, "metadata": {**(live.get("metadata") or {}), **(new.get("metadata") or {})}}
+        wanted.pop("status", None)
+        patch = merge_patch_between({k: v for k, v in live.items() if k != "status"}, wanted)
+        return await self._store(
+            self._rewrite(request, action=kmock.action.UPDATE, method=kmock.method.PATCH, data=patch)
+        )
 
     def _rewrite(self, request: kmock.Request, **changes: Any) -> kmock.Request:
         """``request`` as another one (an apply served as a create or a merge patch).

@@ -13,8 +13,10 @@
 the launcher (``kuberay``). :meth:`EmulatedCluster.start_operator` starts the real operator (kopf,
 its own thread and loop, :class:`~flashrl_operator.runner.OperatorThread`) with settings fit for
 an emulator (:meth:`EmulatedCluster.operator_config`), and returns once it is ready and watching.
-Leaving the ``async with`` stops every operator it started (failing loudly if one hangs), then the
-client and the server, also when the body failed.
+:meth:`EmulatedCluster.start_operator_process` runs ``flashrl operator`` as its own process instead
+(credentials from a kubeconfig it writes; the two-replica test kills one with SIGKILL).
+Leaving the ``async with`` stops every operator it started (failing loudly if one hangs, killing a
+process that does not stop), then the client and the server, also when the body failed.
 """
 
 from __future__ import annotations
@@ -22,10 +24,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import kmock
+import yaml
 
 from flashrl_operator.handlers import OperatorConfig
 from flashrl_operator.runner import OperatorThread
@@ -35,10 +44,46 @@ from flashrl_operator.sim.apiserver import (
     RAY_JOBS_RESOURCE,
     ApiClient,
     EmulatedApiServer,
+    eventually,
+    free_port,
     watch_started,
 )
 from flashrl_operator.sim.staging import StagingStandIn
 from flashrl_operator.sim.standins import GarbageCollectorStandIn, KubeRayStandIn
+
+
+@dataclasses.dataclass
+class OperatorProcess:
+    """``flashrl operator`` in its own process, with its metrics URL and its output file."""
+
+    process: subprocess.Popen[bytes]
+    metrics_url: str
+    log: Path
+
+    @property
+    def pid(self) -> int:
+        """The process id."""
+        return self.process.pid
+
+    def kill(self) -> None:
+        """SIGKILL: the process dies without cleaning anything up (a crashed or evicted pod)."""
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGKILL)
+            self.process.wait(10)
+
+    def stop(self, timeout: float = 20.0) -> int:
+        """SIGTERM and wait; SIGKILL if it does not stop in time. Returns the exit status."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        return int(self.process.returncode)
+
+    def output(self) -> str:
+        """What it printed so far."""
+        return self.log.read_text(errors="replace")
 
 
 class EmulatedCluster:
@@ -52,6 +97,8 @@ class EmulatedCluster:
         self._kuberay: KubeRayStandIn | None = None
         self._gc: GarbageCollectorStandIn | None = None
         self.operators: list[OperatorThread] = []
+        self.processes: list[OperatorProcess] = []
+        self._tmp = tempfile.TemporaryDirectory(prefix="flashrl-sim-")
 
     @property
     def api(self) -> ApiClient:
@@ -88,6 +135,7 @@ class EmulatedCluster:
             self._api = ApiClient(self.url)
             self._stack.push_async_callback(self._api.close)
             self._kuberay = KubeRayStandIn(self._api)
+            self._stack.callback(self._tmp.cleanup)
             self._gc = GarbageCollectorStandIn(self.server, self._api)
             self._stack.push_async_callback(self.stop_operators)
         except BaseException:
@@ -128,8 +176,51 @@ class EmulatedCluster:
         await watch_started(self.server, EXPERIMENTS_RESOURCE)
         return operator
 
+    def kubeconfig(self) -> Path:
+        """A kubeconfig for the emulated server (token-less, as the emulator checks none by default)."""
+        path = Path(self._tmp.name) / "kubeconfig"
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": "emulated",
+            "contexts": [{"name": "emulated", "context": {"cluster": "emulated", "user": "operator"}}],
+            "clusters": [{"name": "emulated", "cluster": {"server": self.url}}],
+            "users": [{"name": "operator", "user": {"token": "emulated"}}],
+        }
+        path.write_text(yaml.safe_dump(config), encoding="utf-8")
+        return path
+
+    async def start_operator_process(self, *flags: str, env: dict[str, str] | None = None) -> OperatorProcess:
+        """Run ``flashrl operator FLAGS`` against the emulator; returns once its ``/metrics`` answers."""
+        metrics_port = free_port()
+        log = Path(self._tmp.name) / f"operator-{len(self.processes)}.log"
+        cmd = [sys.executable, "-m", "flashrl_operator.cli", "operator", "--metrics-port", str(metrics_port)]
+        cmd += ["--health-port", str(free_port()), *flags]
+        environ = {**os.environ, "KUBECONFIG": str(self.kubeconfig()), **(env or {})}
+        with log.open("wb") as out:
+            process = subprocess.Popen(cmd, env=environ, stdout=out, stderr=subprocess.STDOUT)  # noqa: ASYNC220
+        handle = OperatorProcess(process, f"http://127.0.0.1:{metrics_port}/metrics", log)
+        self.processes.append(handle)
+
+        async def serving() -> bool:
+            if process.poll() is not None:
+                raise RuntimeError(f"flashrl operator exited with {process.returncode}:\n{handle.output()}")
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", metrics_port)
+            except OSError:
+                return False
+            writer.close()
+            return True
+
+        await eventually(serving, "flashrl operator to serve /metrics", 30.0)
+        await watch_started(self.server, JOBS_RESOURCE)
+        return handle
+
     async def stop_operators(self) -> None:
         """Stop every operator started here; raise if one outlives its stop."""
+        processes, self.processes = self.processes, []
+        for process in processes:
+            await asyncio.to_thread(process.stop)
         operators, self.operators = self.operators, []
         for operator in operators:
             await asyncio.to_thread(operator.stop)
