@@ -145,7 +145,7 @@ def test_rbac_and_service_account_can_be_disabled(render: Callable[..., list[dic
 
 def test_every_kind_the_operator_applies_or_reads_is_granted(default_docs: list[dict[str, Any]]) -> None:
     """A child kind added to the renderer (and to flashrl_operator.kinds) needs its rule in the chart."""
-    from flashrl_operator.kinds import CHILD_KINDS, READ_KINDS
+    from flashrl_operator.kinds import ANNOTATED_KINDS, CHILD_KINDS, READ_KINDS
 
     (role,) = [
         r for r in find(default_docs, "ClusterRole") if "aggregate-to" not in str(r["metadata"]["labels"])
@@ -156,6 +156,9 @@ def test_every_kind_the_operator_applies_or_reads_is_granted(default_docs: list[
         assert granted.get((kind.group, kind.plural), set()) >= {"get", "create", "patch"}, kind
     for kind in READ_KINDS:
         assert granted.get((kind.group, kind.plural)), kind
+    for kind in ANNOTATED_KINDS:
+        # Read, and annotated with a merge patch (the claims: what is staged on them).
+        assert granted.get((kind.group, kind.plural), set()) >= {"get", "patch"}, kind
 
 
 def documented_grants(path: str) -> dict[tuple[str, str], set[str]]:
