@@ -19,6 +19,8 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("ray.io", "rayjobs"): {"get", "list", "watch", "create", "patch", "delete"},
     ("ray.io", "rayclusters"): {"get"},
     ("", "pods"): {"list"},
+    ("batch", "jobs"): {"get", "list", "watch", "create", "patch"},
+    ("", "persistentvolumeclaims"): {"get", "patch"},
     ("", "configmaps"): {"get", "create", "patch"},
     ("", "serviceaccounts"): {"get", "create", "patch"},
     ("rbac.authorization.k8s.io", "roles"): {"get", "create", "patch"},

@@ -117,6 +117,7 @@ def test_deployment_security_and_shape(default_docs: list[dict[str, Any]]) -> No
         "--log-format=json",
         "--metrics-port=8080",
         "--health-port=8081",
+        "--default-trainer-image=ghcr.io/flashrl-dev/flashrl-trainer:0.1.0",
         "--network-policy-kuberay-namespace=kuberay-system",
         "--network-policy-monitoring-namespace=monitoring",
         "--network-policy-metrics-port=8080",
@@ -133,6 +134,7 @@ def test_args_follow_values(render: Callable[..., list[dict[str, Any]]]) -> None
         "--log-format=plain",
         "--metrics-port=9090",
         "--health-port=9091",
+        "--default-trainer-image=ghcr.io/flashrl-dev/flashrl-trainer:0.1.0",
         "--namespace=a",
         "--namespace=b",
         "--network-policy-kuberay-namespace=kuberay-system",
@@ -229,6 +231,19 @@ def test_crd_reads_the_same_under_go_yaml_rules(default_docs: list[dict[str, Any
     python_view = next(d for d in yaml.safe_load_all(text) if d)
     go_view = next(d for d in yaml.load_all(text, Loader=_GoYaml11Loader) if d)
     assert go_view == python_view, "quote y/n/yes/no/on/off keys and values in the generated CRD"
+
+
+def test_the_operator_gets_a_default_trainer_image(
+    render: Callable[..., list[dict[str, Any]]], default_docs: list[dict[str, Any]], pins: dict[str, Any]
+) -> None:
+    def flag(docs: list[dict[str, Any]]) -> str:
+        (container,) = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+        (arg,) = [a for a in container["args"] if a.startswith("--default-trainer-image=")]
+        return str(arg.split("=", 1)[1])
+
+    trainer = pins["images"]["trainer"]
+    assert flag(default_docs) == f"{trainer['repository']}:{trainer['tag']}"
+    assert flag(render({"defaultTrainerImage": "registry.example/t:1"})) == "registry.example/t:1"
 
 
 def test_security_contexts_are_values_for_platforms_that_assign_uids(

@@ -78,7 +78,13 @@ def test_make_e2e_runs_the_script() -> None:
 
 
 def test_yaml_files_pass_yamllint() -> None:
-    files = [WORKFLOW, E2E / "kind-config.yaml", E2E / "flashrljob-e2e.yaml"]
+    files = [
+        WORKFLOW,
+        WORKFLOW.with_name("release.yaml"),
+        E2E / "kind-config.yaml",
+        E2E / "flashrljob-e2e.yaml",
+    ]
+    files += sorted((REPO / "examples" / "cluster").glob("*.yaml"))
     proc = subprocess.run(
         [sys.executable, "-m", "yamllint", "-d", YAMLLINT_CONFIG, *map(str, files)],
         capture_output=True,

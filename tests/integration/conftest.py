@@ -13,7 +13,7 @@ import pytest
 from operator_harness import Cluster, StartOperator
 
 from flashrl_operator.runner import OperatorThread
-from flashrl_operator.sim import EmulatedCluster
+from flashrl_operator.sim import EmulatedCluster, StagingStandIn
 
 
 @pytest.fixture
@@ -38,3 +38,9 @@ async def start_operator(emulated: EmulatedCluster) -> AsyncIterator[StartOperat
     operators = list(emulated.operators)
     await emulated.stop_operators()
     assert not any(op.alive for op in operators), "an operator thread outlived its test"
+
+
+@pytest.fixture
+def staging(emulated: EmulatedCluster) -> StagingStandIn:
+    """The Job controller and the stage command, played for staging Jobs."""
+    return emulated.staging

@@ -67,12 +67,26 @@ class Cluster:
         ]
 
 
-def job_manifest(name: str, spec: dict[str, Any] | None = None) -> dict[str, Any]:
+#: Model and data as paths on the job's volumes: nothing to stage, so the RayJob comes at once. The
+#: staging tests (test_operator_staging.py) use the Hugging Face defaults instead.
+LOCAL_SOURCES: dict[str, Any] = {
+    "model": {"source": "/models/Qwen3-8B-Base"},
+    "data": {"train": "/data/dapo-math-17k.parquet", "validation": "/data/aime-2024.parquet"},
+}
+
+
+def job_manifest(
+    name: str, spec: dict[str, Any] | None = None, *, hf_sources: bool = False
+) -> dict[str, Any]:
+    full = dict(spec or {})
+    if not hf_sources:
+        for key, value in LOCAL_SOURCES.items():
+            full.setdefault(key, value)
     return {
         "apiVersion": "flashrl.dev/v1alpha1",
         "kind": "FlashRLJob",
         "metadata": {"name": name, "namespace": NAMESPACE},
-        "spec": spec or {},
+        "spec": full,
     }
 
 

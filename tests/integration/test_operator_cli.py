@@ -174,9 +174,11 @@ def test_demo_runs_the_whole_lifecycle() -> None:
     text = out.getvalue()
     assert rc == 0, err.getvalue() + text[-2000:]
     assert "EMULATED" in text
-    for phase in ("Pending", "Starting", "Running", "Succeeded"):
+    for phase in ("Staging", "Pending", "Starting", "Running", "Succeeded"):
         assert f"-> {phase}" in text
-    assert "created rayjob rl/qwen3-8b-dapo-fp8" in text
+    # The staging Job runs, and succeeds, before the RayJob exists.
+    assert text.index("created job rl/qwen3-8b-dapo-fp8-stage") < text.index("the staging Job completed")
+    assert text.index("the staging Job completed") < text.index("created rayjob rl/qwen3-8b-dapo-fp8")
     assert "kind: RayJob" in text
     # A GPU node is lost after step 7, past the checkpoint of step 5: attempt 2 resumes from step 5.
     assert "step 7/150 (attempt 1)" in text

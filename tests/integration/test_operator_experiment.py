@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
-from operator_harness import NAMESPACE, Cluster, StartOperator
+from operator_harness import LOCAL_SOURCES, NAMESPACE, Cluster, StartOperator
 
 from flashrl_api.history import HISTORY_KEY, parse_history
 from flashrl_operator.cli import main
@@ -48,7 +48,8 @@ REPORTED = (
 
 def experiment_manifest(name: str, parallelism: int | None = None) -> dict[str, Any]:
     spec: dict[str, Any] = {
-        "template": {"training": {"totalSteps": STEPS}},
+        # Sources on the claims, as the other kmock tests use: nothing to stage (the demo stages).
+        "template": {"training": {"totalSteps": STEPS}, **LOCAL_SOURCES},
         "variants": [
             {"name": "fp8", "spec": {"rollout": {"quantization": "blockwise-fp8"}}},
             {"name": "bf16", "spec": {"rollout": {"quantization": "bf16"}}},

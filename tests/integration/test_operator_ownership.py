@@ -1,10 +1,11 @@
 """The operator never takes over what is not its job's, refuses what the admin's policy forbids, and
 applies each job's NetworkPolicy.
 
-For every child kind, an object already exists under the child's name (made by a user, or owned by
-another FlashRLJob of the same name that was deleted): the job reports ``ChildConflict`` naming it,
-creates nothing, and the object is left exactly as it was (no patch, no adoption, no deletion). Once
-the object is gone, the job goes ahead on the next resync.
+For every child kind (the staging Job of a job with Hugging Face sources included), an object already
+exists under the child's name (made by a user, or owned by another FlashRLJob of the same name that
+was deleted): the job reports ``ChildConflict`` naming it, creates nothing, and the object is left
+exactly as it was (no patch, no adoption, no deletion). Once the object is gone, the job goes ahead
+on the next resync.
 """
 
 from __future__ import annotations
@@ -20,14 +21,23 @@ from flashrl_operator.kinds import CHILD_KINDS
 from flashrl_operator.policy import AdminPolicy
 from flashrl_operator.render import render
 from flashrl_operator.render.network import NetworkSettings
-from flashrl_operator.sim import JOBS_RESOURCE, RAY_JOBS_RESOURCE, eventually, resource_key
+from flashrl_operator.sim import (
+    BATCH_JOBS_RESOURCE,
+    JOBS_RESOURCE,
+    RAY_JOBS_RESOURCE,
+    StagingStandIn,
+    eventually,
+    resource_key,
+)
 
 pytestmark = pytest.mark.kmock
 
 
 def _children(name: str) -> dict[str, dict[str, Any]]:
-    """The job's children as rendered (no uid yet: what a squatter would copy)."""
-    job = parse_job({**job_manifest(name), "metadata": {"name": name, "namespace": NAMESPACE}})
+    """The children of a job with Hugging Face sources (so a staging Job too) as rendered (no uid yet:
+    what a squatter would copy)."""
+    manifest = job_manifest(name, hf_sources=True)
+    job = parse_job({**manifest, "metadata": {"name": name, "namespace": NAMESPACE}})
     return {obj["kind"]: obj for obj in render(job)}
 
 
@@ -70,7 +80,7 @@ def test_every_child_kind_is_covered() -> None:
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("owner", [None, "a-deleted-job-uid"], ids=["no-controller", "other-uid"])
 async def test_an_object_under_a_childs_name_is_never_taken_over(
-    cluster: Cluster, start_operator: StartOperator, kind: str, owner: str | None
+    cluster: Cluster, start_operator: StartOperator, staging: StagingStandIn, kind: str, owner: str | None
 ) -> None:
     name = f"own-{kind.lower()}"[:40]
     children = _children(name)
@@ -81,7 +91,7 @@ async def test_an_object_under_a_childs_name_is_never_taken_over(
     assert before is not None
 
     await start_operator(resync_interval=0.5)
-    await cluster.api.create(JOBS_RESOURCE, job_manifest(name))
+    await cluster.api.create(JOBS_RESOURCE, job_manifest(name, hf_sources=True))
 
     status = await eventually(lambda: conflicted(cluster, name), "Accepted=False/ChildConflict")
     assert status["phase"] == "Pending"
@@ -113,6 +123,8 @@ async def test_an_object_under_a_childs_name_is_never_taken_over(
 
     # Once it is gone, the job goes ahead and creates its own.
     await cluster.api.delete(resource, NAMESPACE, squatter["metadata"]["name"])
+    await cluster.wait_for(BATCH_JOBS_RESOURCE, children["Job"]["metadata"]["name"])
+    await staging.succeed(NAMESPACE, children["Job"]["metadata"]["name"])
     await cluster.wait_for(RAY_JOBS_RESOURCE, children["RayJob"]["metadata"]["name"])
     mine = await cluster.wait_for(resource, squatter["metadata"]["name"])
     job = await cluster.job(name)
@@ -135,7 +147,7 @@ async def test_a_foreign_rayjobs_status_is_not_reported_as_the_jobs(
 
 
 async def test_policy_violations_are_refused_before_anything_is_created(
-    cluster: Cluster, start_operator: StartOperator
+    cluster: Cluster, start_operator: StartOperator, staging: StagingStandIn
 ) -> None:
     await start_operator(
         policy=AdminPolicy(allowed_registries=("registry.internal",), forbid_keyless_exists_tolerations=True)
@@ -144,7 +156,7 @@ async def test_policy_violations_are_refused_before_anything_is_created(
         "images": {"trainer": "docker.io/evil/miner:1"},
         "resources": {"tolerations": [{"operator": "Exists"}]},
     }
-    await cluster.api.create(JOBS_RESOURCE, job_manifest("pol", spec))
+    await cluster.api.create(JOBS_RESOURCE, job_manifest("pol", spec, hf_sources=True))
     status = await cluster.wait_phase("pol", "Failed")
     assert status["reason"] == "PolicyViolation"
     assert "spec.images.trainer" in status["message"]
@@ -160,6 +172,10 @@ async def test_policy_violations_are_refused_before_anything_is_created(
         "pol",
         {"spec": {"images": {"trainer": "registry.internal/rl/trainer:1"}, "resources": {"tolerations": []}}},
     )
+    # The staging Job runs the image the policy judged, then the RayJob follows.
+    stage = await cluster.wait_for(BATCH_JOBS_RESOURCE, "pol-stage")
+    assert stage["spec"]["template"]["spec"]["containers"][0]["image"] == "registry.internal/rl/trainer:1"
+    await staging.succeed(NAMESPACE, "pol-stage")
     await cluster.wait_for(RAY_JOBS_RESOURCE, "pol")
 
 

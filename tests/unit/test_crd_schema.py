@@ -201,6 +201,7 @@ def test_status_schema_and_conditions_map() -> None:
     assert "type" in conditions["items"]["required"]
     assert status["properties"]["phase"]["enum"] == [
         "Pending",
+        "Staging",
         "Starting",
         "Running",
         "Succeeded",
@@ -345,6 +346,15 @@ BAD_SPECS: list[tuple[str, dict[str, Any], str]] = [
     ("override-bare-key", {"overrides": ["a=1", "trainer.logger"]}, "spec.overrides[1]"),
     ("bool-type", {"dryRun": "yes"}, "spec.dryRun"),
     ("negative-restarts", {"lifecycle": {"maxRestarts": -1}}, "spec.lifecycle.maxRestarts"),
+    # Malformed Hugging Face references: refused offline, before any staging Job exists.
+    ("model-hf-one-segment", {"model": {"source": "hf://Qwen3-8B-Base"}}, "spec.model.source"),
+    ("model-hf-a-dataset", {"model": {"source": "hf://datasets/o/n"}}, "spec.model.source"),
+    ("model-hf-empty-revision", {"model": {"source": "hf://Qwen/Qwen3-8B-Base@"}}, "spec.model.source"),
+    ("model-hf-space-in-revision", {"model": {"source": "hf://Qwen/Qwen3-8B-Base@a b"}}, "spec.model.source"),
+    ("model-relative-path", {"model": {"source": "Qwen/Qwen3-8B-Base"}}, "spec.model.source"),
+    ("data-hf-no-file", {"data": {"train": "hf://datasets/o/n"}}, "spec.data.train"),
+    ("data-hf-a-model-repo", {"data": {"validation": "hf://o/n/x.parquet"}}, "spec.data.validation"),
+    ("data-hf-empty-file", {"data": {"train": "hf://datasets/o/n@v1/"}}, "spec.data.train"),
 ]
 
 

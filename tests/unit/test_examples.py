@@ -53,6 +53,7 @@ def test_example_validates_and_renders(path: Path) -> None:
         "RoleBinding",
         "ConfigMap",
         "NetworkPolicy",
+        "Job",
         "RayJob",
     ]
     assert all(o["metadata"]["namespace"] == job.namespace for o in objs)

@@ -48,7 +48,11 @@ def pods(job: FlashRLJob) -> dict[str, dict[str, Any]]:
     }
     worker.setdefault("initContainers", []).append(init)
     submitter = copy.deepcopy(ray_job["spec"]["submitterPodTemplate"]["spec"])
-    return {"head": head, "workers": worker, "submitter": submitter}
+    found = {"head": head, "workers": worker, "submitter": submitter}
+    stage = next((o for o in render(job) if o["kind"] == "Job"), None)
+    if stage is not None:
+        found["staging"] = copy.deepcopy(stage["spec"]["template"]["spec"])
+    return found
 
 
 def levels(job: FlashRLJob) -> dict[str, str]:
@@ -56,7 +60,9 @@ def levels(job: FlashRLJob) -> dict[str, str]:
 
 
 def test_defaults_meet_restricted_everywhere() -> None:
-    for name, pod in pods(_job()).items():
+    found = pods(_job())
+    assert set(found) == {"head", "workers", "submitter", "staging"}  # the defaults are hf:// sources
+    for name, pod in found.items():
         assert failures(pod, "restricted") == [], name
 
 
@@ -77,10 +83,12 @@ def test_ipc_lock_only_on_rdma_workers() -> None:
     assert rdma["workers"]["containers"][0]["securityContext"]["capabilities"]["add"] == ["IPC_LOCK"]
     assert "add" not in rdma["head"]["containers"][0]["securityContext"]["capabilities"]
     assert "add" not in rdma["submitter"]["containers"][0]["securityContext"]["capabilities"]
+    assert "add" not in rdma["staging"]["containers"][0]["securityContext"]["capabilities"]
     assert levels(_job({"resources": {"rdma": {"resourceName": "rdma/hca_shared_devices_a"}}})) == {
         "head": "restricted",
         "workers": "privileged",  # IPC_LOCK is allowed by neither baseline nor restricted
         "submitter": "restricted",
+        "staging": "restricted",
     }
 
 
@@ -131,8 +139,11 @@ def test_the_checker_tells_the_levels_apart(change: Any, expected: str) -> None:
 
 def _documented_levels() -> dict[str, dict[str, str]]:
     text = (REPO / "docs" / "security.md").read_text(encoding="utf-8")
-    rows = re.findall(r"^\| `(examples/[^`]+)` \| (\w+) \| (\w+) \| (\w+) \|", text, re.MULTILINE)
-    return {path: {"head": h, "workers": w, "submitter": s} for path, h, w, s in rows}
+    rows = re.findall(r"^\| `(examples/[^`]+)` \| (\w+) \| (\w+) \| (\w+) \| (\w+|-) \|", text, re.MULTILINE)
+    return {
+        path: {"head": h, "workers": w, "submitter": s, **({"staging": st} if st != "-" else {})}
+        for path, h, w, s, st in rows
+    }
 
 
 def test_docs_report_each_examples_level() -> None:

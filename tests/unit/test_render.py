@@ -74,6 +74,7 @@ def test_children_in_apply_order() -> None:
         ("rbac.authorization.k8s.io/v1", "RoleBinding"),
         ("v1", "ConfigMap"),
         ("networking.k8s.io/v1", "NetworkPolicy"),
+        ("batch/v1", "Job"),  # the staging Job: the defaults are Hugging Face sources
         ("ray.io/v1", "RayJob"),
     ]
 
@@ -83,8 +84,8 @@ def test_render_is_deterministic_and_returns_fresh_objects() -> None:
     first = render(job)
     pristine = copy.deepcopy(first)
     # Mutating one result (as an apply loop might) must not leak into the next render.
-    first[5]["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["tolerations"][0]["x"] = 1
-    first[5]["metadata"]["labels"]["x"] = "y"
+    first[-1]["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["tolerations"][0]["x"] = 1
+    first[-1]["metadata"]["labels"]["x"] = "y"
     assert render(job) == pristine
 
 
@@ -97,6 +98,7 @@ def test_every_child_is_named_labelled_namespaced_and_owned() -> None:
         "RoleBinding": names.role_binding,
         "ConfigMap": names.config_map,
         "NetworkPolicy": names.network_policy,
+        "Job": "qwen3-8b-dapo-fp8-stage",
         "RayJob": names.ray_job,
     }
     components = {
@@ -105,6 +107,7 @@ def test_every_child_is_named_labelled_namespaced_and_owned() -> None:
         "RoleBinding": "launcher-rbac",
         "ConfigMap": "spec",
         "NetworkPolicy": "network",
+        "Job": "staging",
         "RayJob": "ray-job",
     }
     for obj in render(job):
@@ -289,6 +292,37 @@ def test_no_queue_no_kueue_label() -> None:
     assert "kueue.x-k8s.io/queue-name" not in ray_job_of(job)["metadata"]["labels"]
     assert "priorityClassName" not in head_pod(job)
     assert "priorityClassName" not in worker_group(job)["template"]["spec"]
+
+
+# --- submitter ------------------------------------------------------------------------------------
+
+
+def test_pull_secrets_reach_kuberays_submitter_pod() -> None:
+    job = make_job(
+        {
+            "images": {"pullSecrets": ["regcred"], "pullPolicy": "Always"},
+            "scheduling": {"priorityClassName": "training"},
+            "resources": {"head": {"nodeSelector": {"pool": "cpu"}}},
+        }
+    )
+    rayjob = ray_job_of(job)["spec"]
+    assert rayjob["submissionMode"] == "K8sJobMode"
+    pod = rayjob["submitterPodTemplate"]["spec"]
+    assert pod["imagePullSecrets"] == [{"name": "regcred"}]
+    assert pod["restartPolicy"] == "Never"  # KubeRay's submitter Job requires it
+    assert (pod["priorityClassName"], pod["nodeSelector"]) == ("training", {"pool": "cpu"})
+    (c,) = pod["containers"]
+    assert (c["name"], c["image"], c["imagePullPolicy"]) == (
+        "ray-job-submitter",
+        job.spec.images.trainer,
+        "Always",
+    )
+    # KubeRay fills in the submit command only when the container has none.
+    assert "command" not in c and "args" not in c
+    assert (
+        rayjob["submitterPodTemplate"]["metadata"]["labels"]
+        == rayjob["rayClusterSpec"]["headGroupSpec"]["template"]["metadata"]["labels"]
+    )
 
 
 # --- head -----------------------------------------------------------------------------------------

@@ -327,6 +327,7 @@ def as_pods(rayjob: dict[str, Any]) -> Iterator[dict[str, Any]]:
     cluster = rayjob["spec"]["rayClusterSpec"]
     templates = [("head", cluster["headGroupSpec"]["template"])]
     templates += [(g["groupName"], g["template"]) for g in cluster["workerGroupSpecs"]]
+    templates.append(("submitter", rayjob["spec"]["submitterPodTemplate"]))
     for group, template in templates:
         yield {
             "apiVersion": "v1",

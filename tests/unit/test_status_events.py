@@ -8,6 +8,7 @@ from flashrl_api.spec import MismatchGuardSpec
 from flashrl_api.status import WARNING_REASONS, ConditionType, Reason
 from flashrl_operator.handlers import needs_reconcile
 from flashrl_operator.kuberay import RayJobView
+from flashrl_operator.staging import StagingObservation
 from flashrl_operator.status_mapping import (
     Observation,
     desired_status,
@@ -64,7 +65,7 @@ def test_a_condition_turning_to_a_warning_reason_is_announced_without_a_phase_ch
 
 def test_vocabulary_sets_are_members_and_conditions_are_written_in_order() -> None:
     assert all(isinstance(r, Reason) for r in WARNING_REASONS)
-    status = desired_status(Observation(ray_job_name="j"), NOW)
+    status = desired_status(Observation(ray_job_name="j", staging=StagingObservation()), NOW)
     # RolloutMismatch is written once the launcher has reported metrics for the guard to judge.
     assert [c.type for c in status.conditions] == [
         t for t in ConditionType if t != ConditionType.ROLLOUT_MISMATCH
@@ -72,6 +73,7 @@ def test_vocabulary_sets_are_members_and_conditions_are_written_in_order() -> No
     judged = desired_status(
         Observation(
             ray_job_name="j",
+            staging=StagingObservation(),
             guard=guard_observation(
                 MismatchGuardSpec(), {"metrics": [{"name": "rollout_corr/kl", "value": 0.0, "step": 1}]}
             ),

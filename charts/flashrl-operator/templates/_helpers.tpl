@@ -71,6 +71,24 @@ The operator image: values.image.* when set, else the pinned repository and tag.
 {{- end }}
 
 {{/*
+The trainer image for jobs that name none: the defaultTrainerImage value, else the pinned trainer image
+(with its digest once recorded).
+*/}}
+{{- define "flashrl-operator.trainerImage" -}}
+{{- if .Values.defaultTrainerImage }}
+{{- .Values.defaultTrainerImage }}
+{{- else }}
+{{- $pins := include "flashrl-operator.pins" . | fromYaml }}
+{{- $pinned := $pins.images.trainer }}
+{{- if and $pinned.digest (ne $pinned.digest "unresolved") }}
+{{- printf "%s:%s@%s" $pinned.repository $pinned.tag $pinned.digest }}
+{{- else }}
+{{- printf "%s:%s" $pinned.repository $pinned.tag }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
 The operator's permissions, in one place: used by the ClusterRole (cluster-wide mode) and by each
 namespaced Role (watchNamespaces mode). No wildcards.
 */}}
@@ -107,10 +125,21 @@ namespaced Role (watchNamespaces mode). No wildcards.
   resources: ["rayclusters"]
   verbs: ["get"]
 # The RayCluster's pods, listed by the ray.io/cluster label only while the cluster is starting,
-# so ClusterReady can say why a pod is not (Unschedulable, image pull, missing Secret).
+# so ClusterReady can say why a pod is not (Unschedulable, image pull, missing Secret); and a failed
+# staging Job's pods, for the stage command's reason.
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["list"]
+# The staging Job (a CPU-only flashrl-launch stage before the RayJob when model or data come from
+# Hugging Face): created, watched for its outcome. Its pods are listed (above) for a failure's message.
+- apiGroups: ["batch"]
+  resources: ["jobs"]
+  verbs: ["get", "list", "watch", "create", "patch"]
+# The claims sources are staged into: read, and annotated with what is staged there, so the next
+# job using the same source on the same claim runs no staging Job.
+- apiGroups: [""]
+  resources: ["persistentvolumeclaims"]
+  verbs: ["get", "patch"]
 # Per-job ConfigMap (spec + verl overrides) and the launcher's ServiceAccount. Written by server-side
 # apply: patch, and create for an apply that creates the object.
 - apiGroups: [""]

@@ -44,7 +44,7 @@ from flashrl_api.manifest import (
 )
 from flashrl_api.pins import default_trainer_image
 from flashrl_api.spec import DNS_LABEL_PATTERN, FlashRLJobSpec
-from flashrl_api.status import Condition
+from flashrl_api.status import Condition, Phase
 
 EXPERIMENT_KIND: Final = "FlashRLExperiment"
 EXPERIMENT_PLURAL: Final = "flashrlexperiments"
@@ -123,7 +123,8 @@ SETUP_FIELDS: Final[dict[str, str]] = {
     "overrides": "verl's configuration directly (overrides can change anything)",
 }
 
-VariantPhase = Literal["Waiting", "Pending", "Starting", "Running", "Succeeded", "Failed", "Suspended"]
+#: A variant's FlashRLJob's phase (``Staging`` included), or ``Waiting`` before that job is created.
+VariantPhase = Literal["Waiting", Phase]
 ExperimentPhase = Literal["Pending", "Running", "Succeeded", "Failed"]
 EXPERIMENT_PHASES: Final[tuple[ExperimentPhase, ...]] = ("Pending", "Running", "Succeeded", "Failed")
 

@@ -24,8 +24,8 @@ from pydantic import Field
 
 from flashrl_api._base import ApiModel
 
-Phase = Literal["Pending", "Starting", "Running", "Succeeded", "Failed", "Suspended"]
-PHASES: tuple[Phase, ...] = ("Pending", "Starting", "Running", "Succeeded", "Failed", "Suspended")
+Phase = Literal["Pending", "Staging", "Starting", "Running", "Succeeded", "Failed", "Suspended"]
+PHASES: tuple[Phase, ...] = ("Pending", "Staging", "Starting", "Running", "Succeeded", "Failed", "Suspended")
 TERMINAL_PHASES: frozenset[Phase] = frozenset({"Succeeded", "Failed"})
 
 
@@ -40,6 +40,7 @@ class ConditionType(StrEnum):
     """
 
     ACCEPTED = "Accepted"
+    STAGED = "Staged"
     CLUSTER_READY = "ClusterReady"
     RUNNING = "Running"
     SUCCEEDED = "Succeeded"
@@ -62,6 +63,13 @@ class Reason(StrEnum):
     IMMUTABLE_FIELD_CHANGED = "ImmutableFieldChanged"  #: a field that cannot change on a live job was edited
     POLICY_VIOLATION = "PolicyViolation"  #: the spec breaks the cluster admin's policy (see the message)
     CHILD_CONFLICT = "ChildConflict"  #: an object with a child's name is not this job's; the job waits
+
+    # The model and data (Staged; a staging failure is also status.reason).
+    STAGING = "Staging"  #: the staging Job downloads the Hugging Face sources (no GPU requested yet)
+    STAGED = "Staged"  #: the staging Job downloaded and verified every source
+    ALREADY_STAGED = "AlreadyStaged"  #: every source was staged on its claim before (no Job needed)
+    NOTHING_TO_STAGE = "NothingToStage"  #: the model and data are paths on the job's volumes
+    STAGING_FAILED = "StagingFailed"  #: the staging Job failed; the message names the cause
 
     # Phases with no more specific reason.
     CREATING = "Creating"  #: the RayJob is being created
@@ -220,6 +228,25 @@ class GuardStreak(ApiModel):
     """Its value at that step."""
 
 
+class StagingProgress(ApiModel):
+    """Download progress reported by the staging Job (``flashrl-launch stage``)."""
+
+    files: int = Field(default=0, ge=0)
+    """Files downloaded and verified (or found staged)."""
+
+    files_total: int = Field(default=0, ge=0)
+    """Files to stage."""
+
+    bytes: int = Field(default=0, ge=0)
+    """Bytes of those files."""
+
+    bytes_total: int = Field(default=0, ge=0)
+    """Bytes to stage."""
+
+    update_time: str | None = None
+    """When it was last reported (RFC 3339)."""
+
+
 class CheckpointRecord(ApiModel):
     """The newest checkpoint verl finished, as the launcher read it from verl's tracker file."""
 
@@ -269,6 +296,9 @@ class FlashRLJobStatus(ApiModel):
 
     progress: Progress | None = None
     """Training progress."""
+
+    staging: StagingProgress | None = None
+    """Model and data download progress, while the staging Job runs."""
 
     conditions: list[Condition] = Field(default_factory=list, description=f"{', '.join(ConditionType)}.")
 

@@ -265,10 +265,14 @@ def run_stage(spec_path: str) -> int:
     from flashrl_jobs.stage import StagingError, stage
 
     job = load_job(spec_path)
+    reporter = from_environment(job.metadata.get("namespace"), job.name, log)
     try:
-        stage(job.spec, log)
+        stage(job.spec, log, None if reporter is None else lambda p: reporter.report_staging(p.record()))
     except StagingError as exc:
         raise LaunchError(contract.EXIT_STAGING_FAILED, exc.reason) from None
+    finally:
+        if reporter is not None:
+            reporter.close()
     return contract.EXIT_OK
 
 

@@ -174,6 +174,10 @@ class ProgressReporter:
         """Queue ``status.checkpoint`` (the ledger calls this once per new checkpoint)."""
         self._queue("checkpoint", record)
 
+    def report_staging(self, record: dict[str, Any]) -> None:
+        """Queue ``status.staging`` (``flashrl-launch stage`` after each verified file)."""
+        self._queue("staging", record)
+
     def _queue(self, field: str, value: Any) -> None:
         with self._cond:
             self._pending[field] = value
@@ -205,6 +209,8 @@ class ProgressReporter:
             status.update(step_status(report, datetime.now(UTC)))
         if "checkpoint" in pending:
             status["checkpoint"] = pending["checkpoint"]
+        if "staging" in pending:
+            status["staging"] = pending["staging"]
         try:
             token = self._token_file.read_text(encoding="utf-8").strip()
         except OSError as exc:
@@ -237,6 +243,8 @@ class ProgressReporter:
                 what.append(f"progress step {report.step}/{report.total_steps}")
             if "checkpoint" in pending:
                 what.append(f"checkpoint step {pending['checkpoint'].get('step')}")
+            if "staging" in pending:
+                what.append("staging progress")
             self._log(
                 f"Could not report {' and '.join(what)} to the FlashRLJob ({detail}); training continues"
             )

@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     from huggingface_hub import HfApi
 
 Log = Callable[[str], None]
+#: Called with the running totals after each source is resolved and after each verified file.
+OnProgress = Callable[["Progress"], None]
 
 #: Why staging failed; the operator reports ``StagingFailed`` with ``<cause>: <detail>``.
 Cause = Literal[
@@ -108,6 +110,16 @@ class Progress:
     bytes_total: int = 0
     #: Bytes actually downloaded in this run (0 when everything was staged already).
     downloaded: int = 0
+
+    def record(self) -> dict[str, Any]:
+        """``status.staging`` as the FlashRLJob carries it."""
+        return {
+            "files": self.files,
+            "filesTotal": self.files_total,
+            "bytes": self.bytes,
+            "bytesTotal": self.bytes_total,
+            "updateTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
 
     def line(self) -> str:
         """``3/7 files, 1.2/16.4 GB``."""
@@ -310,8 +322,10 @@ def _room(directory: Path, needed: int) -> None:
 
 
 def _verified(local: Path, remote: RemoteFile) -> bool:
+    if local.stat().st_size != remote.size:
+        return False
     if remote.checksum is None:
-        return local.stat().st_size == remote.size
+        return True
     kind, expected = remote.checksum
     return file_checksum(local, kind) == expected
 
@@ -342,7 +356,12 @@ def _download(api: HfApi, item: StagedSource, commit: str, remote: RemoteFile, *
 
 
 def stage_source(
-    api: HfApi | None, item: StagedSource, spec: FlashRLJobSpec, progress: Progress, log: Log
+    api: HfApi | None,
+    item: StagedSource,
+    spec: FlashRLJobSpec,
+    progress: Progress,
+    log: Log,
+    on_progress: OnProgress | None = None,
 ) -> dict[str, Any] | None:
     """Stage one source; returns its new marker, or None when it was already staged."""
     src = item.source
@@ -398,6 +417,8 @@ def stage_source(
         progress.files += 1
         progress.bytes += remote.size
         log(f"{src.uri}: {remote.path} verified ({progress.line()})")
+        if on_progress is not None:
+            on_progress(progress)
     if src.filename is not None:
         check_columns(directory / src.filename, spec.data.prompt_key)
     return write_marker(item, commit, files)
@@ -429,7 +450,7 @@ def check_local_data(spec: FlashRLJobSpec, log: Log) -> None:
         log(f"spec.{name}: {value} has verl's columns")
 
 
-def stage(spec: FlashRLJobSpec, log: Log) -> StageResult:
+def stage(spec: FlashRLJobSpec, log: Log, on_progress: OnProgress | None = None) -> StageResult:
     """Stage every Hugging Face source of the spec (see the module docstring); raises StagingError."""
     result = StageResult()
     plan = staging_plan(spec)
@@ -443,11 +464,13 @@ def stage(spec: FlashRLJobSpec, log: Log) -> StageResult:
 
         api = HfApi(library_name="flashrl")
     for item in plan:
-        record = stage_source(api, item, spec, result.progress, log)
+        record = stage_source(api, item, spec, result.progress, log, on_progress)
         if record is None:
             result.skipped.append(item.source.uri)
         else:
             result.staged.append(record)
+    if on_progress is not None:
+        on_progress(result.progress)
     log(
         f"Staged {len(plan)} source(s): {result.progress.line()}, "
         f"{result.progress.downloaded / 1e9:.2f} GB downloaded in this run"

@@ -198,6 +198,56 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_preflight(sub: _Subparsers) -> Handler:
+    p = sub.add_parser(
+        "preflight",
+        help="check a cluster has what a FlashRLJob needs (your kubeconfig)",
+        description="Check, with your kubeconfig ($KUBECONFIG or ~/.kube/config, its current context), "
+        "what `flashrl validate` cannot see offline: the namespace, the claims (bound, access modes), the "
+        "Secrets, nodes with the GPU product and enough allocatable GPUs, and KubeRay's CRDs at the pinned "
+        "version. Prints one line per problem on stderr and exits 1, or one line and exits 0. Reads only.",
+    )
+    p.add_argument("-n", "--namespace", help="namespace the job will be applied to (default: its own)")
+    p.add_argument("file", help="manifest holding one FlashRLJob, or '-' for standard input")
+    return _cmd_preflight
+
+
+def _cmd_preflight(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from flashrl_api.pins import load_pins
+    from flashrl_operator.preflight import cluster_problems, gather, with_namespace
+
+    job = with_namespace(read_job(args.file), args.namespace)
+    try:
+        from flashrl_operator.kube import KubeClient
+        from flashrl_operator.login import Credentials
+    except ImportError as exc:
+        print(f"flashrl preflight needs the operator extra (kubernetes_asyncio): {exc}", file=sys.stderr)
+        return 1
+
+    async def check() -> list[str]:
+        # Like kubectl: $KUBECONFIG (or ~/.kube/config) and its current context, exec plugins included.
+        kube = await KubeClient.connect(Credentials())
+        try:
+            facts = await gather(kube, job)
+        finally:
+            await kube.close()
+        return cluster_problems(job, facts, load_pins().versions.kuberay)
+
+    try:
+        problems = asyncio.run(check())
+    except Exception as exc:  # credentials, an unreachable or refusing API server: one line, exit 1
+        print(f"preflight: cannot read the cluster: {exc}", file=sys.stderr)
+        return 1
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    if problems:
+        return 1
+    print(f'{_source_name(args.file)}: the cluster has what FlashRLJob "{job.name}" needs in {job.namespace}')
+    return 0
+
+
 def _validate_experiment(source: str, raw: Mapping[str, Any]) -> int:
     """Every variant merged over the template and checked as the FlashRLJob it becomes: its verl
     overrides and verl's start-up checks too, each problem at the variant's field when the variant
@@ -369,6 +419,12 @@ def _add_operator(sub: _Subparsers) -> Handler:
     p.add_argument("--metrics-port", type=int, default=8080, help="port serving /metrics (default: 8080)")
     p.add_argument("--health-port", type=int, default=8081, help="port serving /healthz (default: 8081)")
     p.add_argument(
+        "--default-trainer-image",
+        metavar="REF",
+        help="trainer image for jobs that name none (default: the pinned images.trainer of "
+        "images/pins.yaml); the chart passes its defaultTrainerImage value",
+    )
+    p.add_argument(
         "--leader-election",
         action="store_true",
         help="reconcile only while holding the Lease flashrl-operator in $POD_NAMESPACE (run two or "
@@ -468,6 +524,7 @@ def _cmd_operator(args: argparse.Namespace) -> int:
         namespaces=tuple(args.namespace),
         metrics_port=args.metrics_port,
         health_port=args.health_port,
+        default_trainer_image=args.default_trainer_image or None,
         leader_election=args.leader_election,
         lease_duration=args.lease_duration,
         policy=AdminPolicy(
@@ -588,6 +645,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 #: Every subcommand, in ``--help`` order.
 SUBCOMMANDS: Final[tuple[Callable[[_Subparsers], Handler], ...]] = (
     _add_validate,
+    _add_preflight,
     _add_render,
     _add_crd,
     _add_report,

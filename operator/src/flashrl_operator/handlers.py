@@ -26,8 +26,10 @@ from typing import Any
 import kopf
 
 from flashrl_api import GROUP, KIND, PLURAL, VERSION
+from flashrl_api.status import ConditionType
 from flashrl_operator import kuberay
 from flashrl_operator.children import owner_name
+from flashrl_operator.conditions import find_condition
 from flashrl_operator.errors import TransientError
 from flashrl_operator.experiments import (
     EXPERIMENT_PLURAL,
@@ -44,6 +46,7 @@ from flashrl_operator.reconciler import Reconciler
 from flashrl_operator.render import JOB_LABEL, MANAGED_BY
 from flashrl_operator.render.labels import MANAGED_BY_LABEL
 from flashrl_operator.render.network import NetworkSettings
+from flashrl_operator.staging import progress_line
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +90,10 @@ class OperatorConfig:
 
     check_overrides: bool = True
     """Compose spec.overrides against the verl config when hydra and verl are importable."""
+
+    default_trainer_image: str | None = None
+    """The trainer image for jobs that name none (their spec holds the API's pinned default); e.g. the
+    same image in a private mirror. None: the pinned one (``images.trainer`` in images/pins.yaml)."""
 
     leader_election: bool = False
     """Reconcile only while holding the Lease (for two or more replicas; see ``leadership.py``)."""
@@ -159,7 +166,20 @@ def needs_reconcile(event_type: str | None, body: Mapping[str, Any]) -> bool:
     meta = body.get("metadata") or {}
     if meta.get("deletionTimestamp"):
         return False
-    return bool((body.get("status") or {}).get("observedGeneration") != meta.get("generation"))
+    status = body.get("status") or {}
+    if status.get("observedGeneration") != meta.get("generation"):
+        return True
+    return staging_progress_unshown(status)
+
+
+def staging_progress_unshown(status: Mapping[str, Any]) -> bool:
+    """The stage command reported progress the Staged condition does not show yet (pure): the one
+    status change from inside the job that the operator re-reads, so the condition tracks it."""
+    if status.get("phase") != "Staging":
+        return False
+    line = progress_line(status.get("staging"))
+    staged = find_condition(status.get("conditions") or [], ConditionType.STAGED) or {}
+    return bool(line) and line not in str(staged.get("message") or "")
 
 
 async def reconcile_with_retries(
@@ -295,6 +315,7 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
             policy=config.policy,
             network=config.network,
             retry_backoff=config.retry_backoff,
+            default_trainer_image=config.default_trainer_image,
         )
         ctx.experiments = ExperimentReconciler(ctx.kube)
         ctx.history = HistoryRecorder(ctx.kube)
@@ -379,6 +400,15 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
         # A RayJob appearing (listed at start, or just created by a reconcile) brings nothing new:
         # the job's own reconcile covers it. Changes and deletions are what matter.
         if type not in ("MODIFIED", "DELETED"):
+            return
+        owner = owner_name(body, KIND, JOB_LABEL)
+        if owner is not None and ctx.reconciler is not None:
+            await reconcile_with_retries(ctx, namespace or "default", owner, None)
+
+    @kopf.on.event("batch", "v1", "jobs", labels={MANAGED_BY_LABEL: MANAGED_BY}, registry=registry)
+    async def staging_job_event(body: kopf.Body, type: str | None, namespace: str | None, **_: Any) -> None:
+        # The staging Job finishing is what lets the RayJob be created (or fails the job).
+        if type != "MODIFIED":
             return
         owner = owner_name(body, KIND, JOB_LABEL)
         if owner is not None and ctx.reconciler is not None:

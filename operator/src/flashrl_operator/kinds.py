@@ -33,6 +33,10 @@ NETWORK_POLICY: Final = Resource("networking.k8s.io/v1", "NetworkPolicy", "netwo
 EVENT: Final = Resource("v1", "Event", "events")
 #: The RayCluster's pods; the operator only lists them while a cluster is starting.
 POD: Final = Resource("v1", "Pod", "pods")
+#: The staging Job (render/staging.py), run before the RayJob when sources must be downloaded.
+JOB: Final = Resource("batch/v1", "Job", "jobs")
+#: The claims sources are staged into: read, and annotated with what is staged on them (staging.py).
+PERSISTENT_VOLUME_CLAIM: Final = Resource("v1", "PersistentVolumeClaim", "persistentvolumeclaims")
 
 #: The kinds :func:`flashrl_operator.render.render` produces (the operator applies and owns them).
 CHILD_KINDS: Final[tuple[Resource, ...]] = (
@@ -41,15 +45,20 @@ CHILD_KINDS: Final[tuple[Resource, ...]] = (
     ROLE_BINDING,
     CONFIG_MAP,
     NETWORK_POLICY,
+    JOB,
     kuberay.RAY_JOB,
 )
 
 #: Kinds the operator only reads.
 READ_KINDS: Final[tuple[Resource, ...]] = (kuberay.RAY_CLUSTER, POD)
 
+#: Kinds the operator reads and patches but neither creates nor owns.
+ANNOTATED_KINDS: Final[tuple[Resource, ...]] = (PERSISTENT_VOLUME_CLAIM,)
+
 #: Every kind the operator touches, by (apiVersion, kind).
 KINDS: Final[dict[tuple[str, str], Resource]] = {
-    (r.api_version, r.kind): r for r in (FLASHRL_JOB, FLASHRL_EXPERIMENT, EVENT, *CHILD_KINDS, *READ_KINDS)
+    (r.api_version, r.kind): r
+    for r in (FLASHRL_JOB, FLASHRL_EXPERIMENT, EVENT, *CHILD_KINDS, *READ_KINDS, *ANNOTATED_KINDS)
 }
 
 

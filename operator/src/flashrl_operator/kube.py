@@ -210,6 +210,15 @@ class KubeClient:
                 return None
             raise
 
+    async def read_path(self, path: str) -> dict[str, Any] | None:
+        """GET any API path (a cluster-scoped object, a list), or ``None`` on 404 (``flashrl preflight``)."""
+        try:
+            return await self._request("GET", path, f"get {path}")
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
     async def list_objects(
         self, resource: Resource, namespace: str, label_selector: str, *, page_size: int = LIST_PAGE_SIZE
     ) -> list[dict[str, Any]]:

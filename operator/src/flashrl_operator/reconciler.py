@@ -37,13 +37,16 @@ from dataclasses import replace
 from typing import Any, Final
 
 from flashrl_api import KIND, FlashRLJob, FlashRLJobStatus, SpecError, parse_job
+from flashrl_api.pins import default_trainer_image
 from flashrl_api.spec import RolloutSpec
-from flashrl_api.status import RECOVERABLE_FAILURES, Reason
+from flashrl_api.staging import staging_plan
+from flashrl_api.status import RECOVERABLE_FAILURES, ConditionType, Reason
 from flashrl_operator import kuberay
 from flashrl_operator.attempts import Attempts, Reported, on_failure
 from flashrl_operator.children import SPEC_ANNOTATION, drift_patch, immutable_changes, ownership_conflict
+from flashrl_operator.conditions import find_condition
 from flashrl_operator.errors import ConflictError, RejectedError, TransientError
-from flashrl_operator.kinds import FLASHRL_JOB, POD
+from flashrl_operator.kinds import FLASHRL_JOB, PERSISTENT_VOLUME_CLAIM, POD
 from flashrl_operator.kube import KubeClient, now_rfc3339
 from flashrl_operator.kuberay import CLUSTER_LABEL, RayClusterView, RayJobView
 from flashrl_operator.metrics import OperatorMetrics, parse_time
@@ -52,7 +55,17 @@ from flashrl_operator.policy import AdminPolicy, policy_problems
 from flashrl_operator.ray_status import PhaseDecision, is_final, should_read_cluster, should_read_pods
 from flashrl_operator.render import AttemptContext, Child, attempt_ray_job_name, render
 from flashrl_operator.render.network import NetworkSettings
+from flashrl_operator.render.staging import JOB_NAME_LABEL, STAGE_CONTAINER
 from flashrl_operator.retry_policy import BACKOFF_BASE_SECONDS
+from flashrl_operator.staging import (
+    JobOutcome,
+    StagingObservation,
+    is_staged,
+    job_outcome,
+    record_patches,
+    recorded,
+    termination_message,
+)
 from flashrl_operator.status_mapping import (
     Observation,
     decide_phase,
@@ -107,6 +120,18 @@ def override_problems(job: FlashRLJob) -> list[str]:
         return []
 
 
+def with_trainer_image(job: FlashRLJob, image: str | None) -> FlashRLJob:
+    """The job with the operator's default trainer image when it names none of its own (pure).
+
+    The CRD defaults ``spec.images.trainer`` to the pinned image, so "names none" is "holds the pinned
+    default"; a job naming any other image keeps it.
+    """
+    if not image or job.spec.images.trainer != default_trainer_image():
+        return job
+    images = job.spec.images.model_copy(update={"trainer": image})
+    return job.model_copy(update={"spec": job.spec.model_copy(update={"images": images})})
+
+
 class Reconciler:
     """Converges FlashRLJobs; one instance per operator, living in the operator's event loop."""
 
@@ -119,10 +144,12 @@ class Reconciler:
         retry_backoff: float = BACKOFF_BASE_SECONDS,
         policy: AdminPolicy | None = None,
         network: NetworkSettings | None = None,
+        default_trainer_image: str | None = None,
     ) -> None:
         self._kube = kube
         self._policy = policy or AdminPolicy()
         self._network = network or NetworkSettings()
+        self._default_trainer_image = default_trainer_image
         self._retry_backoff = retry_backoff
         #: Reconciles scheduled for when a retry's backoff ends, one per job.
         self._wakeups: dict[tuple[str, str], asyncio.TimerHandle] = {}
@@ -244,6 +271,9 @@ class Reconciler:
             obs = Observation(generation=generation, spec_problems=tuple(problems), previous=previous)
             await self._write_status(body, previous, desired_status(obs, now), uid, created)
             return
+        # The operator's default trainer image is the job's from here on: the policy judges it, the
+        # staging Job and the Ray pods run it, the RayJob's spec snapshot records it.
+        job = with_trainer_image(job, self._default_trainer_image)
         refused = tuple(str(p) for p in policy_problems(job, self._policy))
         if refused:
             obs = Observation(generation=generation, policy_problems=refused, previous=previous)
@@ -256,6 +286,9 @@ class Reconciler:
         now_dt = parse_time(now) or datetime.datetime.now(datetime.UTC)
         desired = render(job, self._attempt_context(job, attempts, created), self._network)
         ray_job = desired.ray_job
+        staging: StagingObservation | None = None
+        if desired.staging_job is None:
+            staging = StagingObservation()
         rejected: str | None = None
         conflicts: tuple[str, ...] = ()
         immutable: list[str] = []
@@ -279,6 +312,22 @@ class Reconciler:
                 and (found := ownership_conflict(child.describe(), known, uid)) is not None
             )
             for child, known in zip(desired.children, lives if not conflicts else [], strict=False):
+                if child is ray_job and staging is not None and not is_staged(staging):
+                    break  # No GPU is requested until the sources are on the volumes.
+                if child is desired.staging_job:
+                    try:
+                        staging = await self._staging(job, child, known, previous, uid=uid)
+                    except RejectedError as exc:
+                        rejected = (
+                            f"{child.describe()} was rejected by the API server "
+                            f"(HTTP {exc.status} {exc.reason}): {exc.message}"
+                        )
+                        logger.error("%s", rejected)
+                        break
+                    except _ConflictError as exc:
+                        conflicts = exc.conflicts
+                        break
+                    continue
                 if child is ray_job and waiting:
                     continue  # the next attempt's RayJob is created when its backoff ends
                 # The attempt's RayJob existed: gone now while the job ran means someone deleted it.
@@ -324,6 +373,7 @@ class Reconciler:
             ray_job=ray_view,
             ray_cluster=cluster_view,
             pod_problems=await self._pod_problems(namespace, ray_view, cluster_view),
+            staging=staging,
             previous=previous,
             guard=guard_observation(job.spec.correction.guard, previous),
         )
@@ -339,6 +389,62 @@ class Reconciler:
             and guard_tripped_now(previous, status)
         ):
             await self._suspend_for_mismatch(body)
+
+    async def _staging(
+        self,
+        job: FlashRLJob,
+        child: Child,
+        known: dict[str, Any] | None,
+        previous: Mapping[str, Any],
+        *,
+        uid: str,
+    ) -> StagingObservation:
+        """Where the job's sources stand; runs the staging Job when they are not staged yet.
+
+        Staged before this generation (the Staged condition holds): nothing is read. Recorded on
+        every claim (an earlier job staged them): no Job. Otherwise the Job is applied (from ``known``,
+        as just read, which the caller checked is this job's own) and read; its
+        success is recorded on the claims, its failure explained by its pod's termination message.
+        """
+        plan = tuple(staging_plan(job.spec))
+        held = find_condition(previous.get("conditions") or [], ConditionType.STAGED)
+        if held is not None and held.get("status") == "True":
+            already = held.get("reason") == Reason.ALREADY_STAGED
+            return StagingObservation(plan, already=already, outcome=JobOutcome(succeeded=not already))
+        namespace = job.namespace or "default"
+        claims = {}
+        for claim in sorted({item.claim_name for item in plan if item.claim_name}):
+            try:
+                claims[claim] = await self._kube.get(PERSISTENT_VOLUME_CLAIM, namespace, claim)
+            except RejectedError as exc:
+                self._refused_once("read claims", exc, "sources are staged by a Job every time")
+                claims[claim] = None
+        if recorded(plan, claims):
+            logger.info(
+                "FlashRLJob %s/%s: sources already staged on %s", namespace, job.name, ", ".join(claims)
+            )
+            return StagingObservation(plan, already=True)
+        live = await self._converge(child, known, uid=uid, queued=False)
+        outcome = job_outcome(live)
+        failure = ""
+        if outcome is not None and outcome.failed:
+            try:
+                pods = await self._kube.list_objects(POD, namespace, f"{JOB_NAME_LABEL}={child.name}")
+            except RejectedError as exc:
+                self._refused_once("list pods", exc, "a staging failure shows the Job's reason only")
+                pods = []
+            failure = termination_message(pods, STAGE_CONTAINER)
+        elif outcome is not None and outcome.succeeded:
+            for claim, patch in record_patches(plan, job.name, now_rfc3339()).items():
+                if claims.get(claim) is None:
+                    continue
+                try:
+                    await self._kube.patch(PERSISTENT_VOLUME_CLAIM, namespace, claim, patch)
+                except RejectedError as exc:
+                    self._refused_once("annotate claims", exc, "the next job stages its sources again")
+        return StagingObservation(
+            plan, outcome=outcome, failure=failure, progress=previous.get("staging") or None
+        )
 
     def _attempt_context(
         self, job: FlashRLJob, attempts: Attempts, created: datetime.datetime

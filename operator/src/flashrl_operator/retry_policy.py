@@ -49,6 +49,9 @@ NON_RETRYABLE: Final = frozenset(
         REASON_STOPPED_EARLY,
         REASON_VALIDATION_FAILED,
         Reason.INVALID_SPEC,
+        # The staging Job already retried what can be retried (its backoffLimit); the rest (a
+        # missing column, a gated model, a full volume) needs the user.
+        Reason.STAGING_FAILED,
     }
 )
 

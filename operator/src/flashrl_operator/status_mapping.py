@@ -45,6 +45,7 @@ from flashrl_operator.ray_status import (
     should_read_pods,
     suspended_decision,
 )
+from flashrl_operator.staging import StagingObservation, staged_verdict
 
 _M = TypeVar("_M", bound=BaseModel)
 
@@ -134,6 +135,10 @@ class Observation:
     pod_problems: tuple[PodProblem, ...] = ()
     """Why some of the cluster's pods are not starting (read only while the cluster starts)."""
 
+    staging: StagingObservation | None = None
+    """The staging Job's progress and outcome; ``None`` when not looked at (the previous Staged
+    condition stands)."""
+
     previous: Mapping[str, Any] = field(default_factory=dict)
     """The status as last written (any keys; only owned ones are read)."""
 
@@ -182,6 +187,12 @@ def decide_phase(obs: Observation) -> PhaseDecision:
         return PhaseDecision(
             prev["phase"], str(prev.get("reason") or prev["phase"]), str(prev.get("message") or "")
         )
+    if obs.staging is not None and obs.ray_job is None:
+        staged = staged_verdict(obs.staging)
+        if staged.reason == Reason.STAGING_FAILED:
+            return PhaseDecision("Failed", Reason.STAGING_FAILED, f"Staging failed: {staged.message}")
+        if staged.status != "True" and not obs.suspend_requested:
+            return PhaseDecision("Staging", Reason.STAGING, staged.message)
     if obs.ray_job is None:
         if obs.suspend_requested:
             return suspended_decision(queued=False, suspend_requested=True)
@@ -243,6 +254,19 @@ def cluster_ready_check(obs: Observation, decision: PhaseDecision) -> Verdict:
     return Verdict("False", Reason.CLUSTER_STARTING, "Waiting for the Ray cluster's pods to be ready")
 
 
+def staged_check(obs: Observation) -> Verdict | None:
+    """Staged: the model and data are on the job's volumes. Without a look at staging this reconcile
+    (a final job, an invalid spec), the previous condition stands."""
+    if obs.staging is not None:
+        return staged_verdict(obs.staging)
+    old = find_condition(obs.previous.get("conditions") or [], ConditionType.STAGED)
+    if old is None or obs.spec_problems:
+        return None
+    return Verdict(
+        old.get("status", "Unknown"), str(old.get("reason") or Reason.STAGING), str(old.get("message") or "")
+    )
+
+
 #: The conditions that restate the phase: which phase makes each hold, and its reason when it holds
 #: (``None``: the phase's own reason, e.g. the failure reason) and when it does not.
 _PHASE_CONDITIONS: Final[dict[ConditionType, tuple[str, Reason | None, Reason]]] = {
@@ -280,6 +304,9 @@ def desired_status(obs: Observation, now: str) -> FlashRLJobStatus:
         **phase_conditions(decision),
         **guard_conditions(obs.guard),
     }
+    staged = staged_check(obs)
+    if staged is not None:
+        verdicts[ConditionType.STAGED] = staged
     prev = obs.previous
     previous_conditions = prev.get("conditions") or []
     rj = obs.ray_job

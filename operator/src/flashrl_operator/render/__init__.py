@@ -22,7 +22,7 @@ from typing import Any, overload
 
 from flashrl_api import FlashRLJob
 from flashrl_operator import kuberay
-from flashrl_operator.kinds import resource_of
+from flashrl_operator.kinds import JOB, resource_of
 from flashrl_operator.render.configmap import config_map
 from flashrl_operator.render.labels import (
     ATTEMPT_LABEL,
@@ -45,6 +45,7 @@ from flashrl_operator.render.rayjob import (
     ray_job,
 )
 from flashrl_operator.render.rbac import role, role_binding, service_account
+from flashrl_operator.render.staging import staging_job
 from flashrl_operator.resource import Resource
 
 __all__ = [
@@ -115,6 +116,11 @@ class DesiredState(Sequence[dict[str, Any]]):
         """The RayJob."""
         return next(c for c in self.children if c.resource == kuberay.RAY_JOB)
 
+    @property
+    def staging_job(self) -> Child | None:
+        """The staging Job, when sources must be downloaded; the RayJob waits for it to succeed."""
+        return next((c for c in self.children if c.resource == JOB), None)
+
     def manifests(self) -> list[dict[str, Any]]:
         """The objects, in apply order (what ``flashrl render`` prints)."""
         return [c.body for c in self.children]
@@ -139,16 +145,21 @@ def render(
     job: FlashRLJob, attempt: AttemptContext | None = None, network: NetworkSettings | None = None
 ) -> DesiredState:
     """Every child of ``job`` in apply order: ServiceAccount, Role, RoleBinding, ConfigMap,
-    NetworkPolicy (unless ``network.enabled`` is off), RayJob.
+    NetworkPolicy (unless ``network.enabled`` is off), the staging Job (only with Hugging Face
+    sources), RayJob.
 
-    The RBAC and the ConfigMap come first so the head pod's ServiceAccount and spec volume exist
-    before KubeRay creates it, and the NetworkPolicy before any Ray pod can be reached. The RayJob is
-    the current attempt's (the first when not given).
+    The RBAC and the ConfigMap come first so the pods' ServiceAccount and spec volume exist before
+    they are created, and the NetworkPolicy before any Ray pod can be reached. The reconciler applies
+    the RayJob only once the staging Job succeeded (or the sources were staged before): no GPU is
+    requested while anything downloads. The RayJob is the current attempt's (the first when not given).
     """
     network = network or NetworkSettings()
+    stage = staging_job(job)
     bodies = [service_account(job), role(job), role_binding(job), config_map(job)]
     if network.enabled:
         bodies.append(network_policy(job, network))
+    if stage is not None:
+        bodies.append(stage)
     bodies.append(ray_job(job, attempt))
     return DesiredState(
         children=tuple(Child.of(body) for body in bodies),

@@ -28,6 +28,13 @@ from flashrl_operator.render.names import child_names
 from flashrl_operator.render.security import container_security_context, pod_security_context
 
 HEAD_CONTAINER: Final = "ray-head"
+#: KubeRay's name for the submitter container (``common/job.go``, ``GetDefaultSubmitterTemplate``).
+SUBMITTER_CONTAINER: Final = "ray-job-submitter"
+#: KubeRay's default submitter resources (same function): ``ray job submit`` and log tailing only.
+SUBMITTER_RESOURCES: Final = {
+    "requests": {"cpu": "500m", "memory": "200Mi"},
+    "limits": {"cpu": "1", "memory": "1Gi"},
+}
 WORKER_CONTAINER: Final = "ray-worker"
 GPU_RESOURCE: Final = "nvidia.com/gpu"
 SPEC_VOLUME: Final = "flashrl-spec"
@@ -88,6 +95,10 @@ def _common_pod_spec(spec: FlashRLJobSpec) -> dict[str, Any]:
     if spec.scheduling.priority_class_name is not None:
         pod["priorityClassName"] = spec.scheduling.priority_class_name
     return pod
+
+
+#: Security context, pull Secrets and priority class, shared with the staging Job's pod.
+common_pod_spec = _common_pod_spec
 
 
 def _container(spec: FlashRLJobSpec, name: str) -> dict[str, Any]:
@@ -177,4 +188,38 @@ def worker_template(job: FlashRLJob, attempt_env: Mapping[str, str] | None = Non
         ],
         **_common_pod_spec(spec),
     }
+    return {"metadata": {"labels": labels(job, "ray-job")}, "spec": pod}
+
+
+def submitter_template(job: FlashRLJob) -> dict[str, Any]:
+    """Pod template of KubeRay's submitter Job (``submissionMode: K8sJobMode``).
+
+    Without one, KubeRay builds the submitter pod from the head's image alone
+    (``ray-operator/controllers/ray/common/job.go``, ``GetDefaultSubmitterTemplate``): no
+    ``imagePullSecrets``, so with a private registry the submitter could not pull the trainer image
+    the head just pulled. This is KubeRay's default (container name, resources, ``restartPolicy:
+    Never``) plus the job's pull Secrets, pull policy, priority class, labels and the head's placement,
+    hardened like the Ray pods (KubeRay's default has no security context, which alone would fail the
+    restricted Pod Security level).
+    KubeRay still fills in the command (``ray job submit`` of the RayJob's entrypoint) and the
+    ``RAY_DASHBOARD_ADDRESS`` and ``RAY_JOB_SUBMISSION_ID`` variables, because the container sets
+    neither (``rayjob_controller.go``, ``getSubmitterTemplate``). HTTPMode would need no pod, but it
+    gives up the Job's retries and its log of the submission, and ``kubectl logs`` on the driver.
+    """
+    spec = job.spec
+    container = {
+        **_container(spec, SUBMITTER_CONTAINER),
+        "resources": {k: dict(v) for k, v in SUBMITTER_RESOURCES.items()},
+    }
+    head = spec.resources.head
+    pod: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "containers": [container],
+        **_common_pod_spec(spec),
+    }
+    if head.node_selector:
+        pod["nodeSelector"] = dict(head.node_selector)
+    if head.tolerations:
+        pod["tolerations"] = [t.to_wire() for t in head.tolerations]
     return {"metadata": {"labels": labels(job, "ray-job")}, "spec": pod}

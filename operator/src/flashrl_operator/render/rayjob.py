@@ -18,14 +18,11 @@ from flashrl_api.pins import ray_version
 from flashrl_jobs.contract import ATTEMPT_ENV, DEFAULT_SPEC_PATH, JOB_START_ENV
 from flashrl_operator import kuberay
 from flashrl_operator.children import SPEC_ANNOTATION, spec_snapshot
-from flashrl_operator.render.labels import ATTEMPT_LABEL, KUEUE_QUEUE_LABEL, labels, object_meta
+from flashrl_operator.render.labels import ATTEMPT_LABEL, KUEUE_QUEUE_LABEL, object_meta
 from flashrl_operator.render.names import MAX_RAY_JOB_NAME, child_names, short_hash
-from flashrl_operator.render.pod import head_template, worker_template
-from flashrl_operator.render.security import container_security_context, pod_security_context
+from flashrl_operator.render.pod import head_template, submitter_template, worker_template
 
 WORKER_GROUP: Final = "gpu"
-#: KubeRay's name for the submitter container (``utils.SubmitterContainerName``).
-SUBMITTER_CONTAINER: Final = "ray-job-submitter"
 #: Ray's token authentication, which KubeRay v1.7.0 sets up itself (``rayClusterSpec.authOptions``):
 #: it creates the token Secret, gives it to the Ray containers (RAY_AUTH_MODE, RAY_AUTH_TOKEN), to the
 #: submitter, and to its own dashboard client (``rayjob_controller.go``, ``dashboard_httpclient.go``),
@@ -96,37 +93,6 @@ def ray_cluster_spec(job: FlashRLJob, attempt: AttemptContext | None = None) -> 
     }
 
 
-def submitter_template(job: FlashRLJob) -> dict[str, Any]:
-    """The submitter pod KubeRay would build by default, hardened like the Ray pods.
-
-    KubeRay v1.7.0's default (``common/job.go``, ``GetDefaultSubmitterContainer``): the head's image and
-    pull policy, 500m/200Mi requested, 1 CPU/1Gi limit, restartPolicy Never, and no security context,
-    which alone would fail the restricted Pod Security level. KubeRay fills in the command (it is left
-    empty here) and adds its own labels and the Ray token to this template.
-    """
-    spec = job.spec
-    container = {
-        "name": SUBMITTER_CONTAINER,
-        "image": spec.images.trainer,
-        "imagePullPolicy": spec.images.pull_policy,
-        "resources": {
-            "requests": {"cpu": "500m", "memory": "200Mi"},
-            "limits": {"cpu": "1", "memory": "1Gi"},
-        },
-        "securityContext": container_security_context(),
-    }
-    pod: dict[str, Any] = {
-        "restartPolicy": "Never",
-        # The submitter talks to Ray's dashboard only, never to the Kubernetes API.
-        "automountServiceAccountToken": False,
-        "securityContext": pod_security_context(spec),
-        "containers": [container],
-    }
-    if spec.images.pull_secrets:
-        pod["imagePullSecrets"] = [{"name": n} for n in spec.images.pull_secrets]
-    return {"metadata": {"labels": labels(job, "ray-job")}, "spec": pod}
-
-
 def attempt_ray_job_name(job: FlashRLJob, attempt: int) -> str:
     """Attempt 1 keeps the job's RayJob name; attempt ``k`` appends ``-k`` (hash-shortened to fit)."""
     base = child_names(job).ray_job
@@ -161,6 +127,8 @@ def ray_job(job: FlashRLJob, attempt: AttemptContext | None = None) -> dict[str,
         # With a queue, Kueue owns suspend: created suspended, admitted by clearing it.
         "suspend": True if queue is not None else lifecycle.suspend,
         "rayClusterSpec": ray_cluster_spec(job, attempt),
+        # Our own submitter pod instead of KubeRay's default, which would pull the trainer image
+        # without the job's image pull Secrets and run without a security context (render/pod.py).
         "submitterPodTemplate": submitter_template(job),
     }
     deadline = attempt.deadline_seconds if attempt.attempt > 1 else lifecycle.active_deadline_seconds

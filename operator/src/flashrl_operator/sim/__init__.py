@@ -30,6 +30,7 @@ from flashrl_operator.sim.apiserver import (
     watch_started,
 )
 from flashrl_operator.sim.harness import EmulatedCluster
+from flashrl_operator.sim.staging import BATCH_JOBS_RESOURCE, JOB_CONTROLLER, STAGER, StagingStandIn
 from flashrl_operator.sim.standins import (
     CLUSTER_STARTING,
     SUBMITTED,
@@ -47,12 +48,14 @@ from flashrl_operator.sim.standins import (
 
 __all__ = [
     "ACTOR_HEADER",
+    "BATCH_JOBS_RESOURCE",
     "CLUSTER_STARTING",
     "CONFIG_MAPS_RESOURCE",
     "EVENTS_RESOURCE",
     "EXPERIMENTS_RESOURCE",
     "GARBAGE_COLLECTOR",
     "JOBS_RESOURCE",
+    "JOB_CONTROLLER",
     "KUBELET",
     "KUBERAY",
     "LAUNCHER",
@@ -60,6 +63,7 @@ __all__ = [
     "RAY_CLUSTERS_RESOURCE",
     "RAY_JOBS_RESOURCE",
     "SCHEDULER",
+    "STAGER",
     "SUBMITTED",
     "SUCCEEDED",
     "SUSPENDED",
@@ -70,6 +74,7 @@ __all__ = [
     "EmulatedCluster",
     "GarbageCollectorStandIn",
     "KubeRayStandIn",
+    "StagingStandIn",
     "Write",
     "cluster_status",
     "eventually",

@@ -51,6 +51,7 @@ from flashrl_operator.sim.apiserver import (
     eventually,
 )
 from flashrl_operator.sim.harness import EmulatedCluster
+from flashrl_operator.sim.staging import JOB_CONTROLLER, STAGER
 from flashrl_operator.sim.standins import (
     CLUSTER_STARTING,
     SUBMITTED,
@@ -66,7 +67,7 @@ EXAMPLE: Final[Traversable] = resources.files("flashrl_operator.sim") / "example
 #: Steps the emulated run completes after its first checkpoint before a GPU node is lost.
 DEMO_STEPS_LOST: Final = 2
 #: The whole lifecycle must complete within this many seconds.
-DEFAULT_DEADLINE: Final = 45.0
+DEFAULT_DEADLINE: Final = 90.0
 #: How the timeline names each actor the emulator records (the rest by their own name).
 WHO: Final[dict[str, str]] = {COMPONENT: "operator", "kopf": "operator (kopf)", USER: "kubectl apply"}
 
@@ -179,8 +180,9 @@ async def _lifecycle(manifest: dict[str, Any], out: TextIO, deadline: float) -> 
     async with EmulatedCluster() as cluster:
         print(
             "NOTE: the Kubernetes API server and KubeRay are EMULATED in this demo "
-            f"(kmock's in-memory API server at {cluster.url}; the RayCluster, its status and one stuck\n"
-            "      pod are made the way KubeRay, the scheduler and the kubelet would; no container runs).\n"
+            f"(kmock's in-memory API server at {cluster.url}; the staging Job's outcome, the RayCluster,\n"
+            "      its status and one stuck pod are made the way the Job controller, flashrl-launch stage,\n"
+            "      KubeRay, the scheduler and the kubelet would; no container runs, nothing is downloaded).\n"
             "      The operator is the real one: the same handlers, reconciler and status mapping as "
             "in a cluster.\n",
             file=out,
@@ -257,7 +259,42 @@ async def _play(
             for c in s.get("conditions") or []
         )
 
+    for claim in sorted({str(v["claimName"]) for v in _storage(manifest) if v.get("claimName")}):
+        await api.create(
+            "v1/persistentvolumeclaims",
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {"name": claim, "namespace": namespace},
+                "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "100Gi"}}},
+            },
+        )
     await api.create(JOBS_RESOURCE, manifest)
+    stage_name = f"{name}-stage"
+    await until(
+        "the operator to create the staging Job",
+        lambda _s: ("jobs", namespace, stage_name) in server.creations,
+    )
+    await until("phase Staging", phase("Staging"))
+    if ("rayjobs", namespace, name) in server.creations:
+        raise DemoFailedError("the RayJob was created before the staging Job finished")
+    staging = cluster.staging
+    sizes = [16_400_000_000, 110_000_000, 40_000]  # Qwen3-8B-Base, DAPO-Math-17k, AIME-2024
+    for files in range(1, len(sizes) + 1):
+        done = files
+        timeline.say(STAGER, f"verified {files}/{len(sizes)} sources; reports status.staging")
+        done_bytes = sum(sizes[:done])
+        await staging.report_progress(namespace, name, files, len(sizes), done_bytes, sum(sizes))
+        line = f"{files}/{len(sizes)} files"
+        await until(
+            f"staging progress {line}",
+            lambda s, t=line: any(
+                c["type"] == ConditionType.STAGED and t in str(c.get("message"))
+                for c in s.get("conditions") or []
+            ),
+        )
+    timeline.say(JOB_CONTROLLER, "the staging Job completed (no GPU was requested while it ran)")
+    await staging.succeed(namespace, stage_name)
     await until(
         "the operator to create the RayJob", lambda _s: ("rayjobs", namespace, name) in server.creations
     )
@@ -401,6 +438,16 @@ async def _show_metrics(
 def _scrape(url: str) -> str:
     with urllib.request.urlopen(url, timeout=10) as response:  # noqa: S310 - loopback
         return str(response.read().decode())
+
+
+def _storage(manifest: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The job's storage volumes, with the API's default claims where the manifest names none."""
+    from flashrl_api.spec import DEFAULT_CLAIMS
+
+    storage = (manifest.get("spec") or {}).get("storage")
+    if not storage:
+        return [{"claimName": claim} for claim in DEFAULT_CLAIMS.values()]
+    return [v for v in storage.values() if isinstance(v, Mapping)]
 
 
 def _event_lines(server: EmulatedApiServer, namespace: str) -> list[str]:

@@ -28,6 +28,7 @@ from flashrl_operator.sim.apiserver import (
     eventually,
 )
 from flashrl_operator.sim.harness import EmulatedCluster
+from flashrl_operator.sim.staging import BATCH_JOBS_RESOURCE
 from flashrl_operator.sim.standins import SUCCEEDED, TRAINING
 
 NAMESPACE: Final = "rl"
@@ -103,10 +104,19 @@ async def run_experiment(out: TextIO, report_dir: Path, deadline: float, steps: 
             await _until(
                 f"FlashRLJob {job}", lambda job=job: api.get(JOBS_RESOURCE, NAMESPACE, job), deadline
             )
+            # The variants' sources are the recipe's Hugging Face defaults: each is staged first.
+            stage = f"{job}-stage"
+            await _until(
+                f"staging Job {stage}", lambda s=stage: api.get(BATCH_JOBS_RESOURCE, NAMESPACE, s), deadline
+            )
+            await cluster.staging.succeed(NAMESPACE, stage)
             await _until(
                 f"RayJob {job}", lambda job=job: api.get(RAY_JOBS_RESOURCE, NAMESPACE, job), deadline
             )
-        say(f"operator: created FlashRLJobs {', '.join(jobs)} (owned by the experiment), and their RayJobs")
+        say(
+            f"operator: created FlashRLJobs {', '.join(jobs)} (owned by the experiment); Job controller "
+            "(emulated): their staging Jobs completed; operator: then their RayJobs"
+        )
         for job in jobs:
             await kuberay.set_status(NAMESPACE, job, TRAINING)
         say(

@@ -48,6 +48,7 @@ from flashrl_operator.sim.apiserver import (
     free_port,
     watch_started,
 )
+from flashrl_operator.sim.staging import StagingStandIn
 from flashrl_operator.sim.standins import GarbageCollectorStandIn, KubeRayStandIn
 
 
@@ -105,6 +106,11 @@ class EmulatedCluster:
         if self._api is None:
             raise RuntimeError("use EmulatedCluster in `async with`")
         return self._api
+
+    @property
+    def staging(self) -> StagingStandIn:
+        """The Job controller and ``flashrl-launch stage`` for staging Jobs, played."""
+        return StagingStandIn(self.api)
 
     @property
     def kuberay(self) -> KubeRayStandIn:
