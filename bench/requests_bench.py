@@ -22,7 +22,7 @@ from typing import Any, Final
 import kmock
 from aiohttp import web
 
-from flashrl_api import load_documents
+from bench import example_job
 from flashrl_operator.handlers import OperatorConfig
 from flashrl_operator.runner import OperatorThread
 from flashrl_operator.sim import (
@@ -89,7 +89,7 @@ def _reconciles(op: OperatorThread) -> float:
 
 async def measure() -> dict[str, Any]:
     """Requests per new job and per unchanged resync, with the breakdown of a new job's requests."""
-    base = load_documents(EXAMPLE.read_text(encoding="utf-8"), str(EXAMPLE))[0]
+    base = example_job()
     async with CountingApiServer() as server, kmock.Server(server) as http:
         url = str(http.url).rstrip("/")
         config = OperatorConfig(
@@ -184,10 +184,11 @@ APPLY_ONLY_PER_JOB: Final = 7.0
 
 def run() -> str:
     """Measure once and return a markdown section."""
-    from flashrl_operator.kinds import CHILD_KINDS
+    from flashrl_api import parse_job
+    from flashrl_operator.render import render
 
     r = asyncio.run(measure())
-    children = len(CHILD_KINDS)
+    children = len(render(parse_job(example_job())).children)
     rows = "\n".join(f"| `{request}` | {count:g} |" for request, count in r["breakdown"].items())
     same = BEFORE_PER_JOB + 2 * (children - BEFORE_CHILDREN)
     reads = sum(count for request, count in r["breakdown"].items() if request.startswith("GET "))
@@ -195,13 +196,16 @@ def run() -> str:
         [
             "## API requests per job",
             "",
-            f"{JOBS} copies of `examples/flashrljob.yaml` created one after another against the emulated",
+            f"{JOBS} copies of `examples/flashrljob.yaml` (its model and data as paths on its volumes: no",
+            "staging Job, whose requests come before the RayJob's for hf:// sources) created one after",
+            "another against the emulated",
             "API server, counting at the server every request the operator (kopf included) sends until it",
             "goes quiet; then, with every job Running, a restarted operator's periodic resync of the",
             f"unchanged jobs ({RESYNCS} rounds). Watches are not counted. One run of",
             "`bench/requests_bench.py`;",
             f"*before* is the same measurement on commit {BEFORE_COMMIT}, when a job had "
-            f"{BEFORE_CHILDREN} children (it has {children} now: the NetworkPolicy joined).",
+            f"{BEFORE_CHILDREN} children (it has {children} now: the NetworkPolicy joined; a job with",
+            "hf:// sources has a staging Job as well).",
             "",
             "| figure | before | now | now / before |",
             "|---|---|---|---|",
