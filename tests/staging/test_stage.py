@@ -83,7 +83,7 @@ def write_job(tmp_path: Path, **spec: Any) -> Path:
         },
     }
     for key, value in spec.items():
-        base[key] = {**base.get(key, {}), **value}
+        base[key] = value if isinstance(value, list) else {**base.get(key, {}), **value}
     manifest = {
         "apiVersion": "flashrl.dev/v1alpha1",
         "kind": "FlashRLJob",
@@ -199,6 +199,13 @@ def test_a_data_file_without_a_required_column_fails(hub: FakeHub, tmp_path: Pat
 
 def test_a_prompt_key_the_file_lacks_fails(hub: FakeHub, tmp_path: Path) -> None:
     job = write_job(tmp_path, data={"promptKey": "question"})
+    reason = _failure(stage(hub, job, tmp_path), tmp_path)
+    assert reason.startswith("MissingColumn: ") and "no column question" in reason
+
+
+def test_the_prompt_key_an_override_sets_is_the_one_checked(hub: FakeHub, tmp_path: Path) -> None:
+    # verl reads the column spec.overrides names (it replaces data.promptKey's), so staging checks that.
+    job = write_job(tmp_path, overrides=["data.prompt_key='question'"])
     reason = _failure(stage(hub, job, tmp_path), tmp_path)
     assert reason.startswith("MissingColumn: ") and "no column question" in reason
 

@@ -220,6 +220,23 @@ def file_checksum(path: Path, kind: str) -> str:
     return digest.hexdigest()
 
 
+def prompt_key(spec: FlashRLJobSpec) -> str:
+    """The column verl will read prompts from: ``data.promptKey``, unless ``spec.overrides`` sets
+    ``data.prompt_key``, which then replaces the generated value (``verl_args.merge_overrides``), so
+    the staged files are checked for the column verl actually reads."""
+    from flashrl_jobs.verl_args import override_key
+
+    key = spec.data.prompt_key
+    for override in spec.overrides:
+        if override.startswith("~") or "=" not in override or override_key(override) != "data.prompt_key":
+            continue
+        value = override.split("=", 1)[1].strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        key = value
+    return key
+
+
 def check_columns(path: Path, prompt_key: str) -> None:
     """Refuse a data file verl 0.9.1 could not train on: not parquet, or a required column missing."""
     import pyarrow.parquet as pq
@@ -420,7 +437,7 @@ def stage_source(
         if on_progress is not None:
             on_progress(progress)
     if src.filename is not None:
-        check_columns(directory / src.filename, spec.data.prompt_key)
+        check_columns(directory / src.filename, prompt_key(spec))
     return write_marker(item, commit, files)
 
 
@@ -446,7 +463,7 @@ def check_local_data(spec: FlashRLJobSpec, log: Log) -> None:
         path = Path(value)
         if not path.is_file():
             raise StagingError("FileNotFound", f"spec.{name}: {value} does not exist on its volume")
-        check_columns(path, spec.data.prompt_key)
+        check_columns(path, prompt_key(spec))
         log(f"spec.{name}: {value} has verl's columns")
 
 
