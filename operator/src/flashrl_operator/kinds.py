@@ -5,6 +5,11 @@ tested against :data:`KINDS` (``tests/chart/test_chart_rbac.py``), so adding a c
 NetworkPolicy, a batch/v1 Job) is its renderer plus one entry in :data:`CHILD_KINDS` here, and the
 chart's ClusterRole rule the test then asks for. KubeRay's kinds come from
 :mod:`flashrl_operator.kuberay`, the FlashRLJob's from :mod:`flashrl_api`.
+
+A table rather than the API server's discovery (``kubernetes_asyncio``'s dynamic client): discovery
+would cost requests at every start and need read access to every API group, and it would tell the
+operator the plurals but not which kinds it may touch; this table is what the chart's RBAC and the
+ownership tests are checked against, and a wrong plural fails the emulator tests.
 """
 
 from __future__ import annotations

@@ -158,6 +158,9 @@ class Reconciler:
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
         self._first_seen: dict[str, datetime.datetime] = {}
         self._override_cache: dict[str, list[str]] = {}
+        #: Compositions under way, by spec: concurrent reconciles of the same spec wait for one.
+        self._override_pending: dict[str, asyncio.Future[list[str]]] = {}
+        self._compose_limit = asyncio.Semaphore(1)
         #: Reads the API server refused (RBAC from an older chart), each logged once.
         self._refused_reads: set[str] = set()
 
@@ -204,11 +207,27 @@ class Reconciler:
             return job, []
         # verl's checks read the whole configuration the spec renders, not only the overrides.
         key = json.dumps(job.spec.to_wire(), sort_keys=True)
+        if key in self._override_cache:
+            return job, self._override_cache[key]
+        # One composition per distinct spec, however many reconciles ask at once (a restarted
+        # operator lists every job; an experiment's variants share most of a spec), and one at a
+        # time: a composition holds the GIL for about a second, and a thousand of them side by side
+        # in the default executor starved the event loop until every API request timed out.
+        pending = self._override_pending.get(key)
+        if pending is None:
+            pending = asyncio.ensure_future(self._compose(job))
+            self._override_pending[key] = pending
+            pending.add_done_callback(lambda _done: self._override_pending.pop(key, None))
+        problems = await asyncio.shield(pending)
         if key not in self._override_cache:
             if len(self._override_cache) >= _CONFIG_CACHE_SIZE:
                 self._override_cache.pop(next(iter(self._override_cache)))
-            self._override_cache[key] = await asyncio.to_thread(override_problems, job)
-        return job, self._override_cache[key]
+            self._override_cache[key] = problems
+        return job, problems
+
+    async def _compose(self, job: FlashRLJob) -> list[str]:
+        async with self._compose_limit:
+            return await asyncio.to_thread(override_problems, job)
 
     async def _converge(
         self, child: Child, live: dict[str, Any] | None, *, uid: str, queued: bool

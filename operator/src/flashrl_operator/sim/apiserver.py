@@ -407,6 +407,11 @@ class EmulatedApiServer(kmock.KubernetesEmulator):
 
     async def _serve_fetch(self, request: kmock.Request) -> kmock.Payload:
         obj = self._exact(request)
+        if obj is None and request.resource is not None and request.name is not None:
+            # A read of a named object that is not stored: kmock's strict match is the same key
+            # equality, so its scan of every object could only end in this 404. The operator reads
+            # every child before creating it, so with thousands of objects these scans dominate.
+            raise kmock.KubernetesObjectNotFoundError()
         if obj is None or obj.deleted:
             return await super()._serve_fetch(request)
         return obj.raw

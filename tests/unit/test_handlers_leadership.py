@@ -1,0 +1,89 @@
+"""With leader election, a replica that does not hold the Lease does nothing: no job reconcile, no
+experiment reconcile, no metrics-history write, not even in the periodic resync. Once it holds the
+Lease, each of them goes through.
+
+(Two real operator processes electing a leader: tests/integration/test_operator_replicas.py.)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flashrl_operator.handlers import (
+    OperatorConfig,
+    OperatorContext,
+    reconcile_experiment_with_retries,
+    reconcile_with_retries,
+    record_history,
+    resync_all,
+)
+from flashrl_operator.leadership import ElectionTiming, Leadership
+from flashrl_operator.login import Credentials
+
+
+class Recorder:
+    """Stands in for the reconciler, the experiment reconciler and the history recorder: it records
+    what it is asked to do."""
+
+    def __init__(self, calls: list[tuple[Any, ...]], what: str) -> None:
+        self._calls = calls
+        self._what = what
+
+    async def reconcile(self, namespace: str, name: str, body: Any = None) -> None:
+        self._calls.append((self._what, namespace, name))
+
+    async def record(self, body: Any) -> None:
+        self._calls.append((self._what, body["metadata"]["namespace"], body["metadata"]["name"]))
+
+
+async def _noop() -> None:
+    return None
+
+
+def _context(calls: list[tuple[Any, ...]]) -> tuple[OperatorContext, Leadership]:
+    leadership = Leadership(
+        Credentials("http://127.0.0.1:9"),  # never used: the election is not run here
+        namespace="flashrl-system",
+        identity="replica-b",
+        timing=ElectionTiming(15),
+        on_elected=_noop,
+    )
+    ctx = OperatorContext(OperatorConfig())
+    ctx.leadership = leadership
+    ctx.reconciler = Recorder(calls, "job")  # type: ignore[assignment]
+    ctx.experiments = Recorder(calls, "experiment")  # type: ignore[assignment]
+    ctx.history = Recorder(calls, "history")  # type: ignore[assignment]
+    ctx.known_jobs.add(("rl", "a"))
+    ctx.known_experiments.add(("rl", "cmp"))
+    return ctx, leadership
+
+
+async def _everything(ctx: OperatorContext) -> None:
+    job = {"metadata": {"namespace": "rl", "name": "a"}}
+    await reconcile_with_retries(ctx, "rl", "a", job)
+    await reconcile_experiment_with_retries(ctx, "rl", "cmp")
+    await record_history(ctx, job)
+    await resync_all(ctx)
+
+
+async def test_a_follower_reconciles_nothing_and_writes_no_history() -> None:
+    calls: list[tuple[Any, ...]] = []
+    ctx, leadership = _context(calls)
+    assert not leadership.leading
+    await _everything(ctx)
+    assert calls == []
+
+
+async def test_the_leader_reconciles_jobs_experiments_and_history() -> None:
+    calls: list[tuple[Any, ...]] = []
+    ctx, leadership = _context(calls)
+    leadership._leading.set()  # what the election does when this replica takes the Lease
+    assert leadership.leading
+    await _everything(ctx)
+    assert calls == [
+        ("job", "rl", "a"),
+        ("experiment", "rl", "cmp"),
+        ("history", "rl", "a"),
+        ("job", "rl", "a"),  # the resync: every known job, then every known experiment
+        ("experiment", "rl", "cmp"),
+    ]
