@@ -314,20 +314,6 @@ class Reconciler:
             for child, known in zip(desired.children, lives if not conflicts else [], strict=False):
                 if child is ray_job and staging is not None and not is_staged(staging):
                     break  # No GPU is requested until the sources are on the volumes.
-                if child is desired.staging_job:
-                    try:
-                        staging = await self._staging(job, child, known, previous, uid=uid)
-                    except RejectedError as exc:
-                        rejected = (
-                            f"{child.describe()} was rejected by the API server "
-                            f"(HTTP {exc.status} {exc.reason}): {exc.message}"
-                        )
-                        logger.error("%s", rejected)
-                        break
-                    except _ConflictError as exc:
-                        conflicts = exc.conflicts
-                        break
-                    continue
                 if child is ray_job and waiting:
                     continue  # the next attempt's RayJob is created when its backoff ends
                 # The attempt's RayJob existed: gone now while the job ran means someone deleted it.
@@ -342,6 +328,9 @@ class Reconciler:
                     deleted = True
                     continue
                 try:
+                    if child is desired.staging_job:
+                        staging = await self._staging(job, child, known, previous, uid=uid)
+                        continue
                     live = await self._converge(child, known, uid=uid, queued=desired.queued)
                 except RejectedError as exc:
                     rejected = (
