@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # get-kube-tools.sh DEST: build the real control plane the integration and e2e tests run, into DEST.
 #
-#   kube-apiserver, kube-controller-manager, kube-scheduler  from the k8s.io/kubernetes Go module
+#   kube-apiserver, kube-controller-manager, kube-scheduler,
+#   kubectl (the client the server's version expects)       from the k8s.io/kubernetes Go module
 #   kuberay-operator (KubeRay's own operator)               from github.com/ray-project/kuberay/ray-operator
 #   kwok (simulated nodes and pods)                          from sigs.k8s.io/kwok/cmd/kwok
 #   etcd                                                     from Debian (etcd-server), when missing
@@ -31,7 +32,8 @@ have() { [ -x "$dest/$1" ] && grep -qx "$1 $2" "$stamp" 2>/dev/null; }
 record() { { grep -v "^$1 " "$stamp" 2>/dev/null || true; echo "$1 $2"; } > "$stamp.new"; mv "$stamp.new" "$stamp"; }
 
 # --- Kubernetes control plane ---------------------------------------------------------------------
-if ! have kube-apiserver "$k8s" || ! have kube-controller-manager "$k8s" || ! have kube-scheduler "$k8s"; then
+if ! have kube-apiserver "$k8s" || ! have kube-controller-manager "$k8s" || ! have kube-scheduler "$k8s" ||
+  ! have kubectl "$k8s"; then
   work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
   modfile=$(go mod download -json "k8s.io/kubernetes@v$k8s" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
   staging=$(python3 - "$k8s" "$modfile" <<'PY'
@@ -54,9 +56,11 @@ PY
     echo ")"
   } > "$work/go.mod"
   (cd "$work" && go mod download k8s.io/kubernetes && go get "k8s.io/kubernetes/cmd/kube-apiserver@v$k8s" >/dev/null 2>&1 || true)
-  for cmd in kube-apiserver kube-controller-manager kube-scheduler; do
+  for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+    have "$cmd" "$k8s" && continue
     echo "building $cmd v$k8s (once; several minutes on 2 cores)" >&2
-    (cd "$work" && GOFLAGS="$GOFLAGS -mod=mod" go build -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=v$k8s -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${k8s#1.}" -o "$dest/$cmd" "k8s.io/kubernetes/cmd/$cmd")
+    minor=${k8s#*.}; minor=${minor%%.*}
+    (cd "$work" && GOFLAGS="$GOFLAGS -mod=mod" go build -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=v$k8s -X k8s.io/component-base/version.gitMajor=${k8s%%.*} -X k8s.io/component-base/version.gitMinor=$minor" -o "$dest/$cmd" "k8s.io/kubernetes/cmd/$cmd")
     record "$cmd" "$k8s"
   done
 fi

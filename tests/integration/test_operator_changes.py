@@ -63,7 +63,7 @@ async def test_immutable_edit_is_refused_and_mutable_ones_applied(
         JOBS_RESOURCE,
         NAMESPACE,
         "imm",
-        {"spec": {"rollout": {"n": 8}, "lifecycle": {"activeDeadlineSeconds": 7200}}},
+        {"spec": {"rollout": {"samplesPerPrompt": 8}, "lifecycle": {"activeDeadlineSeconds": 7200}}},
     )
 
     async def refused() -> dict[str, Any] | None:
@@ -74,7 +74,7 @@ async def test_immutable_edit_is_refused_and_mutable_ones_applied(
     status = await eventually(refused, "Accepted=False/ImmutableFieldChanged")
     accepted = next(c for c in status["conditions"] if c["type"] == "Accepted")
     assert accepted["status"] == "False"
-    assert "spec.rollout.n" in accepted["message"]
+    assert "spec.rollout.samplesPerPrompt" in accepted["message"]
     assert "activeDeadlineSeconds" not in accepted["message"]
     assert status["phase"] == "Running"  # the running job is kept
     assert status["observedGeneration"] == 2
@@ -89,7 +89,7 @@ async def test_immutable_edit_is_refused_and_mutable_ones_applied(
     await eventually(warned, "a Warning event naming the refused edit")
 
     # Reverting the edit makes the job Accepted again.
-    await cluster.api.patch(JOBS_RESOURCE, NAMESPACE, "imm", {"spec": {"rollout": {"n": 16}}})
+    await cluster.api.patch(JOBS_RESOURCE, NAMESPACE, "imm", {"spec": {"rollout": {"samplesPerPrompt": 16}}})
 
     async def accepted_again() -> bool:
         status = await cluster.status("imm")

@@ -196,10 +196,10 @@ def test_demo_runs_the_whole_lifecycle() -> None:
 
 def test_demo_rejects_an_invalid_manifest(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text(yaml.safe_dump(job_manifest("bad", {"rollout": {"n": 0}})))
+    bad.write_text(yaml.safe_dump(job_manifest("bad", {"rollout": {"samplesPerPrompt": 0}})))
     err = io.StringIO()
     assert run_demo(bad, io.StringIO(), err) == 2
-    assert "spec.rollout.n" in err.getvalue()
+    assert "spec.rollout.samplesPerPrompt" in err.getvalue()
 
 
 async def test_eventually_reports_what_it_waited_for() -> None:

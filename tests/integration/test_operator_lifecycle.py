@@ -182,10 +182,12 @@ async def test_invalid_spec_fails_with_the_field_path_and_creates_nothing(
     cluster: Cluster, start_operator: StartOperator
 ) -> None:
     await start_operator()
-    await cluster.api.create(JOBS_RESOURCE, job_manifest("delta", {"rollout": {"n": 0}, "trainng": {}}))
+    await cluster.api.create(
+        JOBS_RESOURCE, job_manifest("delta", {"rollout": {"samplesPerPrompt": 0}, "trainng": {}})
+    )
     status = await cluster.wait_phase("delta", "Failed")
     assert status["reason"] == "InvalidSpec"
-    assert "spec.rollout.n" in status["message"]
+    assert "spec.rollout.samplesPerPrompt" in status["message"]
     assert "spec.trainng" in status["message"]
     assert conditions(status)["Accepted"] == ("False", "InvalidSpec")
     assert "rayJobName" not in status
@@ -196,7 +198,7 @@ async def test_invalid_spec_fails_with_the_field_path_and_creates_nothing(
 
     # Fixing the spec (a new generation) recovers the job.
     await cluster.api.patch(
-        JOBS_RESOURCE, NAMESPACE, "delta", {"spec": {"rollout": {"n": 8}, "trainng": None}}
+        JOBS_RESOURCE, NAMESPACE, "delta", {"spec": {"rollout": {"samplesPerPrompt": 8}, "trainng": None}}
     )
     status = await cluster.wait_phase("delta", "Pending")
     assert status["observedGeneration"] == 2

@@ -68,7 +68,7 @@ def apply_defaults(node: dict[str, Any], value: Any) -> Any:
 
 
 def error_path(error: jsonschema.ValidationError) -> str:
-    """``spec.rollout.n`` / ``spec.overrides[0]`` style, as `flashrl validate` prints paths."""
+    """``spec.rollout.samplesPerPrompt`` / ``spec.overrides[0]`` style, as `flashrl validate` prints paths."""
     text = ""
     for part in error.absolute_path:
         text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
@@ -84,7 +84,7 @@ def error_path(error: jsonschema.ValidationError) -> str:
 
 
 def walk(node: dict[str, Any], path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
-    """Every schema node with a readable path (``spec.rollout.n``, ``spec.overrides[]``)."""
+    """Every schema node with a readable path (``spec.rollout.samplesPerPrompt``, ``spec.overrides[]``)."""
     yield path, node
     for name, sub in node.get("properties", {}).items():
         yield from walk(sub, f"{path}.{name}" if path else name)

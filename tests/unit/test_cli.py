@@ -124,8 +124,8 @@ BAD_INPUTS: list[tuple[str, str, list[str]]] = [
     ("spec-not-mapping", HEAD + "spec: [1]\n", ["spec: must be a mapping, got list"]),
     (
         "out-of-range",
-        HEAD + "spec: {rollout: {n: 0}}\n",
-        ["spec.rollout.n: Input should be greater than or equal to 1"],
+        HEAD + "spec: {rollout: {samplesPerPrompt: 0}}\n",
+        ["spec.rollout.samplesPerPrompt: Input should be greater than or equal to 1"],
     ),
     ("enum", HEAD + "spec: {rollout: {quantization: fp4}}\n", ["spec.rollout.quantization: must be one of"]),
     (
@@ -140,8 +140,13 @@ BAD_INPUTS: list[tuple[str, str, list[str]]] = [
     ),
     (
         "gpus-not-divisible",
-        HEAD + "spec: {rollout: {n: 5}, resources: {nodes: 3}, training: {ulyssesSequenceParallelSize: 3}}\n",
-        ["spec.rollout.n: training.promptBatchSize x rollout.n must be divisible by the GPU count"],
+        HEAD
+        + "spec: {rollout: {samplesPerPrompt: 5}, resources: {nodes: 3}, "
+        "training: {ulyssesSequenceParallelSize: 3}}\n",
+        [
+            "spec.rollout.samplesPerPrompt: training.promptBatchSize x rollout.samplesPerPrompt must be "
+            "divisible by the GPU count"
+        ],
     ),
     (
         "tp-not-dividing-node",
@@ -150,8 +155,12 @@ BAD_INPUTS: list[tuple[str, str, list[str]]] = [
     ),
     (
         "several-problems",
-        HEAD + "spec: {rollout: {n: 0, quantization: fp4}, training: {bogus: 1}}\n",
-        ["spec.rollout.n:", "spec.rollout.quantization:", "spec.training.bogus: unknown field"],
+        HEAD + "spec: {rollout: {samplesPerPrompt: 0, quantization: fp4}, training: {bogus: 1}}\n",
+        [
+            "spec.rollout.samplesPerPrompt:",
+            "spec.rollout.quantization:",
+            "spec.training.bogus: unknown field",
+        ],
     ),
     (
         "protected-override",
@@ -211,7 +220,7 @@ def test_rule_violations_and_bad_overrides_are_reported_in_one_run(
     assert out == ""
     assert code == EXIT_INVALID
     paths = [line.split(": ", 1)[0] for line in err.splitlines()]
-    assert paths == ["spec.rollout.n", "spec.overrides[0]", "spec.overrides[1]"]
+    assert paths == ["spec.rollout.samplesPerPrompt", "spec.overrides[0]", "spec.overrides[1]"]
 
 
 def test_valid_overrides_are_composed_without_a_note(
@@ -252,7 +261,7 @@ def test_render_prints_the_renderer_objects_as_a_yaml_stream(
 ) -> None:
     from flashrl_operator.render import render
 
-    path = _write(tmp_path, HEAD + "spec: {rollout: {n: 8}}\n")
+    path = _write(tmp_path, HEAD + "spec: {rollout: {samplesPerPrompt: 8}}\n")
     code, out, err = _run(["render", path], capsys)
     assert (code, err) == (0, "")
     docs = list(yaml.safe_load_all(out))
@@ -387,12 +396,12 @@ def test_console_script_reports_bad_input_without_a_traceback(tmp_path: Path) ->
     exe = Path(sys.executable).parent / "flashrl"
     if not exe.exists():
         pytest.skip("the flashrl console script is not installed in this environment")
-    bad = _write(tmp_path, HEAD + "spec: {rollout: {n: -1}}\n")
+    bad = _write(tmp_path, HEAD + "spec: {rollout: {samplesPerPrompt: -1}}\n")
     out = subprocess.run(
         [str(exe), "validate", bad], capture_output=True, text=True, timeout=120, check=False
     )
     assert out.returncode == EXIT_INVALID
-    assert out.stderr.startswith("spec.rollout.n: ")
+    assert out.stderr.startswith("spec.rollout.samplesPerPrompt: ")
     assert "Traceback" not in out.stderr
 
 

@@ -52,8 +52,11 @@ BREAKING: dict[str, dict[str, Any]] = {
     "mini-batch-divides-prompt-batch": {"training": {"miniBatchSize": 24}},
     "tensor-parallel-divides-node": {"rollout": {"tensorParallelSize": 3}},
     "sequence-parallel-divides-gpus": {"training": {"ulyssesSequenceParallelSize": 3}},
-    "rollouts-divide-over-gpus": {"rollout": {"n": 5}, "resources": {"nodes": 3}},
-    "mini-batch-divides-over-data-parallel": {"training": {"miniBatchSize": 2}, "rollout": {"n": 1}},
+    "rollouts-divide-over-gpus": {"rollout": {"samplesPerPrompt": 5}, "resources": {"nodes": 3}},
+    "mini-batch-divides-over-data-parallel": {
+        "training": {"miniBatchSize": 2},
+        "rollout": {"samplesPerPrompt": 1},
+    },
     "overlong-buffer-fits-response": {"training": {"maxResponseLength": 1024}},
     "env-names-not-reserved": {"env": [{"name": "NCCL_DEBUG", "value": "INFO"}, {"name": "FLASHRL_SPEC"}]},
     "env-names-not-kuberay-managed": {"env": [{"name": "NCCL_DEBUG"}, {"name": "KUBERAY_GEN_RAY_START_CMD"}]},
@@ -175,7 +178,7 @@ def test_disabled_overlong_buffer_is_not_checked() -> None:
 def _random_spec(rng: random.Random) -> dict[str, Any]:
     return {
         "rollout": {
-            "n": rng.choice([1, 2, 3, 5, 8, 16]),
+            "samplesPerPrompt": rng.choice([1, 2, 3, 5, 8, 16]),
             "tensorParallelSize": rng.choice([1, 2, 3, 4, 8]),
             "quantization": rng.choice(["blockwise-fp8", "channel-fp8", "bf16"]),
         },
@@ -326,7 +329,7 @@ def _refused_transitions(old: dict[str, Any], new: dict[str, Any]) -> set[str]:
 
 
 SEED: dict[str, Any] = {
-    "rollout": {"n": 16},
+    "rollout": {"samplesPerPrompt": 16},
     "env": [{"name": "NCCL_DEBUG", "value": "WARN"}],
     "overrides": ["trainer.test_freq=5"],
     "lifecycle": {"activeDeadlineSeconds": 86400},
@@ -341,7 +344,7 @@ def test_an_unchanged_spec_passes_every_transition_rule() -> None:
 @pytest.mark.parametrize(
     ("change", "refused"),
     [
-        ({"rollout": {"n": 8}}, {"spec.rollout"}),
+        ({"rollout": {"samplesPerPrompt": 8}}, {"spec.rollout"}),
         ({"resources": {"gpusPerNode": 4}}, {"spec.resources"}),
         ({"overrides": ["trainer.test_freq=10"]}, {"spec.overrides"}),
         ({"env": [{"name": "NCCL_DEBUG", "value": "INFO"}]}, {"spec.env"}),
@@ -376,7 +379,11 @@ def test_operator_and_crd_agree_on_what_is_immutable() -> None:
     from flashrl_operator.children import immutable_changes, spec_snapshot
 
     old = apply_defaults(spec_schema(), SEED)
-    for change in ({"rollout": {"n": 8}}, {"lifecycle": {"activeDeadlineSeconds": 1}}, {"dryRun": True}):
+    for change in (
+        {"rollout": {"samplesPerPrompt": 8}},
+        {"lifecycle": {"activeDeadlineSeconds": 1}},
+        {"dryRun": True},
+    ):
         new = apply_defaults(spec_schema(), {**SEED, **change})
         by_operator = {p for p in immutable_changes(spec_snapshot(old), new)}
         by_crd = _refused_transitions(SEED, {**SEED, **change})

@@ -58,6 +58,6 @@ _GoYaml11Loader.add_constructor(
 
 
 def test_crd_reads_the_same_to_a_yaml_1_1_decoder() -> None:
-    """An unquoted `n:` (the rollout.n property) would reach the API server as the key `false`."""
+    """An unquoted `n` or `y` (a key or a value) would reach the API server as the boolean false or true."""
     committed = (REPO / CHART_CRD_PATH).read_text(encoding="utf-8")
     assert yaml.load(committed, Loader=_GoYaml11Loader) == build_crd()

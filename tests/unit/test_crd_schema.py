@@ -132,6 +132,10 @@ def test_schema_is_structural() -> None:
 
 def test_every_field_has_a_description() -> None:
     for path, node in walk(root_schema()):
+        if path == "metadata":
+            # The API server refuses anything but the type on metadata: it describes metadata itself.
+            assert node == {"type": "object"}
+            continue
         if path and not path.endswith("[]"):
             assert node.get("description", "").strip(), f"{path} has no description"
             assert "``" not in node["description"], path
@@ -150,9 +154,10 @@ def test_descriptions_read_well_in_kubectl_explain() -> None:
 
 def test_constraints_come_from_the_models() -> None:
     props = spec_schema()["properties"]
-    assert props["rollout"]["properties"]["n"] == {
+    samples = props["rollout"]["properties"]["samplesPerPrompt"]
+    assert samples["description"].startswith("Responses sampled per prompt (the GRPO/DAPO group size;")
+    assert {k: v for k, v in samples.items() if k != "description"} == {
         "type": "integer",
-        "description": "Responses sampled per prompt (the GRPO/DAPO group size).",
         "default": 16,
         "minimum": 1,
         "maximum": 1024,
@@ -209,10 +214,8 @@ def test_status_schema_and_conditions_map() -> None:
         "Suspended",
     ]
     assert "x-kubernetes-validations" not in status
-    assert root_schema()["properties"]["metadata"] == {
-        "type": "object",
-        "description": "Standard object metadata.",
-    }
+    # The API server refuses any other keyword on metadata (it is implicitly specified).
+    assert root_schema()["properties"]["metadata"] == {"type": "object"}
 
 
 # --- defaults ------------------------------------------------------------------------------------
@@ -232,7 +235,7 @@ def test_empty_spec_defaults_to_the_origin_recipe() -> None:
     assert defaulted == FlashRLJobSpec().to_wire()
     assert defaulted["images"]["trainer"] == default_trainer_image()
     assert defaulted["storage"]["data"] == {"claimName": "rl-data", "mountPath": "/data", "readOnly": True}
-    assert defaulted["training"]["promptBatchSize"] == 32 and defaulted["rollout"]["n"] == 16
+    assert defaulted["training"]["promptBatchSize"] == 32 and defaulted["rollout"]["samplesPerPrompt"] == 16
 
 
 @pytest.mark.parametrize(
@@ -288,9 +291,9 @@ def test_a_full_manifest_is_accepted() -> None:
 
 BAD_SPECS: list[tuple[str, dict[str, Any], str]] = [
     ("typo", {"training": {"promptBatchsize": 32}}, "spec.training.promptBatchsize"),
-    ("unknown-section", {"rolout": {"n": 8}}, "spec.rolout"),
-    ("n-zero", {"rollout": {"n": 0}}, "spec.rollout.n"),
-    ("n-huge", {"rollout": {"n": 4096}}, "spec.rollout.n"),
+    ("unknown-section", {"rolout": {"samplesPerPrompt": 8}}, "spec.rolout"),
+    ("n-zero", {"rollout": {"samplesPerPrompt": 0}}, "spec.rollout.samplesPerPrompt"),
+    ("n-huge", {"rollout": {"samplesPerPrompt": 4096}}, "spec.rollout.samplesPerPrompt"),
     ("util-over", {"rollout": {"gpuMemoryUtilization": 0.99}}, "spec.rollout.gpuMemoryUtilization"),
     ("util-zero-exclusive", {"rollout": {"gpuMemoryUtilization": 0}}, "spec.rollout.gpuMemoryUtilization"),
     ("top-p-zero", {"rollout": {"topP": 0.0}}, "spec.rollout.topP"),

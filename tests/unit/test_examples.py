@@ -71,7 +71,7 @@ def test_default_example_is_the_origin_recipe() -> None:
     assert spec.model.source == "hf://Qwen/Qwen3-8B-Base"
     assert spec.rollout.quantization == "blockwise-fp8"
     assert (spec.correction.tis.level, spec.correction.tis.cap) == ("token", 2.0)
-    assert (spec.training.prompt_batch_size, spec.rollout.n) == (32, 16)
+    assert (spec.training.prompt_batch_size, spec.rollout.samples_per_prompt) == (32, 16)
     assert (spec.training.generation_batch_size, spec.training.mini_batch_size) == (96, 32)
     assert (spec.resources.nodes, spec.resources.gpus_per_node) == (1, 8)
     assert worker(job)["template"]["spec"]["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H20"}

@@ -205,8 +205,8 @@ def test_merge_patch_merges_mappings_and_replaces_lists() -> None:
             "spec.variants[1].spec.rollout.quantization: must be one of",
         ),
         (
-            {"template": {"rollout": {"n": 0}}},
-            "spec.template.rollout.n: Input should be greater than or equal to 1",
+            {"template": {"rollout": {"samplesPerPrompt": 0}}},
+            "spec.template.rollout.samplesPerPrompt: Input should be greater than or equal to 1",
         ),
         (
             {"parallelism": 0},

@@ -32,7 +32,10 @@ def _paths(exc: pytest.ExceptionInfo[SpecError]) -> list[str]:
 
 
 def test_problem_and_error_text() -> None:
-    assert str(Problem("spec.rollout.n", "too small")) == "spec.rollout.n: too small"
+    assert (
+        str(Problem("spec.rollout.samplesPerPrompt", "too small"))
+        == "spec.rollout.samplesPerPrompt: too small"
+    )
     assert str(Problem("", "file is empty")) == "file is empty"
     err = SpecError([Problem("a", "x"), Problem("b", "y")])
     assert str(err) == "a: x\nb: y"
@@ -60,7 +63,7 @@ def test_all_problems_are_reported_at_once() -> None:
         "kind": "Job",
         "metadata": {"name": "Bad_Name"},
         "extra": 1,
-        "spec": {"rollout": {"n": 0}, "training": {"learningRate": 0}},
+        "spec": {"rollout": {"samplesPerPrompt": 0}, "training": {"learningRate": 0}},
     }
     with pytest.raises(SpecError) as exc:
         parse_job(raw)
@@ -69,7 +72,7 @@ def test_all_problems_are_reported_at_once() -> None:
         "kind",
         "metadata.name",
         "extra",
-        "spec.rollout.n",
+        "spec.rollout.samplesPerPrompt",
         "spec.training.learningRate",
     ]
 
@@ -119,11 +122,13 @@ def test_enum_message_lists_the_choices() -> None:
 
 def test_types_are_not_coerced() -> None:
     """The API server refuses "8" for an integer and "yes" for a boolean; so do we."""
-    _, problems = spec_problems({"resources": {"gpusPerNode": "8"}, "dryRun": "yes", "rollout": {"n": 1.5}})
+    _, problems = spec_problems(
+        {"resources": {"gpusPerNode": "8"}, "dryRun": "yes", "rollout": {"samplesPerPrompt": 1.5}}
+    )
     assert {p.path: p.message for p in problems} == {
         "spec.resources.gpusPerNode": "Input should be a valid integer, got '8'",
         "spec.dryRun": "Input should be a valid boolean, got 'yes'",
-        "spec.rollout.n": "Input should be a valid integer, got 1.5",
+        "spec.rollout.samplesPerPrompt": "Input should be a valid integer, got 1.5",
     }
     # Integers are fine where a number is expected (YAML writes 2.0 as 2 often enough).
     assert parse_spec({"correction": {"tis": {"cap": 3}}}).correction.tis.cap == 3.0
@@ -145,8 +150,8 @@ def test_cross_field_rules_run_after_field_validation() -> None:
 
 
 def test_custom_prefix() -> None:
-    _, problems = spec_problems({"rollout": {"n": 0}}, prefix="job.spec")
-    assert problems[0].path == "job.spec.rollout.n"
+    _, problems = spec_problems({"rollout": {"samplesPerPrompt": 0}}, prefix="job.spec")
+    assert problems[0].path == "job.spec.rollout.samplesPerPrompt"
 
 
 def test_wire_round_trip_is_stable() -> None:

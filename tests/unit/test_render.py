@@ -203,7 +203,7 @@ def test_config_map_carries_the_exact_overrides(quantization: str) -> None:
 def test_config_map_spec_parses_back_to_the_same_job() -> None:
     job = make_job(
         {
-            "rollout": {"quantization": "channel-fp8", "n": 8},
+            "rollout": {"quantization": "channel-fp8", "samplesPerPrompt": 8},
             "resources": {"nodes": 2, "rdma": {"resourceName": "rdma/hca_shared_devices_a", "count": 2}},
             "storage": {"checkpoints": {"claimName": "ckpt", "mountPath": "/checkpoints"}},
             "secretRefs": ["hf-token"],
@@ -377,7 +377,7 @@ def test_head_mounts_the_spec_config_map_read_only() -> None:
 
 @pytest.mark.parametrize(("nodes", "gpus"), [(1, 8), (2, 8), (4, 4)])
 def test_gpu_limits_sum_to_nodes_times_gpus(nodes: int, gpus: int) -> None:
-    job = make_job({"resources": {"nodes": nodes, "gpusPerNode": gpus}, "rollout": {"n": 16}})
+    job = make_job({"resources": {"nodes": nodes, "gpusPerNode": gpus}, "rollout": {"samplesPerPrompt": 16}})
     cluster = ray_job_of(job)["spec"]["rayClusterSpec"]
     total = 0
     for group in cluster["workerGroupSpecs"]:

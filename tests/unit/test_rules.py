@@ -21,7 +21,12 @@ def test_the_defaults_are_the_origin_recipe() -> None:
     assert (spec.rollout.engine, spec.rollout.quantization) == ("sglang", "blockwise-fp8")
     assert (spec.correction.tis.level, spec.correction.tis.cap) == ("token", 2.0)
     t = spec.training
-    assert (t.prompt_batch_size, spec.rollout.n, t.generation_batch_size, t.mini_batch_size) == (
+    assert (
+        t.prompt_batch_size,
+        spec.rollout.samples_per_prompt,
+        t.generation_batch_size,
+        t.mini_batch_size,
+    ) == (
         32,
         16,
         96,
@@ -72,12 +77,15 @@ BREAKING: list[tuple[str, dict[str, Any]]] = [
     (
         "rollouts-divide-over-gpus",
         {
-            "rollout": {"n": 5},
+            "rollout": {"samplesPerPrompt": 5},
             "resources": {"gpusPerNode": 6},
             "training": {"ulyssesSequenceParallelSize": 6},
         },
     ),
-    ("mini-batch-divides-over-data-parallel", {"training": {"miniBatchSize": 1}, "rollout": {"n": 2}}),
+    (
+        "mini-batch-divides-over-data-parallel",
+        {"training": {"miniBatchSize": 1}, "rollout": {"samplesPerPrompt": 2}},
+    ),
     ("overlong-buffer-fits-response", {"training": {"maxResponseLength": 2048}}),
     ("env-names-not-reserved", {"env": [{"name": "CUDA_VISIBLE_DEVICES", "value": "0,1"}]}),
     ("env-names-not-kuberay-managed", {"env": [{"name": "RAY_CLUSTER_NAME", "value": "x"}]}),
@@ -114,7 +122,7 @@ def test_rules_hold_at_their_boundaries() -> None:
                 "overlongBuffer": {"length": 4096},
                 "ulyssesSequenceParallelSize": 16,
             },
-            "rollout": {"tensorParallelSize": 8, "n": 1},
+            "rollout": {"tensorParallelSize": 8, "samplesPerPrompt": 1},
             "resources": {"nodes": 2},
         }
     )

@@ -53,14 +53,14 @@ def test_a_condition_turning_to_a_warning_reason_is_announced_without_a_phase_ch
         Observation(
             ray_job_name="j",
             ray_job=rj("Running", "RUNNING"),
-            immutable_changes=("spec.rollout.n",),
+            immutable_changes=("spec.rollout.samplesPerPrompt",),
             previous=running,
         ),
         NOW,
     )
     events = status_events(running, refused)
     assert [(e.type, e.reason) for e in events] == [("Warning", Reason.IMMUTABLE_FIELD_CHANGED)]
-    assert "spec.rollout.n" in events[0].message
+    assert "spec.rollout.samplesPerPrompt" in events[0].message
 
 
 def test_vocabulary_sets_are_members_and_conditions_are_written_in_order() -> None:

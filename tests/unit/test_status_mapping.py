@@ -84,11 +84,13 @@ def test_kueue_suspension_is_reported_as_queued() -> None:
 
 
 def test_invalid_spec_fails_with_paths_and_no_ray_job() -> None:
-    obs = Observation(generation=1, spec_problems=("spec.rollout.n: must be >= 1",), ray_job_name="j")
+    obs = Observation(
+        generation=1, spec_problems=("spec.rollout.samplesPerPrompt: must be >= 1",), ray_job_name="j"
+    )
     status = desired_status(obs, NOW)
     assert status["phase"] == "Failed"
     assert status["reason"] == "InvalidSpec"
-    assert "spec.rollout.n" in status["message"]
+    assert "spec.rollout.samplesPerPrompt" in status["message"]
     accepted = find_condition(status["conditions"], "Accepted")
     assert accepted is not None and accepted["status"] == "False" and accepted["reason"] == "InvalidSpec"
     assert status["rayJobName"] is None
@@ -105,14 +107,16 @@ def test_rejected_child_fails_and_names_it() -> None:
 
 def test_immutable_change_keeps_phase_and_sets_accepted_false() -> None:
     obs = Observation(
-        ray_job=ray_job("Running", "RUNNING"), immutable_changes=("spec.rollout.n",), ray_job_name="j"
+        ray_job=ray_job("Running", "RUNNING"),
+        immutable_changes=("spec.rollout.samplesPerPrompt",),
+        ray_job_name="j",
     )
     status = desired_status(obs, NOW)
     assert status["phase"] == "Running"
     accepted = find_condition(status["conditions"], "Accepted")
     assert accepted is not None
     assert (accepted["status"], accepted["reason"]) == ("False", "ImmutableFieldChanged")
-    assert "spec.rollout.n" in accepted["message"]
+    assert "spec.rollout.samplesPerPrompt" in accepted["message"]
 
 
 def test_running_status_fields_and_conditions() -> None:

@@ -14,7 +14,7 @@ from flashrl_operator.children import (
 )
 
 SPEC: dict[str, Any] = {
-    "rollout": {"n": 16, "quantization": "blockwise-fp8"},
+    "rollout": {"samplesPerPrompt": 16, "quantization": "blockwise-fp8"},
     "lifecycle": {"suspend": False, "ttlSecondsAfterFinished": 3600},
     "overrides": ["a=1"],
 }
@@ -36,7 +36,7 @@ def test_mutable_lifecycle_fields_are_not_changes() -> None:
 
 def test_immutable_changes_are_named_by_path() -> None:
     snap = spec_snapshot(SPEC)
-    assert immutable_changes(snap, edited(rollout__n=8)) == ["spec.rollout.n"]
+    assert immutable_changes(snap, edited(rollout__samplesPerPrompt=8)) == ["spec.rollout.samplesPerPrompt"]
     changed = {**SPEC, "overrides": ["a=2"], "model": {"path": "x"}}
     assert immutable_changes(snap, changed) == ["spec.model.path", "spec.overrides"]
 

@@ -111,7 +111,7 @@ SETUP_FIELDS: Final[dict[str, str]] = {
     "training.validateBeforeTrain": "the validation schedule",
     "training.testFrequency": "the validation schedule",
     "rollout.engine": "the rollout engine",
-    "rollout.n": "the sampling",
+    "rollout.samplesPerPrompt": "the sampling",
     "rollout.temperature": "the sampling",
     "rollout.topP": "the sampling",
     "rollout.topK": "the sampling",

@@ -20,6 +20,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from flashrl_api._base import quote
+from flashrl_api.kubectl_yaml import BOOLEAN_KEY_HINT, load_all
 from flashrl_api.rules import violations
 from flashrl_api.spec import (
     DNS_LABEL_PATTERN,
@@ -183,6 +184,8 @@ _PATTERN_NAMES = {
 def _humanize(error: Mapping[str, Any]) -> str:
     kind = error.get("type", "")
     if kind == "extra_forbidden":
+        if error.get("loc", ())[-1:] in (("true",), ("false",)):
+            return f"unknown field: {BOOLEAN_KEY_HINT}"
         return "unknown field (check the spelling; see `kubectl explain flashrljob.spec`)"
     if kind == "literal_error":
         expected = error.get("ctx", {}).get("expected", "")
@@ -368,7 +371,7 @@ def load_documents(text: str, source: str = "<input>") -> list[Any]:
     if len(text) > MAX_MANIFEST_BYTES:
         raise SpecError([Problem("", f"{source} is larger than {MAX_MANIFEST_BYTES} bytes")])
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        docs = [d for d in load_all(text) if d is not None]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""

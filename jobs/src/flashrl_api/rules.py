@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
+from flashrl_api.cel import cel_string
 from flashrl_api.gpus import FP8_MIN_CAPABILITY, NO_FP8_PATTERN, gpu_family, lacks_fp8
 from flashrl_api.kuberay_env import KUBERAY_MANAGED_ENV, KUBERAY_MANAGED_ENV_NAMES
 from flashrl_api.sources import HF_SCHEME, is_hf
@@ -213,25 +214,25 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         name="rollouts-divide-over-gpus",
-        path="rollout.n",
-        cel="(self.training.promptBatchSize * self.rollout.n) % "
+        path="rollout.samplesPerPrompt",
+        cel="(self.training.promptBatchSize * self.rollout.samplesPerPrompt) % "
         "(self.resources.nodes * self.resources.gpusPerNode) == 0",
-        message="training.promptBatchSize x rollout.n must be divisible by the GPU count "
+        message="training.promptBatchSize x rollout.samplesPerPrompt must be divisible by the GPU count "
         "(resources.nodes x resources.gpusPerNode)",
-        check=lambda s: (s.training.prompt_batch_size * s.rollout.n) % _world(s) == 0,
+        check=lambda s: (s.training.prompt_batch_size * s.rollout.samples_per_prompt) % _world(s) == 0,
     ),
     Rule(
         name="mini-batch-divides-over-data-parallel",
         path="training.miniBatchSize",
         cel="(self.resources.nodes * self.resources.gpusPerNode) % self.training.ulyssesSequenceParallelSize "
-        "!= 0 || (self.training.miniBatchSize * self.rollout.n) % ((self.resources.nodes * "
+        "!= 0 || (self.training.miniBatchSize * self.rollout.samplesPerPrompt) % ((self.resources.nodes * "
         "self.resources.gpusPerNode) / self.training.ulyssesSequenceParallelSize) == 0",
-        message="training.miniBatchSize x rollout.n must be divisible by the data-parallel size (the GPU "
-        "count divided by training.ulyssesSequenceParallelSize): verl splits every mini batch over "
-        "those ranks (verl/workers/engine_workers.py:267)",
+        message="training.miniBatchSize x rollout.samplesPerPrompt must be divisible by the data-parallel "
+        "size (the GPU count divided by training.ulyssesSequenceParallelSize): verl splits every mini "
+        "batch over those ranks (verl/workers/engine_workers.py:267)",
         check=lambda s: (
             _world(s) % s.training.ulysses_sequence_parallel_size != 0
-            or (s.training.mini_batch_size * s.rollout.n)
+            or (s.training.mini_batch_size * s.rollout.samples_per_prompt)
             % (_world(s) // s.training.ulysses_sequence_parallel_size)
             == 0
         ),
@@ -287,7 +288,7 @@ RULES: tuple[Rule, ...] = (
         name="fp8-rollout-needs-fp8-gpus",
         path="rollout.quantization",
         cel=f"!(self.rollout.quantization in [{_FP8_CEL}]) || "
-        f"!self.resources.gpuProduct.matches('{NO_FP8_PATTERN}')",
+        f"!self.resources.gpuProduct.matches({cel_string(NO_FP8_PATTERN)})",
         message="an FP8 rollout needs FP8 tensor cores (compute capability "
         f"{FP8_MIN_CAPABILITY[0]}.{FP8_MIN_CAPABILITY[1]} or newer: L4, L40S, H100, H20, H200, B200, ...), "
         "and resources.gpuProduct names an older GPU; use bf16 or an FP8-capable pool",
@@ -319,8 +320,8 @@ RULES: tuple[Rule, ...] = (
         cel="!has(self.resources.rdma) || !("
         f"self.resources.rdma.resourceName == '{GPU_RESOURCE}' || "
         "self.resources.rdma.resourceName.endsWith('gpu') || "
-        f"self.resources.rdma.resourceName.matches('{MIG_RESOURCE_PATTERN}') || "
-        f"self.resources.rdma.resourceName.matches('{KUBERNETES_DOMAIN_PATTERN}'))",
+        f"self.resources.rdma.resourceName.matches({cel_string(MIG_RESOURCE_PATTERN)}) || "
+        f"self.resources.rdma.resourceName.matches({cel_string(KUBERNETES_DOMAIN_PATTERN)}))",
         message=f"must not be {GPU_RESOURCE}, a name ending in 'gpu' or an NVIDIA MIG profile (KubeRay "
         "counts those as GPUs, so the RDMA request would replace the GPU count), nor in the "
         "kubernetes.io domain",

@@ -48,7 +48,7 @@ DnsName = DnsSubdomain
 #: would be refused by the API server only after the FlashRLJob was accepted.
 INT32_MAX = 2**31 - 1
 #: Batch sizes and token counts: far above any real run, and small enough that the CEL rules'
-#: products (promptBatchSize x rollout.n, ...) stay inside int64.
+#: products (promptBatchSize x rollout.samplesPerPrompt, ...) stay inside int64.
 MAX_COUNT = 1_048_576
 
 #: An environment variable name as the operator accepts it: a C identifier.
@@ -173,8 +173,9 @@ class RolloutSpec(ApiModel):
     weight sync (verl's path). channel-fp8: per-channel FP8 quantized inside SGLang (its flash_rl
     loader). bf16: no quantization, the baseline."""
 
-    n: int = Field(default=16, ge=1, le=1024)
-    """Responses sampled per prompt (the GRPO/DAPO group size)."""
+    samples_per_prompt: int = Field(default=16, ge=1, le=1024)
+    """Responses sampled per prompt (the GRPO/DAPO group size; verl's actor_rollout_ref.rollout.n). Not
+    called n: YAML 1.1, which kubectl and Helm read, turns a bare n key into the boolean false."""
 
     tensor_parallel_size: int = Field(default=1, ge=1, le=64)
     """Tensor parallelism of each SGLang server. Must divide resources.gpusPerNode."""

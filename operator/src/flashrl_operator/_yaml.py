@@ -25,7 +25,7 @@ _GO_YAML_BOOLEANS = frozenset({"y", "Y", "n", "N"})
 
 
 def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    """Quote ``n`` and ``y``: unquoted, the CRD property ``rollout.n`` reaches the API server as ``false``."""
+    """Quote ``n`` and ``y``: unquoted, kubectl and helm (YAML 1.1) would read them as booleans."""
     if value in _GO_YAML_BOOLEANS:
         return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"')
     return dumper.represent_str(value)

@@ -74,7 +74,7 @@ def _leaves(value: Any, prefix: str) -> dict[str, Any]:
 
 
 def immutable_changes(snapshot: str | None, spec: Mapping[str, Any]) -> list[str]:
-    """Field paths (``spec.rollout.n``) whose value differs from the recorded snapshot.
+    """Field paths (``spec.rollout.samplesPerPrompt``) whose value differs from the recorded snapshot.
 
     Lists are compared whole (``spec.overrides``). No snapshot (a RayJob made by something else, or
     an unreadable annotation) means nothing can be said: no changes.

@@ -388,11 +388,23 @@ def add_transition_rules(schema: dict[str, Any]) -> None:
         )
 
 
+def complete_default(model: type[BaseModel]) -> dict[str, Any]:
+    """Every field's default, nested sections included: the default of a section that rules read.
+
+    The API server checks a default against the schema's CEL rules as it stands, without defaulting
+    inside it first, so ``spec: {}`` as the default of ``spec`` fails every rule that reads
+    ``self.training...`` (``no such key``) and the whole CRD is refused. The complete object is what
+    defaulting an empty ``spec`` yields anyway; optional fields stay absent, and the rules guard them
+    with ``has()``.
+    """
+    return model().model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
 def spec_schema() -> dict[str, Any]:
     """``spec``: the FlashRLJobSpec schema, defaulted as a whole, with the cross-field rules and the
     immutable fields' transition rules."""
     schema = object_schema(FlashRLJobSpec)
-    schema["default"] = {}
+    schema["default"] = complete_default(FlashRLJobSpec)
     schema["x-kubernetes-validations"] = spec_validations()
     add_transition_rules(schema)
     return _order(schema)
@@ -433,7 +445,8 @@ def kind_root_schema(
                 "type": "string",
                 "description": f"REST resource this object represents; {kind}.",
             },
-            "metadata": {"type": "object", "description": "Standard object metadata."},
+            # Only the type: the API server refuses any other keyword on metadata (it defines it itself).
+            "metadata": {"type": "object"},
             "spec": spec,
             "status": status,
         },

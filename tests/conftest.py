@@ -1,0 +1,31 @@
+"""Fixtures every test layer may use: the real control plane (:mod:`envtest`), started once per run.
+
+The control plane is started lazily, by the first test that asks for it, and stopped at the end of the
+run by its recorded process ids, also when tests failed. Without its binaries (``make tools`` builds them)
+the tests that need it are skipped with that instruction, except under ``CI=true``, where they fail:
+CI must never pass without the real API server.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from envtest.control_plane import ControlPlane, missing_binaries, running
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """etcd, kube-apiserver, kube-controller-manager and kube-scheduler, as processes on loopback."""
+    missing = missing_binaries()
+    if missing:
+        message = f"the real control plane needs {', '.join(missing)}: run `make tools`"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    root = Path(tmp_path_factory.mktemp("control-plane"))
+    with running(root) as plane:
+        yield plane

@@ -1,0 +1,404 @@
+"""A real Kubernetes control plane as plain processes, for tests: etcd, kube-apiserver,
+kube-controller-manager and (optionally) kube-scheduler, like controller-runtime's envtest.
+
+What runs is the real code: the API server judges schemas, CEL rules, RBAC, Pod Security and
+server-side apply; the controller-manager collects garbage, finishes Jobs and mints service-account
+tokens; the scheduler places pods on nodes (kwok plays those in the e2e). There is no kubelet.
+
+The binaries come from ``make tools`` (``scripts/get-kube-tools.sh``: built from their Go modules into
+``.tools/bin``; etcd from Debian). Every process is started in its own session and recorded with its
+pid under the state directory; :meth:`ControlPlane.stop` ends exactly those, also when a test failed.
+Everything listens on loopback ports picked free at start.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+TOOLS = REPO / ".tools" / "bin"
+#: Controllers the tests rely on: garbage collection (ownerReferences), namespaces, service accounts
+#: and their tokens, Jobs (the staging Job, KubeRay's submitter), ReplicaSets and Deployments (the
+#: chart's operator on kwok nodes), and the aggregated ClusterRoles (the chart's user roles).
+CONTROLLERS = (
+    "garbagecollector",
+    "namespace",
+    "serviceaccount-token",
+    "serviceaccount",
+    "job",
+    "root-ca-cert-publisher",
+    "clusterrole-aggregation",
+    "replicaset",
+    "deployment",
+)
+READY_DEADLINE_S = 180.0
+
+
+class ControlPlaneError(RuntimeError):
+    """A component did not start; the message carries the tail of its log."""
+
+
+def find_binary(name: str) -> Path | None:
+    """``.tools/bin/NAME`` (built by ``make tools``), else NAME on PATH (etcd comes from Debian)."""
+    local = TOOLS / name
+    if local.is_file() and os.access(local, os.X_OK):
+        return local
+    found = shutil.which(name)
+    return Path(found) if found else None
+
+
+REQUIRED = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+
+
+def missing_binaries(names: Sequence[str] = REQUIRED) -> list[str]:
+    """The binaries of :data:`REQUIRED` that are not there (``make tools`` builds them)."""
+    return [n for n in names if not (find_binary(n) if n == "etcd" else (TOOLS / n).is_file())]
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct loopback ports that were free a moment ago."""
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def _openssl(*args: str) -> None:
+    subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+
+@dataclass
+class Process:
+    """One started component: its name, process and log file."""
+
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+    def tail(self, lines: int = 25) -> str:
+        try:
+            text = self.log.read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        return "\n".join(text[-lines:])
+
+
+@dataclass
+class ControlPlane:
+    """The running control plane; ``kubeconfig`` is an admin's (system:masters)."""
+
+    root: Path
+    api_port: int = 0
+    admin_token: str = ""
+    processes: list[Process] = field(default_factory=list)
+    version: str = ""
+
+    # ---- paths -------------------------------------------------------------------------------
+    @property
+    def pki(self) -> Path:
+        return self.root / "pki"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.root / "kubeconfig"
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.api_port}"
+
+    @property
+    def ca(self) -> Path:
+        return self.pki / "ca.crt"
+
+    # ---- start / stop ------------------------------------------------------------------------
+    def start(self, *, scheduler: bool = True) -> ControlPlane:
+        """Start etcd, the API server, the controller-manager and the scheduler; wait for /readyz."""
+        missing = missing_binaries()
+        if missing:
+            raise ControlPlaneError(f"missing {', '.join(missing)}: run `make tools`")
+        self.root.mkdir(parents=True, exist_ok=True)
+        (self.root / "logs").mkdir(exist_ok=True)
+        self._certificates()
+        tokens = self._tokens()
+        self.admin_token = tokens["admin"]
+        etcd_port, peer_port, self.api_port = free_ports(3)
+        try:
+            self._spawn(
+                "etcd",
+                [
+                    str(find_binary("etcd")),
+                    "--name=envtest",
+                    f"--data-dir={self.root / 'etcd'}",
+                    f"--listen-client-urls=http://127.0.0.1:{etcd_port}",
+                    f"--advertise-client-urls=http://127.0.0.1:{etcd_port}",
+                    f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
+                    f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
+                    f"--initial-cluster=envtest=http://127.0.0.1:{peer_port}",
+                    "--initial-cluster-state=new",
+                    "--log-level=warn",
+                ],
+            )
+            self._spawn("kube-apiserver", self._apiserver_args(etcd_port))
+            self._write_kubeconfig(self.kubeconfig, "admin", self.admin_token)
+            self._write_kubeconfig(self.root / "kcm.kubeconfig", "kcm", tokens["kcm"])
+            self._write_kubeconfig(self.root / "scheduler.kubeconfig", "scheduler", tokens["scheduler"])
+            self._wait_ready()
+            self._spawn(
+                "kube-controller-manager",
+                [
+                    str(TOOLS / "kube-controller-manager"),
+                    f"--kubeconfig={self.root / 'kcm.kubeconfig'}",
+                    "--leader-elect=false",
+                    f"--controllers={','.join(CONTROLLERS)}",
+                    f"--service-account-private-key-file={self.pki / 'sa.key'}",
+                    f"--root-ca-file={self.ca}",
+                    "--use-service-account-credentials=false",
+                    "--secure-port=0",
+                ],
+            )
+            if scheduler:
+                self._spawn(
+                    "kube-scheduler",
+                    [
+                        str(TOOLS / "kube-scheduler"),
+                        f"--kubeconfig={self.root / 'scheduler.kubeconfig'}",
+                        "--leader-elect=false",
+                        "--secure-port=0",
+                    ],
+                )
+            self.version = json.loads(self.get("/version"))["gitVersion"]
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """End every started process (reverse order): SIGTERM to its session, SIGKILL after 15 s."""
+        for proc in reversed(self.processes):
+            if proc.popen.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.popen.pid, signal.SIGTERM)
+                try:
+                    proc.popen.wait(15)
+                except subprocess.TimeoutExpired:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(proc.popen.pid, signal.SIGKILL)
+                    proc.popen.wait(15)
+        self.processes.clear()
+        with contextlib.suppress(OSError):
+            (self.root / "pids").unlink()
+
+    def check_alive(self) -> None:
+        """Fail loudly (with the log's tail) if a component has exited."""
+        for proc in self.processes:
+            if proc.popen.poll() is not None:
+                raise ControlPlaneError(f"{proc.name} exited ({proc.popen.returncode}):\n{proc.tail()}")
+
+    # ---- clients ---------------------------------------------------------------------------------
+    def env(self, kubeconfig: Path | None = None) -> dict[str, str]:
+        """The environment for kubectl, helm and the operator: this cluster's kubeconfig, tools on PATH."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
+        env["KUBECONFIG"] = str(kubeconfig or self.kubeconfig)
+        env["PATH"] = f"{TOOLS}:{env.get('PATH', '')}"
+        env["HELM_CACHE_HOME"] = str(self.root / "helm" / "cache")
+        env["HELM_CONFIG_HOME"] = str(self.root / "helm" / "config")
+        env["HELM_DATA_HOME"] = str(self.root / "helm" / "data")
+        return env
+
+    def kubectl(
+        self,
+        *args: str,
+        stdin: str | None = None,
+        check: bool = True,
+        kubeconfig: Path | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        """Run the built kubectl (the server's version) against this cluster."""
+        return self._run([str(TOOLS / "kubectl"), *args], stdin, check, kubeconfig)
+
+    def helm(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """Run the project's helm (``make tools``) against this cluster."""
+        helm = find_binary("helm")
+        assert helm is not None, "helm is missing: run `make tools`"
+        return self._run([str(helm), *args], None, check, None)
+
+    def apply_json(self, obj: dict[str, Any] | list[dict[str, Any]], *extra: str) -> str:
+        """``kubectl apply -f -`` of objects (server-side, forced, so tests own what they set)."""
+        items = obj if isinstance(obj, list) else [obj]
+        body = json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
+        return self.kubectl(
+            "apply", "--server-side", "--force-conflicts", "-f", "-", *extra, stdin=body
+        ).stdout
+
+    def get_json(self, *args: str, check: bool = True) -> Any:
+        """``kubectl get ... -o json`` parsed (None when absent and ``check`` is false)."""
+        out = self.kubectl("get", *args, "-o", "json", check=check)
+        return json.loads(out.stdout) if out.returncode == 0 else None
+
+    def get(self, path: str) -> str:
+        """GET a raw API path as the admin."""
+        request = urllib.request.Request(self.server + path, headers=self._auth())
+        with urllib.request.urlopen(request, context=self._ssl(), timeout=10) as resp:
+            return resp.read().decode()
+
+    def token_kubeconfig(self, service_account: str, namespace: str, name: str) -> Path:
+        """A kubeconfig holding a fresh token of ``namespace/service_account`` (TokenRequest API), so a
+        process using it has exactly the RBAC that account was granted."""
+        token = self.kubectl(
+            "create", "token", service_account, "-n", namespace, "--duration=2h"
+        ).stdout.strip()
+        path = self.root / f"{name}.kubeconfig"
+        self._write_kubeconfig(path, name, token, namespace=namespace)
+        return path
+
+    # ---- internals ------------------------------------------------------------------------------
+    def _run(
+        self, argv: list[str], stdin: str | None, check: bool, kubeconfig: Path | None
+    ) -> subprocess.CompletedProcess[str]:
+        out = subprocess.run(
+            argv, input=stdin, capture_output=True, text=True, env=self.env(kubeconfig), timeout=300
+        )
+        if check and out.returncode != 0:
+            raise AssertionError(
+                f"{' '.join(argv[:4])} ... failed ({out.returncode}):\n{out.stderr}{out.stdout}"
+            )
+        return out
+
+    def _spawn(self, name: str, argv: list[str]) -> None:
+        log = self.root / "logs" / f"{name}.log"
+        with log.open("ab") as sink:
+            popen = subprocess.Popen(
+                argv, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            )
+        self.processes.append(Process(name, popen, log))
+        with (self.root / "pids").open("a") as pids:
+            pids.write(f"{name} {popen.pid}\n")
+
+    def _apiserver_args(self, etcd_port: int) -> list[str]:
+        pki = self.pki
+        return [
+            str(TOOLS / "kube-apiserver"),
+            f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={self.api_port}",
+            f"--tls-cert-file={pki / 'apiserver.crt'}",
+            f"--tls-private-key-file={pki / 'apiserver.key'}",
+            f"--client-ca-file={self.ca}",
+            f"--token-auth-file={pki / 'tokens.csv'}",
+            "--authorization-mode=RBAC",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={pki / 'sa.pub'}",
+            f"--service-account-signing-key-file={pki / 'sa.key'}",
+            "--service-cluster-ip-range=10.0.0.0/24",
+            "--enable-admission-plugins=NamespaceLifecycle,ServiceAccount,PodSecurity",
+            "--allow-privileged=true",
+            "--endpoint-reconciler-type=none",
+            f"--cert-dir={pki}",
+        ]
+
+    def _certificates(self) -> None:
+        pki = self.pki
+        if (pki / "apiserver.crt").is_file():
+            return
+        pki.mkdir(parents=True, exist_ok=True)
+        _openssl(
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "30", "-subj", "/CN=envtest-ca",
+            "-keyout", str(pki / "ca.key"), "-out", str(pki / "ca.crt"),
+            "-addext", "basicConstraints=critical,CA:TRUE",
+            "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+        )  # fmt: skip
+        _openssl(
+            "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=kube-apiserver",
+            "-keyout", str(pki / "apiserver.key"), "-out", str(pki / "apiserver.csr"),
+        )  # fmt: skip
+        (pki / "apiserver.ext").write_text(
+            "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
+            "extendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost,IP:10.0.0.1,"
+            "DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc\n"
+        )
+        _openssl(
+            "x509", "-req", "-in", str(pki / "apiserver.csr"), "-CA", str(pki / "ca.crt"),
+            "-CAkey", str(pki / "ca.key"), "-CAcreateserial", "-days", "30",
+            "-extfile", str(pki / "apiserver.ext"), "-out", str(pki / "apiserver.crt"),
+        )  # fmt: skip
+        _openssl("genrsa", "-out", str(pki / "sa.key"), "2048")
+        _openssl("rsa", "-in", str(pki / "sa.key"), "-pubout", "-out", str(pki / "sa.pub"))
+
+    def _tokens(self) -> dict[str, str]:
+        path = self.pki / "tokens.csv"
+        users = {
+            "admin": ("envtest-admin", "system:masters"),
+            "kcm": ("system:kube-controller-manager", "system:masters"),
+            "scheduler": ("system:kube-scheduler", "system:masters"),
+        }
+        if not path.is_file():
+            lines = [f'{os.urandom(24).hex()},{user},{user},"{group}"' for user, group in users.values()]
+            path.write_text("\n".join(lines) + "\n")
+            path.chmod(0o600)
+        tokens = [line.split(",", 1)[0] for line in path.read_text().splitlines()]
+        return dict(zip(users, tokens, strict=True))
+
+    def _write_kubeconfig(self, path: Path, user: str, token: str, namespace: str = "default") -> None:
+        ca = base64.b64encode(self.ca.read_bytes()).decode()
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {"name": "envtest", "cluster": {"server": self.server, "certificate-authority-data": ca}}
+            ],
+            "users": [{"name": user, "user": {"token": token}}],
+            "contexts": [
+                {"name": user, "context": {"cluster": "envtest", "user": user, "namespace": namespace}}
+            ],
+            "current-context": user,
+        }
+        path.write_text(json.dumps(config, indent=1))
+        path.chmod(0o600)
+
+    def _auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.admin_token}"}
+
+    def _ssl(self) -> ssl.SSLContext:
+        return ssl.create_default_context(cafile=str(self.ca))
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + READY_DEADLINE_S
+        while True:
+            self.check_alive()
+            with contextlib.suppress(OSError, urllib.error.URLError, ssl.SSLError):
+                if self.get("/readyz") == "ok":
+                    return
+            if time.monotonic() > deadline:
+                raise ControlPlaneError(f"kube-apiserver not ready after {READY_DEADLINE_S:.0f} s")
+            time.sleep(0.2)
+
+
+@contextlib.contextmanager
+def running(root: Path, *, scheduler: bool = True) -> Iterator[ControlPlane]:
+    """A started control plane, stopped on exit whatever happened."""
+    plane = ControlPlane(root)
+    try:
+        yield plane.start(scheduler=scheduler)
+    finally:
+        plane.stop()
