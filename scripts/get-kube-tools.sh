@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# get-kube-tools.sh DEST: build the real control plane the integration and e2e tests run, into DEST.
+# get-kube-tools.sh [DEST]: the real control plane the integration and e2e tests run, built from Go modules.
 #
-#   kube-apiserver, kube-controller-manager, kube-scheduler,
-#   kubectl (the client the server's version expects)       from the k8s.io/kubernetes Go module
-#   kuberay-operator (KubeRay's own operator)               from github.com/ray-project/kuberay/ray-operator
-#   kwok (simulated nodes and pods)                          from sigs.k8s.io/kwok/cmd/kwok
-#   etcd                                                     from Debian (etcd-server), when missing
+#   kube-apiserver, kube-controller-manager, kube-scheduler, kubectl   k8s.io/kubernetes (versions.kubernetes)
+#   kuberay-operator (KubeRay's own operator) and its CRDs             github.com/ray-project/kuberay/ray-operator
+#                                                                      (e2e.kuberay_operator)
+#   kwok (simulated nodes and pods)                                    sigs.k8s.io/kwok/cmd/kwok (versions.kwok)
+#   the Prometheus Operator's CRDs (chart tests)                       github.com/prometheus-operator/prometheus-operator
+#                                                                      (versions.prometheus_operator)
+#   etcd                                                               Debian's etcd-server, when missing
 #
-# Versions come from images/pins.yaml (versions.kubernetes, versions.kuberay, versions.kwok). Each binary is
-# rebuilt only when DEST/.versions says another version was built; the Go module and build caches make a
-# rebuild after a version bump cheap.
+# Versions come from images/pins.yaml. Binaries are built once per version into a per-machine cache
+# (FLASHRL_TOOLS_CACHE, default ~/.cache/flashrl-k8s/tools) and linked into DEST (default .tools/bin), so a
+# fresh clone on a machine that built them before links them in seconds. The CRD folders are linked into
+# .tools/crds/ (and kwok's stage definitions into .tools/kwok-stages) from the Go module cache, where
+# `go mod download` put them.
 #
 # Why a generated module for Kubernetes: k8s.io/kubernetes replaces its staging modules (k8s.io/api,
 # k8s.io/apimachinery, ...) with local paths, so `go install k8s.io/kubernetes/cmd/...@v1.36.x` is refused.
@@ -19,68 +23,70 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dest=${1:-$root/.tools/bin}
-mkdir -p "$dest"
+mkdir -p "$dest" "$root/.tools/crds"
 dest=$(cd "$dest" && pwd)
 pin() { sed -n "s/^  $1: \"\(.*\)\"/\1/p" "$root/images/pins.yaml"; }
-k8s=$(pin kubernetes); kuberay=$(pin kuberay); kwok=$(pin kwok)
-[ -n "$k8s" ] && [ -n "$kuberay" ] && [ -n "$kwok" ] || { echo "images/pins.yaml lacks versions.kubernetes/kuberay/kwok" >&2; exit 1; }
+k8s=$(pin kubernetes); kuberay=$(pin kuberay_operator); kwok=$(pin kwok); promop=$(pin prometheus_operator)
+for v in k8s kuberay kwok promop; do
+  [ -n "${!v}" ] || { echo "images/pins.yaml lacks the version for $v" >&2; exit 1; }
+done
 command -v go >/dev/null || { echo "go (1.26) is needed to build the control plane: https://go.dev/doc/install" >&2; exit 1; }
 export GOFLAGS="-buildvcs=false -trimpath" CGO_ENABLED=0 GOTOOLCHAIN=local
-stamp=$dest/.versions
-want="kubernetes=$k8s kuberay=$kuberay kwok=$kwok"
-have() { [ -x "$dest/$1" ] && grep -qx "$1 $2" "$stamp" 2>/dev/null; }
-record() { { grep -v "^$1 " "$stamp" 2>/dev/null || true; echo "$1 $2"; } > "$stamp.new"; mv "$stamp.new" "$stamp"; }
+cache=${FLASHRL_TOOLS_CACHE:-$HOME/.cache/flashrl-k8s/tools}
+mkdir -p "$cache"
+link() { ln -sfn "$1" "$2"; }
+built() { [ -x "$cache/$1-$2/$1" ]; }
 
-# --- Kubernetes control plane ---------------------------------------------------------------------
-if ! have kube-apiserver "$k8s" || ! have kube-controller-manager "$k8s" || ! have kube-scheduler "$k8s" ||
-  ! have kubectl "$k8s"; then
+# --- Kubernetes: the control plane and kubectl ---------------------------------------------------------
+k8s_cmds=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+todo=()
+for cmd in "${k8s_cmds[@]}"; do built "$cmd" "$k8s" || todo+=("$cmd"); done
+if [ "${#todo[@]}" -gt 0 ]; then
   work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
   modfile=$(go mod download -json "k8s.io/kubernetes@v$k8s" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
-  staging=$(python3 - "$k8s" "$modfile" <<'PY'
+  {
+    printf 'module flashrl.dev/kube-tools\n\ngo 1.26\n\nrequire k8s.io/kubernetes v%s\n\nreplace (\n' "$k8s"
+    python3 - "$k8s" "$modfile" <<'PY'
 import re, sys
 version, path = sys.argv[1], sys.argv[2]
 minor = "v0." + version.split(".", 1)[1]
 for module in re.findall(r"^\s*(k8s\.io/[\w.-]+) => \./staging/", open(path).read(), re.M):
-    print(f"{module} {minor}")
+    print(f"\t{module} => {module} {minor}")
 PY
-)
-  {
-    echo "module flashrl.dev/kube-tools"
-    echo
-    echo "go 1.26"
-    echo
-    echo "require k8s.io/kubernetes v$k8s"
-    echo
-    echo "replace ("
-    while read -r module version; do echo "	$module => $module $version"; done <<<"$staging"
-    echo ")"
+    printf ')\n'
   } > "$work/go.mod"
-  (cd "$work" && go mod download k8s.io/kubernetes && go get "k8s.io/kubernetes/cmd/kube-apiserver@v$k8s" >/dev/null 2>&1 || true)
-  for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
-    have "$cmd" "$k8s" && continue
-    echo "building $cmd v$k8s (once; several minutes on 2 cores)" >&2
-    minor=${k8s#*.}; minor=${minor%%.*}
-    (cd "$work" && GOFLAGS="$GOFLAGS -mod=mod" go build -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=v$k8s -X k8s.io/component-base/version.gitMajor=${k8s%%.*} -X k8s.io/component-base/version.gitMinor=$minor" -o "$dest/$cmd" "k8s.io/kubernetes/cmd/$cmd")
-    record "$cmd" "$k8s"
+  minor=${k8s#*.}; minor=${minor%%.*}
+  ldflags="-s -w -X k8s.io/component-base/version.gitVersion=v$k8s -X k8s.io/component-base/version.gitMajor=${k8s%%.*} -X k8s.io/component-base/version.gitMinor=$minor"
+  for cmd in "${todo[@]}"; do
+    echo "building $cmd v$k8s (once per machine; the first takes 10-20 minutes on 2 cores)" >&2
+    mkdir -p "$cache/$cmd-$k8s"
+    (cd "$work" && GOFLAGS="$GOFLAGS -mod=mod" go build -ldflags "$ldflags" -o "$cache/$cmd-$k8s/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd")
+    mv "$cache/$cmd-$k8s/$cmd.tmp" "$cache/$cmd-$k8s/$cmd"
   done
 fi
+for cmd in "${k8s_cmds[@]}"; do link "$cache/$cmd-$k8s/$cmd" "$dest/$cmd"; done
 
-# --- KubeRay's operator and kwok (plain modules: go install works) ---------------------------------
-if ! have kuberay-operator "$kuberay"; then
-  echo "building KubeRay's operator v$kuberay" >&2
-  GOBIN="$dest/.gobin" go install -ldflags "-s -w" "github.com/ray-project/kuberay/ray-operator@v$kuberay"
-  mv "$dest/.gobin/ray-operator" "$dest/kuberay-operator"; rmdir "$dest/.gobin"
-  record kuberay-operator "$kuberay"
-fi
-if ! have kwok "$kwok"; then
-  echo "building kwok v$kwok" >&2
-  GOBIN="$dest/.gobin" go install -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@v$kwok"
-  mv "$dest/.gobin/kwok" "$dest/kwok"; rmdir "$dest/.gobin"
-  record kwok "$kwok"
-fi
+# --- KubeRay's operator and kwok (plain modules: go install works) --------------------------------------
+install_module() { # NAME VERSION PACKAGE BINARY
+  if ! built "$1" "$2"; then
+    echo "building $1 v$2" >&2
+    mkdir -p "$cache/$1-$2"
+    GOBIN="$cache/$1-$2" go install -ldflags "-s -w" "$3@v$2"
+    [ "$4" = "$1" ] || mv "$cache/$1-$2/$4" "$cache/$1-$2/$1"
+  fi
+  link "$cache/$1-$2/$1" "$dest/$1"
+}
+install_module kuberay-operator "$kuberay" github.com/ray-project/kuberay/ray-operator ray-operator
+install_module kwok "$kwok" sigs.k8s.io/kwok/cmd/kwok kwok
 
-# --- etcd: Debian's, as the API server's store ------------------------------------------------------
-if ! command -v etcd >/dev/null && [ ! -x "$dest/etcd" ]; then
-  bash "$root/scripts/get-debian-tool.sh" etcd
-fi
-echo "$want" >&2
+# --- CRDs the tests read, where `go mod download` put them -----------------------------------------------
+module_dir() { go mod download -json "$1@v$2" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])'; }
+link "$(module_dir github.com/ray-project/kuberay/ray-operator "$kuberay")/config/crd/bases" "$root/.tools/crds/kuberay"
+link "$(module_dir github.com/prometheus-operator/prometheus-operator "$promop")/example/prometheus-operator-crd" \
+  "$root/.tools/crds/prometheus-operator"
+# kwok's own stage definitions (how nodes and pods move through their lifecycle), given to kwok by the e2e.
+link "$(module_dir sigs.k8s.io/kwok "$kwok")/kustomize/stage" "$root/.tools/kwok-stages"
+
+# --- etcd: Debian's, as the API server's store -----------------------------------------------------------
+command -v etcd >/dev/null || bash "$root/scripts/get-debian-tool.sh" etcd
+echo "kubernetes v$k8s, KubeRay's operator v$kuberay, kwok v$kwok, Prometheus Operator CRDs v$promop: $dest" >&2

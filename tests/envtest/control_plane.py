@@ -34,7 +34,8 @@ REPO = Path(__file__).resolve().parents[2]
 TOOLS = REPO / ".tools" / "bin"
 #: Controllers the tests rely on: garbage collection (ownerReferences), namespaces, service accounts
 #: and their tokens, Jobs (the staging Job, KubeRay's submitter), ReplicaSets and Deployments (the
-#: chart's operator on kwok nodes), and the aggregated ClusterRoles (the chart's user roles).
+#: chart's operator on kwok nodes), the aggregated ClusterRoles (the chart's user roles), and the binding
+#: of claims to volumes (the e2e's claims, so their pods can be scheduled).
 CONTROLLERS = (
     "garbagecollector",
     "namespace",
@@ -45,6 +46,7 @@ CONTROLLERS = (
     "clusterrole-aggregation",
     "replicaset",
     "deployment",
+    "persistentvolume-binder",
 )
 READY_DEADLINE_S = 180.0
 
@@ -132,8 +134,10 @@ class ControlPlane:
         return self.pki / "ca.crt"
 
     # ---- start / stop ------------------------------------------------------------------------
-    def start(self, *, scheduler: bool = True) -> ControlPlane:
-        """Start etcd, the API server, the controller-manager and the scheduler; wait for /readyz."""
+    def start(self, *, scheduler: bool = True, apiserver_args: Sequence[str] = ()) -> ControlPlane:
+        """Start etcd, the API server, the controller-manager and the scheduler; wait for /readyz.
+
+        ``apiserver_args`` are added to kube-apiserver's (the benchmark turns its audit log on)."""
         missing = missing_binaries()
         if missing:
             raise ControlPlaneError(f"missing {', '.join(missing)}: run `make tools`")
@@ -159,7 +163,7 @@ class ControlPlane:
                     "--log-level=warn",
                 ],
             )
-            self._spawn("kube-apiserver", self._apiserver_args(etcd_port))
+            self._spawn("kube-apiserver", [*self._apiserver_args(etcd_port), *apiserver_args])
             self._write_kubeconfig(self.kubeconfig, "admin", self.admin_token)
             self._write_kubeconfig(self.root / "kcm.kubeconfig", "kcm", tokens["kcm"])
             self._write_kubeconfig(self.root / "scheduler.kubeconfig", "scheduler", tokens["scheduler"])
@@ -395,10 +399,12 @@ class ControlPlane:
 
 
 @contextlib.contextmanager
-def running(root: Path, *, scheduler: bool = True) -> Iterator[ControlPlane]:
+def running(
+    root: Path, *, scheduler: bool = True, apiserver_args: Sequence[str] = ()
+) -> Iterator[ControlPlane]:
     """A started control plane, stopped on exit whatever happened."""
     plane = ControlPlane(root)
     try:
-        yield plane.start(scheduler=scheduler)
+        yield plane.start(scheduler=scheduler, apiserver_args=apiserver_args)
     finally:
         plane.stop()

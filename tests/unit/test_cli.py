@@ -140,8 +140,7 @@ BAD_INPUTS: list[tuple[str, str, list[str]]] = [
     ),
     (
         "gpus-not-divisible",
-        HEAD
-        + "spec: {rollout: {samplesPerPrompt: 5}, resources: {nodes: 3}, "
+        HEAD + "spec: {rollout: {samplesPerPrompt: 5}, resources: {nodes: 3}, "
         "training: {ulyssesSequenceParallelSize: 3}}\n",
         [
             "spec.rollout.samplesPerPrompt: training.promptBatchSize x rollout.samplesPerPrompt must be "

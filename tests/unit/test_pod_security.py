@@ -7,7 +7,6 @@ docs/security.md reports.
 
 from __future__ import annotations
 
-import copy
 import re
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ import pytest
 from pod_security import failures, level
 
 from flashrl_api import FlashRLJob, load_job_file, parse_job
-from flashrl_operator.render import render
+from rendered_pods import pods
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((REPO / "examples").glob("flashrljob*.yaml"))
@@ -31,28 +30,6 @@ def _job(spec: dict[str, Any] | None = None) -> FlashRLJob:
             "spec": spec or {},
         }
     )
-
-
-def pods(job: FlashRLJob) -> dict[str, dict[str, Any]]:
-    """Each pod spec the job's RayJob creates, as KubeRay v1.7.0 completes them."""
-    ray_job = next(o for o in render(job) if o["kind"] == "RayJob")
-    cluster = ray_job["spec"]["rayClusterSpec"]
-    head = copy.deepcopy(cluster["headGroupSpec"]["template"]["spec"])
-    worker = copy.deepcopy(cluster["workerGroupSpecs"][0]["template"]["spec"])
-    # KubeRay injects wait-gcs-ready into workers with container 0's securityContext (common/pod.go).
-    ray = worker["containers"][0]
-    init = {
-        "name": "wait-gcs-ready",
-        "image": ray["image"],
-        "securityContext": copy.deepcopy(ray["securityContext"]),
-    }
-    worker.setdefault("initContainers", []).append(init)
-    submitter = copy.deepcopy(ray_job["spec"]["submitterPodTemplate"]["spec"])
-    found = {"head": head, "workers": worker, "submitter": submitter}
-    stage = next((o for o in render(job) if o["kind"] == "Job"), None)
-    if stage is not None:
-        found["staging"] = copy.deepcopy(stage["spec"]["template"]["spec"])
-    return found
 
 
 def levels(job: FlashRLJob) -> dict[str, str]:

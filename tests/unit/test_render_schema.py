@@ -1,8 +1,7 @@
 """Rendered objects against real schemas, with unknown fields rejected.
 
-* The RayJob against KubeRay v1.7.0's own CRD ``openAPIV3Schema`` (test data in ``../shared``, next to
-  the repository; the tests are skipped with the reason when it is absent). Every object schema
-  with ``properties`` and without ``x-kubernetes-preserve-unknown-fields`` is closed with
+* The RayJob against KubeRay v1.7.0's own CRD ``openAPIV3Schema`` (test data in ``tests/data/crds``).
+  Every object schema with ``properties`` and without ``x-kubernetes-preserve-unknown-fields`` is closed with
   ``additionalProperties: false``, which is what the API server's strict field validation does.
 * The core objects (ServiceAccount, Role, RoleBinding, ConfigMap and the head and worker pod
   templates wrapped in a ``v1 Pod``) with ``kubernetes-validate --strict`` for Kubernetes 1.32.
@@ -28,18 +27,10 @@ from flashrl_api import FlashRLJob, load_job_file, parse_job
 from flashrl_operator.render import render
 
 REPO = Path(__file__).resolve().parents[2]
-#: The nearest ``shared/crds`` above the repository (next to it in CI, further up in a git worktree).
-CRD_DIR = next(
-    (p / "shared" / "crds" / "kuberay-v1.7.0" for p in REPO.parents if (p / "shared" / "crds").is_dir()),
-    REPO.parent / "shared" / "crds" / "kuberay-v1.7.0",
-)
+#: KubeRay v1.7.0's CRDs, public test data kept in the repository (tests/envtest/upstream.py says why).
+CRD_DIR = REPO / "tests" / "data" / "crds" / "kuberay-v1.7.0"
 RAYJOB_CRD = CRD_DIR / "ray.io_rayjobs.yaml"
 K8S_VERSION = "1.32"
-
-needs_crd = pytest.mark.skipif(
-    not RAYJOB_CRD.is_file(),
-    reason=f"KubeRay v1.7.0 CRDs not found at {CRD_DIR} (test data outside the repo)",
-)
 
 
 def make_job(spec: dict[str, Any] | None = None, name: str = "qwen3-8b-dapo-fp8") -> FlashRLJob:
@@ -184,13 +175,11 @@ def present(obj: Any, path: tuple[str, ...]) -> bool:
     return isinstance(obj, dict) and head in obj and present(obj[head], rest)
 
 
-@needs_crd
 @pytest.mark.parametrize("case", CASES)
 def test_rayjob_validates_against_the_kuberay_crd(case: str) -> None:
     assert schema_errors(rendered(case)["RayJob"]) == []
 
 
-@needs_crd
 @pytest.mark.parametrize("case", CASES)
 def test_rayjob_sets_no_field_guarded_by_cel(case: str) -> None:
     # CEL rules are not evaluated here; this proves none of them can apply to what we render.
@@ -232,7 +221,6 @@ def _quantity_list(rj: dict[str, Any]) -> None:
     worker_container(rj)["resources"]["limits"]["nvidia.com/gpu"] = [8]
 
 
-@needs_crd
 @pytest.mark.parametrize(
     ("mutate", "expected"),
     [
@@ -250,7 +238,6 @@ def test_the_crd_check_rejects_broken_rayjobs(mutate: Any, expected: str) -> Non
     assert any(expected in e for e in errors), errors
 
 
-@needs_crd
 def test_the_crd_check_accepts_int_or_string_quantities() -> None:
     rayjob = copy.deepcopy(rendered("defaults")["RayJob"])
     worker_container(rayjob)["resources"]["limits"]["nvidia.com/gpu"] = 8

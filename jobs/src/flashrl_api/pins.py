@@ -44,6 +44,8 @@ class Versions(_Frozen):
     kubernetes: str
     #: kwok, which plays the GPU nodes and their pods in the e2e on the real control plane.
     kwok: str
+    #: The Prometheus Operator whose CRDs the chart's monitoring objects are checked against.
+    prometheus_operator: str
     ray: str
     verl: str
     sglang: str
@@ -51,8 +53,10 @@ class Versions(_Frozen):
 
 
 class E2ETools(_Frozen):
-    """The kind release and node image the e2e (tests/e2e/run.sh, its CI workflow) runs on."""
+    """What the e2e runs on: KubeRay's operator on the real control plane, and the kind release and node
+    image of the Docker e2e (tests/e2e/run.sh, its CI workflow)."""
 
+    kuberay_operator: str
     kind: str
     kind_node: Image
 

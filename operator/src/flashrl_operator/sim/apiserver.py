@@ -28,6 +28,7 @@ import dataclasses
 import itertools
 import json
 import socket
+import ssl
 import time
 import uuid
 from collections import Counter
@@ -475,12 +476,21 @@ class ApiClient:
     :meth:`as_actor` speaks for someone else over the same connections.
     """
 
-    def __init__(self, base_url: str, token: str | None = None, actor: str = USER) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        actor: str = USER,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        """``ssl_context`` trusts a real API server's CA: the same stand-ins then play KubeRay and the
+        launcher against kube-apiserver (the real-control-plane tests), where the actor header is ignored."""
         self._base = base_url.rstrip("/")
         headers = {"Connection": "close"}
         if token is not None:
             headers["Authorization"] = f"Bearer {token}"
-        self._session = aiohttp.ClientSession(headers=headers)
+        connector = aiohttp.TCPConnector(ssl=ssl_context) if ssl_context is not None else None
+        self._session = aiohttp.ClientSession(headers=headers, connector=connector)
         self.actor = actor
 
     def as_actor(self, actor: str) -> ApiClient:

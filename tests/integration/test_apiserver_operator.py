@@ -1,0 +1,357 @@
+"""The operator as the chart runs it, on the real control plane.
+
+The chart is installed with ``helm`` (its defaults), and ``flashrl operator`` runs as a process with the
+chart's own arguments and a token of the chart's ServiceAccount: every request it makes is judged by the
+real API server, under the chart's RBAC. KubeRay and the launcher are played by status patches (the
+stand-ins of ``flashrl_operator.sim``, pointed at kube-apiserver), as envtest tests do; the launcher
+patches with a token of the job's own ServiceAccount, so the Role the operator made for it is what
+allows it. The controller-manager's garbage collector and Job controller are real.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import ssl
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from operator_harness import LOCAL_SOURCES
+
+from envtest.chart import NAMESPACE as CHART_NAMESPACE
+from envtest.chart import install, installed
+from envtest.control_plane import ControlPlane
+from envtest.operator import OperatorProcess
+from envtest.upstream import KUBERAY_PINNED_CRDS
+from flashrl_operator.sim import (
+    CLUSTER_STARTING,
+    JOBS_RESOURCE,
+    RAY_JOBS_RESOURCE,
+    SUCCEEDED,
+    TRAINING,
+    ApiClient,
+    KubeRayStandIn,
+    eventually,
+    failed,
+)
+
+NAMESPACE = "rl-real"
+EXPERIMENT_EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "flashrlexperiment.yaml"
+WAIT_S = 150.0
+BATCH_JOBS = "batch/v1/jobs"
+CHILD_KINDS = ("serviceaccount", "role", "rolebinding", "configmap", "networkpolicy")
+
+
+def manifest(name: str, spec: dict[str, Any] | None = None, *, hf: bool = False) -> dict[str, Any]:
+    full = dict(spec or {})
+    if not hf:
+        for key, value in LOCAL_SOURCES.items():
+            full.setdefault(key, value)
+    return {
+        "apiVersion": "flashrl.dev/v1alpha1",
+        "kind": "FlashRLJob",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": full,
+    }
+
+
+def conditions(status: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    return {c["type"]: (c["status"], c["reason"]) for c in status.get("conditions", [])}
+
+
+@pytest.fixture(scope="module")
+def chart(control_plane: ControlPlane) -> ControlPlane:
+    """The chart with its defaults, KubeRay 1.7.0's CRDs, and the jobs' namespace."""
+    plane = control_plane
+    if not installed(plane):
+        install(plane)
+    plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(KUBERAY_PINNED_CRDS))
+    plane.kubectl(
+        "wait",
+        "--for=condition=Established",
+        "--timeout=120s",
+        "crd/rayjobs.ray.io",
+        "crd/rayclusters.ray.io",
+    )
+    plane.kubectl("create", "namespace", NAMESPACE, check=False)
+    return plane
+
+
+@pytest.fixture(scope="module")
+def operator(chart: ControlPlane) -> Iterator[OperatorProcess]:
+    proc = OperatorProcess(chart, "operator-a")
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+class Real:
+    """A user's and the stand-ins' view of the real cluster, in the test's event loop."""
+
+    def __init__(self, plane: ControlPlane) -> None:
+        self.plane = plane
+        self.ssl = ssl.create_default_context(cafile=str(plane.ca))
+        self.api = ApiClient(plane.server, plane.admin_token, ssl_context=self.ssl)
+        self.kuberay = KubeRayStandIn(self.api)
+
+    async def close(self) -> None:
+        await self.api.close()
+
+    async def status(self, name: str) -> dict[str, Any]:
+        obj = await self.api.get(JOBS_RESOURCE, NAMESPACE, name)
+        assert obj is not None, f"FlashRLJob {name} is gone"
+        return dict(obj.get("status") or {})
+
+    async def wait_phase(self, name: str, phase: str, proc: OperatorProcess) -> dict[str, Any]:
+        async def probe() -> dict[str, Any] | None:
+            status = await self.status(name)
+            return status if status.get("phase") == phase else None
+
+        try:
+            return await eventually(probe, f"FlashRLJob {name} to reach {phase}", WAIT_S, 0.2)
+        except TimeoutError as exc:
+            raise AssertionError(f"{exc}\noperator log:\n{proc.tail()}") from None
+
+    async def wait_for(self, resource: str, name: str) -> dict[str, Any]:
+        async def probe() -> dict[str, Any] | None:
+            return await self.api.get(resource, NAMESPACE, name)
+
+        return await eventually(probe, f"{resource} {name}", WAIT_S, 0.2)
+
+    async def gone(self, resource: str, name: str) -> None:
+        async def probe() -> bool:
+            return await self.api.get(resource, NAMESPACE, name) is None
+
+        await eventually(probe, f"{resource} {name} to be deleted", WAIT_S, 0.5)
+
+    def launcher(self, job: str) -> ApiClient:
+        """The launcher's client: a token of the job's own ServiceAccount (made by the operator)."""
+        token = self.plane.kubectl("create", "token", f"{job}-launcher", "-n", NAMESPACE).stdout.strip()
+        return ApiClient(self.plane.server, token, ssl_context=self.ssl)
+
+    async def events(self, name: str) -> list[dict[str, Any]]:
+        events = await self.api.list("v1/events", NAMESPACE)
+        return [e for e in events if e.get("involvedObject", {}).get("name") == name]
+
+
+@pytest.fixture
+async def real(chart: ControlPlane) -> AsyncIterator[Real]:
+    r = Real(chart)
+    yield r
+    await r.close()
+
+
+async def test_a_job_runs_to_success_under_the_charts_rbac(real: Real, operator: OperatorProcess) -> None:
+    plane = real.plane
+    created = await real.api.create(JOBS_RESOURCE, manifest("alpha"))
+    ray_job = await real.wait_for(RAY_JOBS_RESOURCE, "alpha")
+    for kind in CHILD_KINDS:
+        items = plane.get_json(kind, "-n", NAMESPACE)["items"]
+        owned = [
+            i
+            for i in items
+            if any(
+                r.get("uid") == created["metadata"]["uid"] for r in i["metadata"].get("ownerReferences", [])
+            )
+        ]
+        assert owned, f"no {kind} owned by the job"
+    assert ray_job["metadata"]["ownerReferences"][0]["uid"] == created["metadata"]["uid"]
+
+    await real.kuberay.set_status(NAMESPACE, "alpha", CLUSTER_STARTING)
+    await real.wait_phase("alpha", "Starting", operator)
+    await real.kuberay.set_status(NAMESPACE, "alpha", TRAINING)
+    await real.wait_phase("alpha", "Running", operator)
+
+    launcher = real.launcher("alpha")
+    try:
+        progress = {"step": 150, "totalSteps": 150, "updateTime": "2026-12-03T00:00:00Z"}
+        await launcher.patch(JOBS_RESOURCE, NAMESPACE, "alpha", {"status": {"progress": progress}}, "status")
+        await real.api.create(JOBS_RESOURCE, manifest("alpha-neighbour"))
+        with pytest.raises(RuntimeError, match="HTTP 403"):
+            await launcher.patch(
+                JOBS_RESOURCE, NAMESPACE, "alpha-neighbour", {"status": {"progress": progress}}, "status"
+            )
+    finally:
+        await launcher.close()
+    await real.kuberay.set_status(NAMESPACE, "alpha", SUCCEEDED)
+    status = await real.wait_phase("alpha", "Succeeded", operator)
+    assert conditions(status)["Succeeded"] == ("True", "JobSucceeded")
+    reasons = {e["reason"] for e in await real.events("alpha")}
+    assert {"Starting", "Running", "Succeeded"} <= reasons
+
+
+async def test_a_failed_attempt_is_retried_on_a_new_rayjob(real: Real, operator: OperatorProcess) -> None:
+    await real.api.create(JOBS_RESOURCE, manifest("retry", {"lifecycle": {"maxRestarts": 1}}))
+    await real.wait_for(RAY_JOBS_RESOURCE, "retry")
+    await real.kuberay.set_status(NAMESPACE, "retry", TRAINING)
+    await real.wait_phase("retry", "Running", operator)
+    await real.kuberay.report_checkpoint(NAMESPACE, "retry", 5, "/checkpoints/DAPO-1/retry/global_step_5", 1)
+    await real.kuberay.report_progress(NAMESPACE, "retry", 7, 20, 1)
+    message = (
+        "Job entrypoint command failed with exit code 1, last available logs (truncated to 20,000 chars):\n"
+        "RuntimeError: NCCL watchdog timeout\nflashrl-launch: verl exited with code 1 on its own at step 7"
+    )
+    await real.kuberay.set_status(NAMESPACE, "retry", failed("AppFailed", message))
+    second = await real.wait_for(RAY_JOBS_RESOURCE, "retry-2")
+    assert second["metadata"]["labels"]["flashrl.dev/attempt"] == "2"
+    status = await real.status("retry")
+    assert status.get("attempt") == 2
+
+
+async def test_suspend_and_resume_reach_the_rayjob(real: Real, operator: OperatorProcess) -> None:
+    await real.api.create(JOBS_RESOURCE, manifest("pause"))
+    await real.wait_for(RAY_JOBS_RESOURCE, "pause")
+    await real.api.patch(JOBS_RESOURCE, NAMESPACE, "pause", {"spec": {"lifecycle": {"suspend": True}}})
+
+    async def suspended(flag: bool) -> bool:
+        obj = await real.api.get(RAY_JOBS_RESOURCE, NAMESPACE, "pause")
+        return obj is not None and bool(obj["spec"].get("suspend")) is flag
+
+    await eventually(lambda: suspended(True), "the RayJob suspended", WAIT_S)
+    await real.api.patch(JOBS_RESOURCE, NAMESPACE, "pause", {"spec": {"lifecycle": {"suspend": False}}})
+    await eventually(lambda: suspended(False), "the RayJob resumed", WAIT_S)
+
+
+async def test_staging_waits_for_the_real_job_controller(real: Real, operator: OperatorProcess) -> None:
+    plane = real.plane
+    for claim in ("hf-cache", "rl-data", "rl-checkpoints"):
+        plane.apply_json(
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {"name": claim, "namespace": NAMESPACE},
+                "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "10Gi"}}},
+            }
+        )
+    await real.api.create(JOBS_RESOURCE, manifest("stage", hf=True))
+    await real.wait_for(BATCH_JOBS, "stage-stage")
+    await real.wait_phase("stage", "Staging", operator)
+    assert await real.api.get(RAY_JOBS_RESOURCE, NAMESPACE, "stage") is None
+
+    async def the_pod() -> dict[str, Any] | None:
+        pods = plane.get_json("pod", "-n", NAMESPACE, "-l", "batch.kubernetes.io/job-name=stage-stage")
+        return pods["items"][0] if pods["items"] else None
+
+    pod = await eventually(the_pod, "the Job controller's pod", WAIT_S)
+    container = pod["spec"]["containers"][0]["name"]
+    now = "2026-12-03T00:00:00Z"
+    done = {
+        "status": {
+            "phase": "Succeeded",
+            "containerStatuses": [
+                {
+                    "name": container,
+                    "image": pod["spec"]["containers"][0]["image"],
+                    "imageID": "",
+                    "ready": False,
+                    "restartCount": 0,
+                    "state": {
+                        "terminated": {
+                            "exitCode": 0,
+                            "reason": "Completed",
+                            "startedAt": now,
+                            "finishedAt": now,
+                        }
+                    },
+                }
+            ],
+        }
+    }
+    plane.kubectl(
+        "patch", "pod", pod["metadata"]["name"], "-n", NAMESPACE, "--subresource=status", "--type=merge",
+        "-p", json.dumps(done),
+    )  # fmt: skip
+    await real.wait_for(RAY_JOBS_RESOURCE, "stage")
+    status = await real.status("stage")
+    assert conditions(status)["Staged"][0] == "True"
+
+
+async def test_a_foreign_object_under_a_childs_name_is_left_alone(
+    real: Real, operator: OperatorProcess
+) -> None:
+    plane = real.plane
+    foreign = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "squat-spec", "namespace": NAMESPACE},
+        "data": {"mine": "yes"},
+    }
+    plane.apply_json(foreign)
+    before = plane.get_json("configmap", "squat-spec", "-n", NAMESPACE)
+    await real.api.create(JOBS_RESOURCE, manifest("squat"))
+
+    async def conflict() -> dict[str, Any] | None:
+        status = await real.status("squat")
+        return status if conditions(status).get("Accepted", ("", ""))[1] == "ChildConflict" else None
+
+    await eventually(conflict, "ChildConflict", WAIT_S)
+    after = plane.get_json("configmap", "squat-spec", "-n", NAMESPACE)
+    assert (
+        after["data"] == before["data"]
+        and after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    )
+    assert await real.api.get(RAY_JOBS_RESOURCE, NAMESPACE, "squat") is None
+
+
+async def test_deleting_a_job_lets_the_garbage_collector_remove_every_child(
+    real: Real, operator: OperatorProcess
+) -> None:
+    await real.api.create(JOBS_RESOURCE, manifest("doomed"))
+    await real.wait_for(RAY_JOBS_RESOURCE, "doomed")
+    await real.wait_for("v1/configmaps", "doomed-spec")
+    await real.api.delete(JOBS_RESOURCE, NAMESPACE, "doomed")
+    await real.gone(RAY_JOBS_RESOURCE, "doomed")
+    await real.gone("v1/configmaps", "doomed-spec")
+    await real.gone("v1/serviceaccounts", "doomed-launcher")
+
+
+async def test_the_experiment_makes_its_three_jobs(real: Real, operator: OperatorProcess) -> None:
+    plane = real.plane
+    text = EXPERIMENT_EXAMPLE.read_text().replace("namespace: rl\n", f"namespace: {NAMESPACE}\n")
+    plane.kubectl("apply", "-f", "-", stdin=text)
+    experiment = plane.get_json("flashrlexperiment", "-n", NAMESPACE)["items"][0]
+    name = experiment["metadata"]["name"]
+
+    async def three() -> list[str] | None:
+        jobs = plane.get_json("flashrljob", "-n", NAMESPACE, "-l", f"flashrl.dev/experiment={name}")["items"]
+        return [j["metadata"]["name"] for j in jobs] if len(jobs) == 3 else None
+
+    names = await eventually(three, "the experiment's three FlashRLJobs", WAIT_S)
+    assert all(n.startswith(name) for n in names)
+
+
+async def test_two_replicas_share_the_work_through_a_real_lease(
+    real: Real, chart: ControlPlane, operator: OperatorProcess
+) -> None:
+    operator.stop()  # the single replica of the tests above: only the two replicas run from here
+    install(chart, "--set", "replicas=2", "--set", "leaderElection.enabled=true")
+    try:
+        first = OperatorProcess(chart, "replica-1")
+        second = OperatorProcess(chart, "replica-2")
+        try:
+            await real.api.create(JOBS_RESOURCE, manifest("leased"))
+            await real.wait_for(RAY_JOBS_RESOURCE, "leased")
+            leases = chart.get_json("lease", "-n", CHART_NAMESPACE)["items"]
+            (lease,) = [item for item in leases if item["metadata"]["name"] == "flashrl-operator"]
+            holder = lease["spec"]["holderIdentity"]
+            leader, follower = (first, second) if "replica-1" in holder else (second, first)
+            leader.stop(signal.SIGKILL)
+
+            gone = "replica-1" if leader is first else "replica-2"
+
+            async def taken_over() -> bool:
+                lease = chart.get_json("lease", "flashrl-operator", "-n", CHART_NAMESPACE)
+                return gone not in str(lease["spec"].get("holderIdentity"))
+
+            await eventually(taken_over, "the other replica to take the Lease", WAIT_S, 0.5)
+            await real.api.create(JOBS_RESOURCE, manifest("after-failover"))
+            await real.wait_for(RAY_JOBS_RESOURCE, "after-failover")
+            assert follower.popen.poll() is None
+        finally:
+            first.stop()
+            second.stop()
+    finally:
+        install(chart)
