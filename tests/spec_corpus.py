@@ -9,6 +9,7 @@ this file. They are written here rather than taken from hypothesis-jsonschema: i
 
 from __future__ import annotations
 
+import copy
 import re
 from typing import Any
 
@@ -113,12 +114,16 @@ def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
 
 @st.composite
 def mutated(draw: st.DrawFn, base: st.SearchStrategy[dict[str, Any]]) -> dict[str, Any]:
-    """A generated spec with one to three places replaced by hostile values or odd keys."""
-    spec = draw(base)
+    """A generated spec with one to three places replaced by hostile values or odd keys.
+
+    Every hostile value is a copy: the shared ones in :data:`HOSTILE` are containers too, and mutating
+    them in place would change what later examples draw (hypothesis then reports a flaky strategy).
+    """
+    spec = copy.deepcopy(draw(base))
     for _ in range(draw(st.integers(1, 3))):
         paths = [p for p in _paths(spec) if p]
         if not paths:
-            spec = {"training": draw(st.sampled_from(HOSTILE))}
+            spec = {"training": copy.deepcopy(draw(st.sampled_from(HOSTILE)))}
             continue
         path = draw(st.sampled_from(paths))
         parent: Any = spec
@@ -127,7 +132,7 @@ def mutated(draw: st.DrawFn, base: st.SearchStrategy[dict[str, Any]]) -> dict[st
         how = draw(st.sampled_from(["value", "snake_case", "unknown"]))
         leaf = path[-1]
         if how == "value" or not isinstance(leaf, str):
-            parent[leaf] = draw(st.sampled_from(HOSTILE))
+            parent[leaf] = copy.deepcopy(draw(st.sampled_from(HOSTILE)))
         elif how == "snake_case":
             parent[re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), leaf) + "_"] = parent.pop(leaf)
         else:

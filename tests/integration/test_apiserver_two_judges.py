@@ -41,6 +41,9 @@ from spec_corpus import HOSTILE, from_crd, mutated
 REPO = Path(__file__).resolve().parents[2]
 #: The corpus size the issue asks for, at least.
 CORPUS = 2000
+#: Specs from the CRD's own schema (generated and mutated by hypothesis: slow, a few per second); the rest
+#: of the corpus is the examples' mutations.
+GENERATED = 300
 NAMESPACE = "two-judges"
 #: pydantic error types that come from a Python field validator, which the CRD has no twin of.
 PYTHON_ONLY = frozenset({"value_error", "assertion_error"})
@@ -112,7 +115,7 @@ def _leaves(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
 
 
 def example_mutations() -> list[dict[str, Any]]:
-    """Each example's defaulted spec with one leaf replaced by each hostile value."""
+    """Each example's defaulted spec with one leaf (every third) replaced by each hostile value."""
     full_schema = spec_schema()
     out: list[dict[str, Any]] = []
     for spec in _example_specs():
@@ -120,7 +123,7 @@ def example_mutations() -> list[dict[str, Any]]:
             mode="json", by_alias=True, exclude_none=True
         )
         for path in _leaves(base)[::3]:
-            for value in HOSTILE[:: max(1, len(HOSTILE) // 6)]:
+            for value in HOSTILE:
                 mutant = copy.deepcopy(base)
                 parent: Any = mutant
                 for part in path[:-1]:
@@ -164,7 +167,7 @@ def judge(control_plane: ControlPlane) -> ServerJudge:
 
 
 def test_flashrl_validate_and_the_api_server_judge_every_spec_alike(judge: ServerJudge) -> None:
-    corpus = generated_specs(CORPUS) + example_mutations()
+    corpus = generated_specs(GENERATED) + example_mutations()
     assert len(corpus) >= CORPUS
     with ThreadPoolExecutor(max_workers=4) as pool:
         server = list(pool.map(judge, range(len(corpus)), corpus))
