@@ -513,6 +513,7 @@ class Reconciler:
             now,
             deadline_left_seconds=left,
             backoff_base=self._retry_backoff,
+            jitter_key=job.uid or f"{namespace}/{name}",
         )
         involved = {**body, "kind": body.get("kind") or KIND}
         if failure.decision.action == "fail":
