@@ -26,6 +26,7 @@ from typing import Any, Final, Literal
 from pydantic import Field, ValidationError
 
 from flashrl_api._base import ApiModel
+from flashrl_api.k8s_names import DNS_LABEL_PATTERN
 from flashrl_api.manifest import (
     API_VERSION,
     KIND,
@@ -43,7 +44,7 @@ from flashrl_api.manifest import (
     unknown_field_problems,
 )
 from flashrl_api.pins import default_trainer_image
-from flashrl_api.spec import DNS_LABEL_PATTERN, FlashRLJobSpec
+from flashrl_api.spec import FlashRLJobSpec
 from flashrl_api.status import Condition, Phase
 
 EXPERIMENT_KIND: Final = "FlashRLExperiment"

@@ -20,12 +20,17 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from flashrl_api._base import quote
+from flashrl_api.k8s_names import (
+    DNS_1035_LABEL_PATTERN,
+    DNS_1035_LABEL_RE,
+    DNS_LABEL_PATTERN,
+    DNS_LABEL_RE,
+    DNS_SUBDOMAIN_PATTERN,
+    EXTENDED_RESOURCE_PATTERN,
+)
 from flashrl_api.rules import violations
 from flashrl_api.spec import (
-    DNS_LABEL_PATTERN,
-    DNS_SUBDOMAIN_PATTERN,
     ENV_NAME_PATTERN,
-    EXTENDED_RESOURCE_PATTERN,
     MOUNT_PATH_PATTERN,
     OVERRIDE_PATTERN,
     QUANTITY_PATTERN,
@@ -41,12 +46,11 @@ PLURAL = "flashrljobs"
 SINGULAR = "flashrljob"
 SHORT_NAMES = ("frj",)
 
-NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
-_NAME_RE = re.compile(NAME_PATTERN)
+NAME_PATTERN = DNS_1035_LABEL_PATTERN
+_NAME_RE = DNS_1035_LABEL_RE
 #: FlashRLJob names are DNS-1035 labels: they become RayJob, Service and pod names, and label values
 #: (at most 63 characters). The RayJob itself is shortened with a hash to KubeRay's 47.
 MAX_NAME_LENGTH = 63
-_DNS_LABEL_RE = re.compile(DNS_LABEL_PATTERN)
 
 #: The API server refuses request bodies above 3 MiB; a manifest larger than that cannot be applied.
 MAX_MANIFEST_BYTES = 3 * 1024 * 1024
@@ -323,7 +327,7 @@ def parse_job(raw: Any) -> FlashRLJob:
     metadata, _name, problems = header_problems(raw, KIND)
     namespace = metadata.get("namespace")
     if namespace is not None and (
-        not isinstance(namespace, str) or len(namespace) > 63 or not _DNS_LABEL_RE.match(namespace)
+        not isinstance(namespace, str) or len(namespace) > 63 or not DNS_LABEL_RE.match(namespace)
     ):
         problems.append(
             Problem(
