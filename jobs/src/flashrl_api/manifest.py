@@ -28,6 +28,7 @@ from flashrl_api.k8s_names import (
     DNS_SUBDOMAIN_PATTERN,
     EXTENDED_RESOURCE_PATTERN,
 )
+from flashrl_api.renamed import renamed_hint
 from flashrl_api.rules import violations
 from flashrl_api.spec import (
     ENV_NAME_PATTERN,
@@ -257,6 +258,14 @@ def without_nulls(value: Any) -> Any:
     return value
 
 
+def _renamed_or(error: Mapping[str, Any], prefix: str) -> str | None:
+    """For an unknown field that is an old name (:data:`~flashrl_api.renamed.RENAMED_FIELDS`): the
+    field to write instead."""
+    if error.get("type") != "extra_forbidden":
+        return None
+    return renamed_hint(".".join(str(part) for part in error.get("loc", ())), prefix)
+
+
 def spec_problems(raw_spec: Any, prefix: str = "spec") -> tuple[FlashRLJobSpec | None, list[Problem]]:
     """Validate a raw spec mapping: field types, ranges, then cross-field rules.
 
@@ -274,7 +283,7 @@ def spec_problems(raw_spec: Any, prefix: str = "spec") -> tuple[FlashRLJobSpec |
         )
     except ValidationError as exc:
         problems = [
-            Problem(_loc_to_path(prefix, tuple(e["loc"])), _humanize(e))
+            Problem(_loc_to_path(prefix, tuple(e["loc"])), _renamed_or(e, prefix) or _humanize(e))
             for e in exc.errors(include_url=False)
         ]
         return None, problems
