@@ -14,7 +14,15 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
-from flashrl_api.gpus import FP8_MIN_CAPABILITY, NO_FP8_PATTERN, gpu_family, lacks_fp8
+from flashrl_api.gpus import (
+    FP8_MIN_CAPABILITY,
+    GFD_LABEL_VALUES,
+    NO_FP8_PATTERN,
+    NOT_A_LABEL_PATTERN,
+    gpu_family,
+    label_values_for,
+    lacks_fp8,
+)
 from flashrl_api.kuberay_env import KUBERAY_MANAGED_ENV, KUBERAY_MANAGED_ENV_NAMES
 from flashrl_api.sources import HF_SCHEME, is_hf
 from flashrl_api.spec import (
@@ -57,6 +65,7 @@ _KUBERAY_ENV_CEL = ", ".join(f"'{name}'" for name in _KUBERAY_ONLY_ENV)
 #: Rollout precisions that need FP8 tensor cores.
 FP8_QUANTIZATIONS: tuple[str, ...] = ("blockwise-fp8", "channel-fp8")
 _FP8_CEL = ", ".join(f"'{q}'" for q in FP8_QUANTIZATIONS)
+_GFD_LABELS_CEL = ", ".join(f"'{value}'" for value in GFD_LABEL_VALUES)
 
 
 def _world(spec: FlashRLJobSpec) -> int:
@@ -284,6 +293,17 @@ RULES: tuple[Rule, ...] = (
     _staged_needs_claim("staged-model-needs-claim", "modelCache", ("model.source",)),
     _staged_needs_claim("staged-data-needs-claim", "data", ("data.train", "data.validation")),
     Rule(
+        name="gpu-product-is-a-gfd-label-value",
+        path="resources.gpuProduct",
+        cel=f"self.resources.gpuProduct in [{_GFD_LABELS_CEL}] || "
+        f"!self.resources.gpuProduct.matches('{NOT_A_LABEL_PATTERN}')",
+        message=f"must be the {GPU_PRODUCT_LABEL} value GPU Feature Discovery writes (NVML's product name "
+        "with '-' for spaces: NVIDIA-H20, NVIDIA-H100-80GB-HBM3, NVIDIA-L40S, ...), not a short name no "
+        "node carries",
+        check=lambda s: not label_values_for(s.resources.gpu_product),
+        explain=lambda s: _gpu_label_explained(s),
+    ),
+    Rule(
         name="fp8-rollout-needs-fp8-gpus",
         path="rollout.quantization",
         cel=f"!(self.rollout.quantization in [{_FP8_CEL}]) || "
@@ -378,6 +398,17 @@ def _kuberay_env_explained(spec: FlashRLJobSpec) -> str:
     managed = [var.name for var in spec.env if var.name in _KUBERAY_ONLY_ENV]
     why = "; ".join(f"{name}: {KUBERAY_MANAGED_ENV[name]}" for name in managed)
     return f"must not set variables KubeRay v1.7.0 refuses, or sets itself, in Ray containers ({why})"
+
+
+def _gpu_label_explained(spec: FlashRLJobSpec) -> str:
+    product = spec.resources.gpu_product
+    values = label_values_for(product)
+    use = values[0] if len(values) == 1 else f"one of {', '.join(values)}"
+    return (
+        f"{product!r} is not a {GPU_PRODUCT_LABEL} value: GPU Feature Discovery labels such nodes "
+        f"{' or '.join(values)} (NVML's product name with '-' for spaces), so no node would match; use "
+        f"{use} (`flashrl preflight` lists the products your nodes carry)"
+    )
 
 
 def _fp8_explained(spec: FlashRLJobSpec) -> str:
