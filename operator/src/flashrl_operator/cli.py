@@ -366,6 +366,11 @@ def _add_demo(sub: _Subparsers) -> Handler:
         "--deadline", type=float, default=45.0, help="seconds the whole lifecycle may take (default: 45)"
     )
     p.add_argument(
+        "--full",
+        action="store_true",
+        help="print the whole RayJob and the whole /metrics scrape (default: what a reader needs of them)",
+    )
+    p.add_argument(
         "--report",
         default="flashrl-demo-report",
         metavar="DIR",
@@ -397,7 +402,12 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     print()
     experiment_report = Path(args.report) if args.report else None
     return run_demo(
-        source, sys.stdout, sys.stderr, deadline_s=args.deadline, experiment_report=experiment_report
+        source,
+        sys.stdout,
+        sys.stderr,
+        deadline_s=args.deadline,
+        experiment_report=experiment_report,
+        full=args.full,
     )
 
 
