@@ -420,7 +420,8 @@ def _fp8_explained(spec: FlashRLJobSpec) -> str:
     return (
         f"{spec.rollout.quantization} needs FP8 tensor cores (compute capability "
         f"{FP8_MIN_CAPABILITY[0]}.{FP8_MIN_CAPABILITY[1]} or newer), and resources.gpuProduct "
-        f"{spec.resources.gpu_product} is {what}; use bf16 or an FP8-capable pool (L40S, H100, H20, ...)"
+        f"{spec.resources.gpu_product} is {what}; use bf16 or an FP8-capable pool (gpuProduct "
+        "NVIDIA-L40S, NVIDIA-H100-80GB-HBM3, NVIDIA-H20, ...)"
     )
 
 
