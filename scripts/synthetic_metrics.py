@@ -9,7 +9,10 @@ writes OUT_DIR/<precision>.jsonl, one per precision, in verl 0.9.1's file-logger
 numbers was measured: see flashrl_operator/report/synthetic.py for the shapes they imitate. Then:
 
     .venv/bin/flashrl report --metrics bf16=OUT_DIR/bf16.jsonl --metrics fp8=OUT_DIR/blockwise-fp8.jsonl \
+        --banner "Synthetic metrics (scripts/synthetic_metrics.py): shapes only, nothing was measured." \
         --output OUT_DIR/report
+
+(--banner keeps a report of these numbers from being read as a measurement.)
 """
 
 from __future__ import annotations

@@ -225,6 +225,13 @@ FIGURES_JS = """JSON.stringify({
             text: f.innerText};
   }),
   rows: Array.from(document.querySelectorAll('#summary tbody tr')).map(r => r.cells[0].innerText),
+  headers: Array.from(document.querySelectorAll('#summary thead th')).map(th => th.innerText),
+  cells: Array.from(document.querySelectorAll('#summary tbody tr'))
+    .map(r => Array.from(r.cells).map(c => c.innerText)),
+  swatches: Array.from(document.querySelectorAll('#summary tbody tr')).map(r => {
+    const swatch = r.querySelector('.swatch');
+    return swatch ? getComputedStyle(swatch).backgroundColor : null;
+  }),
   notes: Array.from(document.querySelectorAll('#notes li')).map(li => li.innerText),
   external: Array.from(document.querySelectorAll('[src],[href]'))
     .map(e => e.getAttribute('src') || e.getAttribute('href')).filter(u => !u.startsWith('data:')),

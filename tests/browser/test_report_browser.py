@@ -8,12 +8,14 @@ and say, in the page, what is missing.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 from cdp import inspect_report
 
 from flashrl_operator.report import PLOT_IDS, REPORT_FILE, build_report, load_run, write_report
+from flashrl_operator.report.plots import FIXED_COLORS, PALETTE
 from flashrl_operator.report.synthetic import jsonl
 
 pytestmark = pytest.mark.browser
@@ -80,3 +82,44 @@ async def test_a_figure_without_data_is_a_message_not_a_broken_image(tmp_path: P
         assert figures[missing]["unavailable"] and figures[missing]["img"] is None
         assert "Not available: no run logged" in figures[missing]["text"]
     assert figures["plot-throughput"]["img"]["complete"]
+
+
+def _rgb(hex_color: str) -> str:
+    r, g, b = (int(hex_color[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgb({r}, {g}, {b})"
+
+
+async def test_a_variant_keeps_its_colour_in_every_report(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = _report(tmp_path / "a", {p: jsonl(p, 30) for p in ("blockwise-fp8", "channel-fp8", "bf16")})
+    second = _report(tmp_path / "b", {p: jsonl(p, 30) for p in ("bf16", "blockwise-fp8")})
+    seen_a, result_a, _ = await inspect_report(first.as_uri())
+    seen_b, result_b, _ = await inspect_report(second.as_uri())
+    assert result_a.errors() == [] and result_b.errors() == []
+    colours_a = dict(zip([r.split("\n")[0] for r in seen_a["rows"]], seen_a["swatches"], strict=True))
+    colours_b = dict(zip([r.split("\n")[0] for r in seen_b["rows"]], seen_b["swatches"], strict=True))
+    # bf16 is first in one report and last in the other: its colour follows its label, not the order.
+    assert colours_a["bf16"] == colours_b["bf16"] == _rgb(PALETTE[FIXED_COLORS["bf16"]])
+    assert (
+        colours_a["blockwise-fp8"]
+        == colours_b["blockwise-fp8"]
+        == _rgb(PALETTE[FIXED_COLORS["blockwise-fp8"]])
+    )
+    assert len(set(colours_a.values())) == 3
+
+
+async def test_validation_columns_show_n_spread_and_a_verdict(tmp_path: Path) -> None:
+    page = _report(tmp_path, {p: jsonl(p, 60) for p in ("blockwise-fp8", "bf16")})
+    seen, result, _ = await inspect_report(page.as_uri())
+    assert result.errors() == []
+    headers = seen["headers"]
+    best = next(i for i, h in enumerate(headers) if h.startswith("best validation score"))
+    late = next(i for i, h in enumerate(headers) if h.startswith("late validation score"))
+    assert "best quarter of validations in a row" in headers[best]
+    rows = {cells[0].split("\n")[0]: cells for cells in seen["cells"]}
+    for column in (best, late):
+        fp8, bf16 = rows["blockwise-fp8"][column], rows["bf16"][column]
+        assert re.search(r"± [0-9.e-]+\s*n=\d+, steps \d+–\d+", fp8), fp8
+        assert re.search(r"(higher than|lower than|no clear difference from) bf16", fp8), fp8
+        assert bf16.rstrip().endswith("baseline"), bf16

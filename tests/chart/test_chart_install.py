@@ -66,4 +66,3 @@ def test_install_upgrade_with_every_feature_and_uninstall_keep_the_crds(control_
 
     install(plane)  # the defaults again, for the tests that run the operator as the chart sets it up
     assert installed(plane)
-

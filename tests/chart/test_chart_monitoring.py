@@ -60,7 +60,7 @@ def test_all_off_by_default() -> None:
     assert not [d for d in find(docs, "ConfigMap") if "grafana_dashboard" in d["metadata"].get("labels", {})]
 
 
-def test_pod_monitor_scrapes_the_launchers_port_on_head_pods_keeping_job_labels() -> None:
+def test_pod_monitor_scrapes_the_launchers_port_on_head_pods_with_the_pods_own_labels() -> None:
     monitor = one(template({**ON, "monitoring.podMonitor.labels.release": "prom"}), "PodMonitor")
     assert monitor["metadata"]["labels"]["release"] == "prom"
     selector = monitor["spec"]["selector"]["matchLabels"]
@@ -72,7 +72,12 @@ def test_pod_monitor_scrapes_the_launchers_port_on_head_pods_keeping_job_labels(
     }
     (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
     assert endpoint["port"] == METRICS_PORT[0] and endpoint["path"] == "/metrics"
-    assert endpoint["honorLabels"] is True
+    # The pod's namespace and flashrl.dev/job label, never what its series claim (tenant spoofing).
+    assert endpoint["honorLabels"] is False
+    assert {
+        "sourceLabels": ["__meta_kubernetes_pod_label_flashrl_dev_job"],
+        "targetLabel": "job",
+    }.items() <= (endpoint["relabelings"][0].items())
     assert monitor["spec"]["namespaceSelector"] == {"any": True}
     scoped = one(template({**ON, "monitoring.podMonitor.namespaces": "{team-a}"}), "PodMonitor")
     assert scoped["spec"]["namespaceSelector"] == {"matchNames": ["team-a"]}

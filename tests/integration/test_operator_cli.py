@@ -179,16 +179,17 @@ def test_demo_runs_the_whole_lifecycle() -> None:
     # The staging Job runs, and succeeds, before the RayJob exists.
     assert text.index("created job rl/qwen3-8b-dapo-fp8-stage") < text.index("the staging Job completed")
     assert text.index("the staging Job completed") < text.index("created rayjob rl/qwen3-8b-dapo-fp8")
-    assert "kind: RayJob" in text
+    assert "The RayJob the operator applied" in text
     # A GPU node is lost after step 7, past the checkpoint of step 5: attempt 2 resumes from step 5.
-    assert "step 7/150 (attempt 1)" in text
+    assert "step 7/10 (attempt 1)" in text
     assert "Warning Retrying: attempt 1 failed after a checkpoint of step 5" in text
     assert "2 step(s) since the checkpoint of step 5 lost" in text
     assert "created rayjob rl/qwen3-8b-dapo-fp8-2" in text
-    assert "step 6/150 (attempt 2)" in text
+    assert "step 6/10 (attempt 2)" in text
     assert "attempt 2, 2 step(s) lost to the failure" in text
-    # The second attempt's exporter serves the checkpoint it resumed from.
-    assert 'flashrl_checkpoint_step{job="qwen3-8b-dapo-fp8",namespace="rl"} 5.0' in text
+    # attempt 2 ran to the end and saved its last checkpoint (verl saves after the last step).
+    assert 'flashrl_checkpoint_step{job="qwen3-8b-dapo-fp8",namespace="rl"} 10.0' in text
+    assert "attempt 2: from step 5 to step 10, newest checkpoint 10" in text
     # The stuck GPU worker is named with the scheduler's reason, then the cluster comes up.
     assert "condition ClusterReady=False (PodUnschedulable)" in text
     assert "Warning PodUnschedulable" in text

@@ -32,7 +32,8 @@ def test_a_failure_past_a_checkpoint_opens_attempt_2_from_it_after_the_backoff()
     assert failure.decision.action == "retry" and failure.decision.lost_steps == 2
     after = failure.attempts
     assert after.attempt == 2 and after.lost_steps == 2 and not after.created
-    assert after.next_attempt_time == "2026-01-02T03:04:35Z"
+    # 30 s after NOW (03:04:05), shortened by this job's jitter (at most a quarter): 03:04:27 to 03:04:35.
+    assert "2026-01-02T03:04:27Z" <= (after.next_attempt_time or "") <= "2026-01-02T03:04:35Z"
     first, second = after.history
     assert first == Attempt(1, 0, 12, 10, "TrainerFailed", "2026-01-02T02:00:00Z", "2026-01-02T03:04:05Z")
     assert second == Attempt(2, 10)

@@ -16,6 +16,7 @@ import yaml
 from flashrl_api import load_job_file
 from flashrl_operator.cli import EXIT_INVALID, build_parser, main
 from flashrl_operator.crd import crd_yaml
+from flashrl_operator.sim.demo import demo_total_steps, ray_job_summary, scrape_excerpt, singular
 
 REPO = Path(__file__).resolve().parents[2]
 #: The FlashRLJob examples (the FlashRLExperiment example has its own tests below).
@@ -300,11 +301,71 @@ def test_crd_prints_the_generated_crd(capsys: pytest.CaptureFixture[str]) -> Non
 @pytest.mark.skipif(not MAIN_EXAMPLE.exists(), reason="examples/flashrljob.yaml does not exist yet")
 def test_demo_validates_and_renders_the_example(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # The experiment's report goes under tmp_path, not into the working directory.
-    code, out, err = _run(["demo", "--file", str(MAIN_EXAMPLE), "--report", str(tmp_path / "report")], capsys)
+    # --deadline bounds the wait on a busy machine; it asserts no speed.
+    argv = ["demo", "--file", str(MAIN_EXAMPLE), "--report", str(tmp_path / "report"), "--deadline", "400"]
+    code, out, err = _run(argv, capsys)
     assert code == 0, err
     job = load_job_file(MAIN_EXAMPLE)
-    assert f'valid FlashRLJob "{job.name}"' in out
-    assert f"ray.io/v1 RayJob {job.namespace}/" in out
+    ns, name = job.namespace, job.name
+    assert f'valid FlashRLJob "{name}"' in out
+    assert f"ray.io/v1 RayJob {ns}/" in out
+    # Succeeded means every step ran: a short totalSteps, no shortcut.
+    assert "demo shortcut" not in out
+    assert f"spec.training.totalSteps set to {demo_total_steps(5)}" in out
+    total = demo_total_steps(5)
+    assert f"Succeeded at step {total}/{total}" in out
+    assert f"step {total}/{total} (attempt 2)" in out
+    # Kinds as kubectl names them.
+    assert f"created networkpolicy {ns}/" in out and "networkpolicie " not in out
+    # In the order they happened: attempt 2's RayJob, then its Ray cluster; a phase, then its Event.
+    retry = f"created rayjob {ns}/{name}-2"
+    assert out.index(retry) < out.index("creating attempt 2's Ray cluster")
+    assert out.index(retry) < out.index(f"created raycluster {ns}/{name}-2-")
+    assert out.index(f"created raycluster {ns}/{name}-2-") < out.index("attempt 2's Ray cluster is up")
+    for phase in ("Staging", "Pending", "Starting", "Running", "Succeeded"):
+        assert out.index(f"-> {phase}: ") < out.index(f"event                  Normal {phase}: "), phase
+    # What a reader needs of the RayJob and the scrape; the whole objects only with --full.
+    assert "kind: RayJob" not in out and "# HELP" not in out
+    assert "flashrl demo --full prints the whole object" in out
+    assert "more series (flashrl demo --full prints the whole scrape)" in out
+
+
+def test_demo_full_is_an_option() -> None:
+    assert build_parser().parse_args(["demo", "--full"]).full is True
+    assert build_parser().parse_args(["demo"]).full is False
+
+
+@pytest.mark.parametrize(
+    ("plural", "singular_"),
+    [
+        ("networkpolicies", "networkpolicy"),
+        ("rayjobs", "rayjob"),
+        ("persistentvolumeclaims", "persistentvolumeclaim"),
+    ],
+)
+def test_the_timeline_names_kinds_in_the_singular(plural: str, singular_: str) -> None:
+    assert singular(plural) == singular_
+
+
+def test_the_scrape_excerpt_keeps_the_chosen_series_without_help_lines() -> None:
+    text = (
+        "# HELP flashrl_training_step Last step.\n# TYPE flashrl_training_step gauge\n"
+        'flashrl_training_step{job="j",namespace="n"} 3.0\n'
+        'flashrl_phase_seconds{job="j",namespace="n",phase="gen"} 2.0\n'
+        'flashrl_training_step_seconds{job="j",namespace="n"} 1.0\n'
+    )
+    assert scrape_excerpt(text) == (['flashrl_training_step{job="j",namespace="n"} 3.0'], 2)
+
+
+def test_the_ray_job_summary_names_command_lifecycle_and_groups() -> None:
+    from flashrl_operator.render import render
+
+    ray_job = next(o for o in render(load_job_file(MAIN_EXAMPLE)) if o["kind"] == "RayJob")
+    summary_ = ray_job_summary(ray_job)
+    spec = ray_job["spec"]
+    assert spec["entrypoint"] in summary_ and "backoffLimit 0" in summary_
+    assert "nvidia.com/gpu 8" in summary_ and "nvidia.com/gpu.product=NVIDIA-H20" in summary_
+    assert len(summary_.splitlines()) <= 8
 
 
 def test_demo_with_a_missing_file_fails_cleanly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -60,6 +60,7 @@ BREAKING: dict[str, dict[str, Any]] = {
     "overlong-buffer-fits-response": {"training": {"maxResponseLength": 1024}},
     "env-names-not-reserved": {"env": [{"name": "NCCL_DEBUG", "value": "INFO"}, {"name": "FLASHRL_SPEC"}]},
     "env-names-not-kuberay-managed": {"env": [{"name": "NCCL_DEBUG"}, {"name": "KUBERAY_GEN_RAY_START_CMD"}]},
+    "gpu-product-is-a-gfd-label-value": {"resources": {"gpuProduct": "H20"}},
     "fp8-rollout-needs-fp8-gpus": {"resources": {"gpuProduct": "Tesla-T4"}},
     "node-selector-leaves-gpu-product-to-gpu-product": {
         "resources": {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100"}}
@@ -150,6 +151,9 @@ GPU_PRODUCT_CHOICES: list[str] = [
     "NVIDIA-RTX-6000-Ada-Generation",
     "Quadro-RTX-6000",
     "Some-Future-GPU",
+    "H20",
+    "h100",
+    "NVIDIA-h20",
 ]
 
 

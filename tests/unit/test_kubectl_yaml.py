@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -58,3 +59,32 @@ def test_no_crd_property_name_is_a_yaml_boolean_word(crd: dict[str, Any]) -> Non
     names = _property_names(schema)
     assert len(names) > 100
     assert [path for path, name in names if is_boolean_word(name)] == []
+
+
+#: The escapes a CEL string literal knows (cel-spec, "String and Bytes Values"); any other backslash
+#: makes the API server refuse the whole CRD with a syntax error.
+_CEL_ESCAPE = re.compile(
+    r"\\(?:[\\'\"`?abfnrtv]|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[0-3][0-7]{2})"
+)
+
+
+def _rules(node: Any) -> list[str]:
+    found: list[str] = []
+    if isinstance(node, dict):
+        found += [v["rule"] for v in node.get("x-kubernetes-validations", [])]
+        for value in node.values():
+            found += _rules(value)
+    elif isinstance(node, list):
+        for value in node:
+            found += _rules(value)
+    return found
+
+
+@pytest.mark.parametrize(
+    "crd", [build_crd(), build_experiment_crd()], ids=["FlashRLJob", "FlashRLExperiment"]
+)
+def test_every_backslash_in_a_cel_rule_is_an_escape_cel_knows(crd: dict[str, Any]) -> None:
+    rules = _rules(crd)
+    assert len(rules) > 20
+    bad = [rule for rule in rules if "\\" in _CEL_ESCAPE.sub("", rule)]
+    assert bad == []

@@ -6,6 +6,7 @@ import pytest
 
 from flashrl_operator.retry_policy import (
     BACKOFF_CAP_SECONDS,
+    JITTER_FRACTION,
     AttemptEnd,
     PastAttempt,
     backoff_seconds,
@@ -31,7 +32,7 @@ def test_a_failure_after_a_checkpoint_is_retried_and_costs_the_steps_since() -> 
     verdict = decide(end(), max_restarts=3)
     assert verdict.action == "retry" and verdict.reason == "TrainerFailed"
     assert verdict.lost_steps == 2
-    assert verdict.backoff_seconds == 30.0
+    assert 30.0 * (1 - JITTER_FRACTION) <= verdict.backoff_seconds <= 30.0
     assert "attempt 2 resumes from step 10" in verdict.message and "2 step(s)" in verdict.message
 
 
@@ -90,5 +91,6 @@ def test_stalls_count_only_attempts_that_trained_from_that_checkpoint_without_sa
 
 
 def test_backoff_doubles_and_is_capped() -> None:
-    assert [backoff_seconds(k) for k in (1, 2, 3)] == [30.0, 60.0, 120.0]
-    assert backoff_seconds(50) == BACKOFF_CAP_SECONDS
+    waits = [backoff_seconds(k, key="uid") for k in (1, 2, 3)]
+    assert all(f * (1 - JITTER_FRACTION) <= w <= f for w, f in zip(waits, (30.0, 60.0, 120.0), strict=True))
+    assert BACKOFF_CAP_SECONDS * (1 - JITTER_FRACTION) <= backoff_seconds(50) <= BACKOFF_CAP_SECONDS

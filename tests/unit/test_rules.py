@@ -89,6 +89,7 @@ BREAKING: list[tuple[str, dict[str, Any]]] = [
     ("overlong-buffer-fits-response", {"training": {"maxResponseLength": 2048}}),
     ("env-names-not-reserved", {"env": [{"name": "CUDA_VISIBLE_DEVICES", "value": "0,1"}]}),
     ("env-names-not-kuberay-managed", {"env": [{"name": "RAY_CLUSTER_NAME", "value": "x"}]}),
+    ("gpu-product-is-a-gfd-label-value", {"resources": {"gpuProduct": "h20"}}),
     ("fp8-rollout-needs-fp8-gpus", {"resources": {"gpuProduct": "NVIDIA-A100-SXM4-80GB"}}),
     (
         "node-selector-leaves-gpu-product-to-gpu-product",

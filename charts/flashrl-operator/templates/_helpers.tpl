@@ -171,3 +171,43 @@ namespace-scoped mode there is no ClusterRole; kopf logs that it cannot list the
 {{- define "flashrl-operator.leaderElection" -}}
 {{- if or .Values.leaderElection.enabled (gt (int .Values.replicas) 1) }}true{{- end }}
 {{- end }}
+
+{{- /*
+The chart's labels with the user's merged in: one map, so a key the user also sets (grafana_dashboard,
+or a chart label) appears once, with the user's value. Call with
+(dict "ctx" $ "fixed" (dict ...) "extra" (list userMap ...)): fixed are the object's own labels beyond
+the chart's; extra maps are merged in order, the earlier winning.
+*/}}
+{{- define "flashrl-operator.mergedLabels" -}}
+{{- $merged := dict }}
+{{- range .extra }}
+{{- $merged = mustMerge $merged (deepCopy (. | default dict)) }}
+{{- end }}
+{{- $merged = mustMerge $merged (.fixed | default dict) (include "flashrl-operator.labels" .ctx | fromYaml) }}
+{{- toYaml $merged }}
+{{- end }}
+
+{{- /*
+A Prometheus duration (the Prometheus Operator's own grammar: 1y2w3d4h5m6s7ms, or 0) in milliseconds.
+*/}}
+{{- define "flashrl-operator.durationMs" -}}
+{{- $ms := 0 }}
+{{- $units := dict "y" 31536000000 "w" 604800000 "d" 86400000 "h" 3600000 "m" 60000 "s" 1000 "ms" 1 }}
+{{- range regexFindAll "[0-9]+(ms|y|w|d|h|m|s)" (toString .) -1 }}
+{{- $number := regexFind "^[0-9]+" . }}
+{{- $ms = add $ms (mul (atoi $number) (get $units (trimPrefix $number .))) }}
+{{- end }}
+{{- $ms }}
+{{- end }}
+
+{{- /*
+Fail when a scrape's timeout is longer than its interval (Prometheus refuses such a scrape config, and
+the Prometheus Operator drops the whole monitor). Call with (dict "what" "values path" "scrape" values).
+*/}}
+{{- define "flashrl-operator.checkScrape" -}}
+{{- $interval := include "flashrl-operator.durationMs" .scrape.interval | atoi }}
+{{- $timeout := include "flashrl-operator.durationMs" .scrape.scrapeTimeout | atoi }}
+{{- if gt $timeout $interval }}
+{{- fail (printf "%s.scrapeTimeout (%s) must not be longer than %s.interval (%s): Prometheus refuses a scrape that outlasts its interval" .what .scrape.scrapeTimeout .what .scrape.interval) }}
+{{- end }}
+{{- end }}

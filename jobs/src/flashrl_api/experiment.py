@@ -26,6 +26,8 @@ from typing import Any, Final, Literal
 from pydantic import Field, ValidationError
 
 from flashrl_api._base import ApiModel
+from flashrl_api.cel import cel_string
+from flashrl_api.k8s_names import DNS_LABEL_PATTERN
 from flashrl_api.manifest import (
     API_VERSION,
     KIND,
@@ -43,7 +45,7 @@ from flashrl_api.manifest import (
     unknown_field_problems,
 )
 from flashrl_api.pins import default_trainer_image
-from flashrl_api.spec import DNS_LABEL_PATTERN, FlashRLJobSpec
+from flashrl_api.spec import FlashRLJobSpec
 from flashrl_api.status import Condition, Phase
 
 EXPERIMENT_KIND: Final = "FlashRLExperiment"
@@ -367,7 +369,8 @@ OBJECT_RULES: Final[tuple[ObjectRule, ...]] = (
     ObjectRule(
         "name-is-dns-1035-label",
         "metadata.name",
-        f"self.metadata.name.size() <= {MAX_NAME_LENGTH} && self.metadata.name.matches('{NAME_PATTERN}')",
+        f"self.metadata.name.size() <= {MAX_NAME_LENGTH} && "
+        f"self.metadata.name.matches({cel_string(NAME_PATTERN)})",
         NAME_MESSAGE,
     ),
     ObjectRule(

@@ -4,9 +4,9 @@ The launcher serves them on the Ray head pod at ``/metrics`` (docs/observability
 dashboard and alert rules query them by these names, and a test checks that every PromQL expression in
 the chart names a series defined here or by the operator (``flashrl_operator.metrics``).
 
-Every series carries the labels ``namespace`` and ``job`` (the FlashRLJob). The scrape must keep them
-(``honorLabels: true`` in the PodMonitor): otherwise Prometheus renames them ``exported_namespace`` and
-``exported_job`` in favour of its own target labels.
+Every series carries the labels ``namespace`` and ``job`` (the FlashRLJob), for a scrape without the
+chart. The chart's PodMonitor does not trust them (the head pod runs the tenant's code): it sets both
+from the pod itself (its namespace and its ``flashrl.dev/job`` label) and drops what the series claimed.
 """
 
 from __future__ import annotations

@@ -81,3 +81,54 @@ def lacks_fp8(product: str) -> bool:
     """True only for a known product below compute capability 8.9 (unknown products get the benefit of
     the doubt)."""
     return re.search(NO_FP8_PATTERN, product) is not None
+
+
+#: The ``nvidia.com/gpu.product`` values GPU Feature Discovery writes for the FP8-capable products, by
+#: the short name people call them. GFD (now part of NVIDIA/k8s-device-plugin) labels a node with the
+#: device name NVML reports (what ``nvidia-smi --query-gpu=name`` prints, e.g. "NVIDIA H100 80GB HBM3")
+#: with each space replaced by ``-``; the names below are those NVML names for each product's boards.
+#: A node selector on the short name (``H20``) matches no node, so such a spec is refused with these.
+GFD_PRODUCT_LABELS: Final[dict[str, tuple[str, ...]]] = {
+    "H20": ("NVIDIA-H20",),
+    "H100": ("NVIDIA-H100-80GB-HBM3", "NVIDIA-H100-PCIe", "NVIDIA-H100-NVL"),
+    "H800": ("NVIDIA-H800", "NVIDIA-H800-PCIe"),
+    "H200": ("NVIDIA-H200", "NVIDIA-H200-NVL"),
+    "GH200": ("NVIDIA-GH200-480GB", "NVIDIA-GH200-144G-HBM3e"),
+    "L4": ("NVIDIA-L4",),
+    "L40": ("NVIDIA-L40",),
+    "L40S": ("NVIDIA-L40S",),
+    "L20": ("NVIDIA-L20",),
+    "B200": ("NVIDIA-B200",),
+    "GB200": ("NVIDIA-GB200",),
+}
+#: Every label value in :data:`GFD_PRODUCT_LABELS`.
+GFD_LABEL_VALUES: Final = tuple(v for values in GFD_PRODUCT_LABELS.values() for v in values)
+_VENDOR_PREFIX = "NVIDIA-"
+#: What a user may write for a known product that is not the label value itself: the short name, the
+#: label without its vendor prefix, any of them in another case (label values are case-sensitive).
+_NOT_LABELS: Final[dict[str, tuple[str, ...]]] = {
+    **{v.removeprefix(_VENDOR_PREFIX).casefold(): (v,) for v in GFD_LABEL_VALUES},
+    **{v.casefold(): (v,) for v in GFD_LABEL_VALUES},
+    **{short.casefold(): values for short, values in GFD_PRODUCT_LABELS.items()},
+    **{(_VENDOR_PREFIX + short).casefold(): values for short, values in GFD_PRODUCT_LABELS.items()},
+}
+#: RE2 for the CEL rule: a product spelled like a known one, in any case, with or without "NVIDIA-".
+NOT_A_LABEL_PATTERN: Final = (
+    "(?i)^(NVIDIA-)?("
+    + "|".join(
+        sorted(
+            {*GFD_PRODUCT_LABELS, *(v.removeprefix(_VENDOR_PREFIX) for v in GFD_LABEL_VALUES)},
+            key=lambda name: (-len(name), name),
+        )
+    )
+    + ")$"
+)
+
+
+def label_values_for(product: str) -> tuple[str, ...]:
+    """The label values GFD writes for what ``product`` names, when ``product`` is a short name or a
+    misspelled case of one (``H20``, ``h20``, ``nvidia-h20``); empty for a label value itself and for
+    products not in :data:`GFD_PRODUCT_LABELS`."""
+    if product in GFD_LABEL_VALUES:
+        return ()
+    return _NOT_LABELS.get(product.casefold(), ())

@@ -20,13 +20,20 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from flashrl_api._base import quote
+from flashrl_api.cel import cel_string
+from flashrl_api.k8s_names import (
+    DNS_1035_LABEL_PATTERN,
+    DNS_1035_LABEL_RE,
+    DNS_LABEL_PATTERN,
+    DNS_LABEL_RE,
+    DNS_SUBDOMAIN_PATTERN,
+    EXTENDED_RESOURCE_PATTERN,
+)
 from flashrl_api.kubectl_yaml import BOOLEAN_KEY_HINT, load_all
+from flashrl_api.renamed import renamed_hint
 from flashrl_api.rules import violations
 from flashrl_api.spec import (
-    DNS_LABEL_PATTERN,
-    DNS_SUBDOMAIN_PATTERN,
     ENV_NAME_PATTERN,
-    EXTENDED_RESOURCE_PATTERN,
     MOUNT_PATH_PATTERN,
     OVERRIDE_PATTERN,
     QUANTITY_PATTERN,
@@ -42,12 +49,11 @@ PLURAL = "flashrljobs"
 SINGULAR = "flashrljob"
 SHORT_NAMES = ("frj",)
 
-NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
-_NAME_RE = re.compile(NAME_PATTERN)
+NAME_PATTERN = DNS_1035_LABEL_PATTERN
+_NAME_RE = DNS_1035_LABEL_RE
 #: FlashRLJob names are DNS-1035 labels: they become RayJob, Service and pod names, and label values
 #: (at most 63 characters). The RayJob itself is shortened with a hash to KubeRay's 47.
 MAX_NAME_LENGTH = 63
-_DNS_LABEL_RE = re.compile(DNS_LABEL_PATTERN)
 
 #: The API server refuses request bodies above 3 MiB; a manifest larger than that cannot be applied.
 MAX_MANIFEST_BYTES = 3 * 1024 * 1024
@@ -65,7 +71,10 @@ NAME_MESSAGE = (
 )
 #: The same check as CEL on the whole object, so the API server refuses such a name at admission
 #: (Kubernetes itself allows custom-resource names of up to 253 characters).
-NAME_CEL = f"self.metadata.name.size() <= {MAX_NAME_LENGTH} && self.metadata.name.matches('{NAME_PATTERN}')"
+NAME_CEL = (
+    f"self.metadata.name.size() <= {MAX_NAME_LENGTH} && "
+    f"self.metadata.name.matches({cel_string(NAME_PATTERN)})"
+)
 
 
 @dataclass(frozen=True)
@@ -256,6 +265,14 @@ def without_nulls(value: Any) -> Any:
     return value
 
 
+def _renamed_or(error: Mapping[str, Any], prefix: str) -> str | None:
+    """For an unknown field that is an old name (:data:`~flashrl_api.renamed.RENAMED_FIELDS`): the
+    field to write instead."""
+    if error.get("type") != "extra_forbidden":
+        return None
+    return renamed_hint(".".join(str(part) for part in error.get("loc", ())), prefix)
+
+
 def spec_problems(raw_spec: Any, prefix: str = "spec") -> tuple[FlashRLJobSpec | None, list[Problem]]:
     """Validate a raw spec mapping: field types, ranges, then cross-field rules.
 
@@ -273,7 +290,7 @@ def spec_problems(raw_spec: Any, prefix: str = "spec") -> tuple[FlashRLJobSpec |
         )
     except ValidationError as exc:
         problems = [
-            Problem(_loc_to_path(prefix, tuple(e["loc"])), _humanize(e))
+            Problem(_loc_to_path(prefix, tuple(e["loc"])), _renamed_or(e, prefix) or _humanize(e))
             for e in exc.errors(include_url=False)
         ]
         return None, problems
@@ -326,7 +343,7 @@ def parse_job(raw: Any) -> FlashRLJob:
     metadata, _name, problems = header_problems(raw, KIND)
     namespace = metadata.get("namespace")
     if namespace is not None and (
-        not isinstance(namespace, str) or len(namespace) > 63 or not _DNS_LABEL_RE.match(namespace)
+        not isinstance(namespace, str) or len(namespace) > 63 or not DNS_LABEL_RE.match(namespace)
     ):
         problems.append(
             Problem(

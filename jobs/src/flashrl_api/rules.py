@@ -15,7 +15,15 @@ from dataclasses import dataclass
 from pydantic import BaseModel
 
 from flashrl_api.cel import cel_string
-from flashrl_api.gpus import FP8_MIN_CAPABILITY, NO_FP8_PATTERN, gpu_family, lacks_fp8
+from flashrl_api.gpus import (
+    FP8_MIN_CAPABILITY,
+    GFD_LABEL_VALUES,
+    NO_FP8_PATTERN,
+    NOT_A_LABEL_PATTERN,
+    gpu_family,
+    label_values_for,
+    lacks_fp8,
+)
 from flashrl_api.kuberay_env import KUBERAY_MANAGED_ENV, KUBERAY_MANAGED_ENV_NAMES
 from flashrl_api.sources import HF_SCHEME, is_hf
 from flashrl_api.spec import (
@@ -58,6 +66,7 @@ _KUBERAY_ENV_CEL = ", ".join(f"'{name}'" for name in _KUBERAY_ONLY_ENV)
 #: Rollout precisions that need FP8 tensor cores.
 FP8_QUANTIZATIONS: tuple[str, ...] = ("blockwise-fp8", "channel-fp8")
 _FP8_CEL = ", ".join(f"'{q}'" for q in FP8_QUANTIZATIONS)
+_GFD_LABELS_CEL = ", ".join(f"'{value}'" for value in GFD_LABEL_VALUES)
 
 
 def _world(spec: FlashRLJobSpec) -> int:
@@ -285,6 +294,17 @@ RULES: tuple[Rule, ...] = (
     _staged_needs_claim("staged-model-needs-claim", "modelCache", ("model.source",)),
     _staged_needs_claim("staged-data-needs-claim", "data", ("data.train", "data.validation")),
     Rule(
+        name="gpu-product-is-a-gfd-label-value",
+        path="resources.gpuProduct",
+        cel=f"self.resources.gpuProduct in [{_GFD_LABELS_CEL}] || "
+        f"!self.resources.gpuProduct.matches({cel_string(NOT_A_LABEL_PATTERN)})",
+        message=f"must be the {GPU_PRODUCT_LABEL} value GPU Feature Discovery writes (NVML's product name "
+        "with '-' for spaces: NVIDIA-H20, NVIDIA-H100-80GB-HBM3, NVIDIA-L40S, ...), not a short name no "
+        "node carries",
+        check=lambda s: not label_values_for(s.resources.gpu_product),
+        explain=lambda s: _gpu_label_explained(s),
+    ),
+    Rule(
         name="fp8-rollout-needs-fp8-gpus",
         path="rollout.quantization",
         cel=f"!(self.rollout.quantization in [{_FP8_CEL}]) || "
@@ -381,6 +401,17 @@ def _kuberay_env_explained(spec: FlashRLJobSpec) -> str:
     return f"must not set variables KubeRay v1.7.0 refuses, or sets itself, in Ray containers ({why})"
 
 
+def _gpu_label_explained(spec: FlashRLJobSpec) -> str:
+    product = spec.resources.gpu_product
+    values = label_values_for(product)
+    use = values[0] if len(values) == 1 else f"one of {', '.join(values)}"
+    return (
+        f"{product!r} is not a {GPU_PRODUCT_LABEL} value: GPU Feature Discovery labels such nodes "
+        f"{' or '.join(values)} (NVML's product name with '-' for spaces), so no node would match; use "
+        f"{use} (`flashrl preflight` lists the products your nodes carry)"
+    )
+
+
 def _fp8_explained(spec: FlashRLJobSpec) -> str:
     family = gpu_family(spec.resources.gpu_product)
     what = "an older GPU"
@@ -390,7 +421,8 @@ def _fp8_explained(spec: FlashRLJobSpec) -> str:
     return (
         f"{spec.rollout.quantization} needs FP8 tensor cores (compute capability "
         f"{FP8_MIN_CAPABILITY[0]}.{FP8_MIN_CAPABILITY[1]} or newer), and resources.gpuProduct "
-        f"{spec.resources.gpu_product} is {what}; use bf16 or an FP8-capable pool (L40S, H100, H20, ...)"
+        f"{spec.resources.gpu_product} is {what}; use bf16 or an FP8-capable pool (gpuProduct "
+        "NVIDIA-L40S, NVIDIA-H100-80GB-HBM3, NVIDIA-H20, ...)"
     )
 
 

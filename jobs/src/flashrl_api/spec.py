@@ -11,12 +11,20 @@ Field docstrings become the CRD descriptions shown by ``kubectl explain``.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
 from flashrl_api._base import ApiModel
+from flashrl_api.k8s_names import (
+    DNS_LABEL_PATTERN,
+    DNS_SUBDOMAIN_PATTERN,
+    EXTENDED_RESOURCE_PATTERN,
+    LABEL_KEY_PATTERN,
+    LABEL_KEY_RE,
+    LABEL_VALUE_PATTERN,
+    NONEMPTY_LABEL_VALUE_PATTERN,
+)
 from flashrl_api.pins import default_trainer_image
 from flashrl_api.sources import (
     DATA_SOURCE_PATTERN,
@@ -35,11 +43,9 @@ Quantity = Annotated[str, Field(pattern=QUANTITY_PATTERN, max_length=32)]
 
 #: A DNS-1123 label: names that become label values (a Kueue LocalQueue's name is the value of the
 #: ``kueue.x-k8s.io/queue-name`` label on the RayJob), at most 63 characters.
-DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 DnsLabel = Annotated[str, Field(pattern=DNS_LABEL_PATTERN, min_length=1, max_length=63)]
 #: A DNS-1123 subdomain: what Kubernetes allows for Secret, PersistentVolumeClaim and PriorityClass
 #: names (``hf.token`` is a valid Secret name), at most 253 characters.
-DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 DnsSubdomain = Annotated[str, Field(pattern=DNS_SUBDOMAIN_PATTERN, min_length=1, max_length=253)]
 #: Names of Secrets and claims (kept for callers of the older name).
 DnsName = DnsSubdomain
@@ -87,11 +93,6 @@ RESERVED_MOUNT_PATHS: tuple[str, ...] = ("/dev", "/etc", "/proc", "/sys")
 #: trailing '/': two spellings of one directory cannot slip past the uniqueness rule, and a mount path
 #: (which reaches verl's config inside the checkpoint and staged paths) holds no interpolation.
 MOUNT_PATH_PATTERN = r"^(/([^/\s:.$][^/\s:$]*|\.[^/\s:.$][^/\s:$]*|\.\.[^/\s:$]+))+$"
-#: Extended resources as Kubernetes defines them: a domain-prefixed name (not in kubernetes.io).
-EXTENDED_RESOURCE_PATTERN = (
-    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/"
-    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
-)
 #: The non-root user of the pinned trainer image (images/trainer/Dockerfile).
 DEFAULT_RUN_AS_USER = 1000
 #: The GPU resource every worker requests (the NVIDIA device plugin's).
@@ -355,14 +356,6 @@ class TrainingSpec(ApiModel):
 #: may not set it a second time (it could only disagree).
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 
-#: A label or taint key: an optional DNS-subdomain prefix and "/", then a name of up to 63 characters.
-LABEL_KEY_PATTERN = (
-    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
-)
-#: A label or taint value (may be empty).
-LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
-_LABEL_KEY = re.compile(LABEL_KEY_PATTERN)
 LabelValue = Annotated[str, Field(max_length=63, pattern=LABEL_VALUE_PATTERN)]
 
 
@@ -388,7 +381,7 @@ class Toleration(ApiModel):
 def _label_keys(selector: dict[str, str]) -> dict[str, str]:
     """Node selector keys must be label keys. Checked by the models, not in CEL: the API server
     cannot bound the cost of a regular expression over map keys (they have no length limit)."""
-    bad = [key for key in selector if _LABEL_KEY.match(key) is None]
+    bad = [key for key in selector if LABEL_KEY_RE.match(key) is None]
     if bad:
         raise ValueError(
             f"{bad[0]!r} is not a label key (an optional DNS subdomain prefix and '/', then a name of "
@@ -440,7 +433,7 @@ class ResourcesSpec(ApiModel):
         default="NVIDIA-H20",
         min_length=1,
         max_length=63,
-        pattern=r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$",
+        pattern=NONEMPTY_LABEL_VALUE_PATTERN,
     )
     """Node-pool match on the nvidia.com/gpu.product label set by GPU Feature Discovery."""
 

@@ -212,6 +212,7 @@ def on_failure(
     now: datetime.datetime,
     deadline_left_seconds: float | None = None,
     backoff_base: float = BACKOFF_BASE_SECONDS,
+    jitter_key: str = "",
 ) -> Failure:
     """Decide on the current attempt's failure (:func:`~flashrl_operator.retry_policy.decide`).
 
@@ -236,7 +237,7 @@ def on_failure(
         deadline_left_seconds=deadline_left_seconds,
         earlier_stalls=stalls_from(history, current.start_step),
     )
-    decision = decide(end, max_restarts, backoff_base)
+    decision = decide(end, max_restarts, backoff_base, jitter_key)
     stamp = _rfc3339(now)
     closed = replace(
         current,

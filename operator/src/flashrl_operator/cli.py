@@ -366,6 +366,11 @@ def _add_demo(sub: _Subparsers) -> Handler:
         "--deadline", type=float, default=45.0, help="seconds the whole lifecycle may take (default: 45)"
     )
     p.add_argument(
+        "--full",
+        action="store_true",
+        help="print the whole RayJob and the whole /metrics scrape (default: what a reader needs of them)",
+    )
+    p.add_argument(
         "--report",
         default="flashrl-demo-report",
         metavar="DIR",
@@ -397,7 +402,12 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     print()
     experiment_report = Path(args.report) if args.report else None
     return run_demo(
-        source, sys.stdout, sys.stderr, deadline_s=args.deadline, experiment_report=experiment_report
+        source,
+        sys.stdout,
+        sys.stderr,
+        deadline_s=args.deadline,
+        experiment_report=experiment_report,
+        full=args.full,
     )
 
 
@@ -654,6 +664,21 @@ SUBCOMMANDS: Final[tuple[Callable[[_Subparsers], Handler], ...]] = (
 )
 
 
+#: The distribution the commands ship in (``flashrl`` on the package index is another project).
+DISTRIBUTION = "flashrl-k8s"
+
+
+def distribution_version() -> str:
+    """The installed ``flashrl-k8s`` version, as the package metadata records it (what a bug report
+    should quote); ``unknown`` when the sources run without being installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand registered."""
     parser = argparse.ArgumentParser(
@@ -661,6 +686,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="FlashRL on Kubernetes: FP8-rollout RL post-training jobs (FlashRLJob, "
         "flashrl.dev/v1alpha1) run by an operator on KubeRay.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {distribution_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for add in SUBCOMMANDS:
         handler = add(sub)

@@ -29,13 +29,18 @@ SEL: Final = 'namespace=~"$namespace", job=~"$job"'
 LEGEND: Final = "{{namespace}}/{{job}}"
 
 
-def _target(expr: str, legend: str = LEGEND, ref: str = "A") -> dict[str, Any]:
-    return {
+def _target(expr: str, legend: str = LEGEND, ref: str = "A", table: bool = False) -> dict[str, Any]:
+    """A Prometheus query; ``table``: the current value of each series as a row (an instant query in
+    table format), not a range of samples a table would show as one row per timestamp."""
+    target: dict[str, Any] = {
         "datasource": {"type": "prometheus", "uid": "${datasource}"},
         "expr": expr,
         "legendFormat": legend,
         "refId": ref,
     }
+    if table:
+        target.update({"instant": True, "range": False, "format": "table"})
+    return target
 
 
 def _panel(
@@ -45,6 +50,7 @@ def _panel(
     unit: str = "short",
     kind: str = "timeseries",
     description: str = "",
+    overrides: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     x, y, w, h = grid
     for i, target in enumerate(targets):
@@ -55,7 +61,7 @@ def _panel(
         "description": description,
         "datasource": {"type": "prometheus", "uid": "${datasource}"},
         "gridPos": {"x": x, "y": y, "w": w, "h": h},
-        "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+        "fieldConfig": {"defaults": {"unit": unit}, "overrides": overrides or []},
         "options": {"legend": {"displayMode": "list", "placement": "bottom"}},
         "targets": targets,
     }
@@ -63,6 +69,18 @@ def _panel(
 
 def _row(title: str, y: int) -> dict[str, Any]:
     return {"type": "row", "title": title, "collapsed": False, "gridPos": {"x": 0, "y": y, "w": 24, "h": 1}}
+
+
+#: Grafana has no tokens unit; a custom unit ("suffix:<text>", Grafana's own syntax) appends the text.
+TOKENS_PER_SECOND: Final = "suffix: tokens/s"
+
+
+def _unit_override(ref: str, unit: str, right_axis: bool = False) -> dict[str, Any]:
+    """Another unit for one query's series (so seconds and a rate never share an axis)."""
+    properties: list[dict[str, Any]] = [{"id": "unit", "value": unit}]
+    if right_axis:
+        properties.append({"id": "custom.axisPlacement", "value": "right"})
+    return {"matcher": {"id": "byFrameRefID", "options": ref}, "properties": properties}
 
 
 def panels() -> list[dict[str, Any]]:
@@ -132,7 +150,7 @@ def panels() -> list[dict[str, Any]]:
             "Throughput per GPU",
             [_target(f"{m.THROUGHPUT}{{{SEL}}}")],
             (0, 18, 8, 8),
-            unit="tokens/s",
+            unit=TOKENS_PER_SECOND,
             description="verl perf/throughput: prompt and response tokens per second per GPU, whole step.",
         ),
         _panel(
@@ -178,7 +196,11 @@ def panels() -> list[dict[str, Any]]:
         _row("Operator", 35),
         _panel(
             "Jobs",
-            [_target(f"{op.JOB_INFO}{{{SEL}}}", "{{namespace}}/{{job}} {{phase}} {{quantization}}")],
+            [
+                _target(
+                    f"{op.JOB_INFO}{{{SEL}}}", "{{namespace}}/{{job}} {{phase}} {{quantization}}", table=True
+                )
+            ],
             (0, 36, 8, 8),
             kind="table",
             description="flashrl_job_info: one series per FlashRLJob with its phase and quantization.",
@@ -202,6 +224,9 @@ def panels() -> list[dict[str, Any]]:
             ],
             (16, 36, 8, 8),
             unit="s",
+            description="p90 reconcile duration (seconds, left axis) and reconcile errors per second by "
+            "reason (right axis).",
+            overrides=[_unit_override("B", "cps", right_axis=True)],
         ),
     ]
 
@@ -248,7 +273,8 @@ def dashboard() -> dict[str, Any]:
                 _variable("job", f'label_values({m.TRAINING_STEP}{{namespace=~"$namespace"}}, job)', "Job"),
             ]
         },
-        "panels": panels(),
+        # Grafana keys panel state (links, repeat, library panels) by id: every panel, rows included.
+        "panels": [{"id": number, **panel} for number, panel in enumerate(panels(), 1)],
     }
 
 

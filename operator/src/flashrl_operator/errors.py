@@ -19,7 +19,9 @@ handlers decide what a :class:`TransientError` means to kopf (``handlers.reconci
 
 from __future__ import annotations
 
+import datetime
 import json
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import aiohttp
@@ -53,10 +55,43 @@ class TransientError(Exception):
         super().__init__(message)
 
 
+#: Longest wait a Retry-After may ask for: a broken or hostile clock must not park a reconcile for days.
+MAX_RETRY_AFTER_SECONDS = 3600.0
+
+
+def retry_after_seconds(value: str | None, now: datetime.datetime | None = None) -> float | None:
+    """The wait a ``Retry-After`` header asks for, in either of its forms (RFC 9110, section 10.2.3):
+    delta-seconds (``120``) or an HTTP-date (``Wed, 21 Oct 2026 07:28:00 GMT``), measured from ``now``.
+
+    ``None`` for a missing or unreadable value; a date in the past is 0; at most
+    :data:`MAX_RETRY_AFTER_SECONDS`.
+    """
+    text = (value or "").strip()
+    if not text:
+        return None
+    if text.isdigit():
+        return min(float(text), MAX_RETRY_AFTER_SECONDS)
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # RFC 9110 dates are GMT; an obsolete form without a zone is read so
+        when = when.replace(tzinfo=datetime.UTC)
+    now = now or datetime.datetime.now(datetime.UTC)
+    return min(max(0.0, (when - now).total_seconds()), MAX_RETRY_AFTER_SECONDS)
+
+
 def classify(
-    what: str, status: int, reason: str, message: str, retry_after: str | None, delay: float
+    what: str,
+    status: int,
+    reason: str,
+    message: str,
+    retry_after: str | None,
+    delay: float,
+    now: datetime.datetime | None = None,
 ) -> Exception:
-    """The project's exception for an HTTP error status (never called for 2xx)."""
+    """The project's exception for an HTTP error status (never called for 2xx); a 429 or 5xx waits at
+    least what its ``Retry-After`` asks (either form, see :func:`retry_after_seconds`)."""
     if status == 409:
         return ConflictError(what, status, reason or "AlreadyExists", message)
     if status == 404:
@@ -66,8 +101,9 @@ def classify(
             f"{what}: the API server refused the operator's credentials (HTTP 401): {message}", delay
         )
     if status == 429 or status >= 500:
-        if retry_after and retry_after.isdigit():
-            delay = max(delay, float(retry_after))
+        asked = retry_after_seconds(retry_after, now)
+        if asked is not None:
+            delay = max(delay, asked)
         return TransientError(f"{what}: HTTP {status} {reason}: {message}", delay)
     return RejectedError(what, status, reason or "Invalid", message)
 

@@ -46,6 +46,7 @@ from flashrl_operator.reconciler import Reconciler
 from flashrl_operator.render import JOB_LABEL, MANAGED_BY
 from flashrl_operator.render.labels import MANAGED_BY_LABEL
 from flashrl_operator.render.network import NetworkSettings
+from flashrl_operator.retry_policy import jittered
 from flashrl_operator.staging import progress_line
 
 logger = logging.getLogger(__name__)
@@ -143,9 +144,11 @@ class OperatorContext:
         return self.reconciler
 
 
-def backoff_delay(base: float, retry: int, cap: float) -> float:
-    """Exponential backoff for transient errors: ``base``, 2x, 4x, ... at most ``cap`` seconds."""
-    return float(min(cap, base * 2 ** min(retry, 16)))
+def backoff_delay(base: float, retry: int, cap: float, key: str = "") -> float:
+    """Exponential backoff for transient errors: ``base``, 2x, 4x, ... at most ``cap`` seconds, shortened
+    by the jitter ``key`` (the object's namespace/name) draws, so that the jobs an API server outage
+    failed together do not all come back at the same instant."""
+    return jittered(float(min(cap, base * 2 ** min(retry, 16))), key, retry)
 
 
 def needs_reconcile(event_type: str | None, body: Mapping[str, Any]) -> bool:
@@ -198,7 +201,10 @@ async def reconcile_with_retries(
             await ctx.require_reconciler().reconcile(namespace, name, body)
             return
         except TransientError as exc:
-            delay = max(exc.delay, backoff_delay(config.retry_delay, attempt, config.max_retry_delay))
+            backoff = backoff_delay(
+                config.retry_delay, attempt, config.max_retry_delay, f"{namespace}/{name}"
+            )
+            delay = max(exc.delay, backoff)
             logger.warning("FlashRLJob %s/%s: will retry in %.1fs: %s", namespace, name, delay, exc)
             await asyncio.sleep(delay)
             body = None  # read it again: it may have changed meanwhile
@@ -258,7 +264,10 @@ async def reconcile_experiment_with_retries(ctx: OperatorContext, namespace: str
             await ctx.experiments.reconcile(namespace, name)
             return
         except TransientError as exc:
-            delay = max(exc.delay, backoff_delay(config.retry_delay, attempt, config.max_retry_delay))
+            backoff = backoff_delay(
+                config.retry_delay, attempt, config.max_retry_delay, f"{namespace}/{name}"
+            )
+            delay = max(exc.delay, backoff)
             logger.warning("FlashRLExperiment %s/%s: will retry in %.1fs: %s", namespace, name, delay, exc)
             await asyncio.sleep(delay)
         except Exception:

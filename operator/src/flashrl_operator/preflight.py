@@ -122,6 +122,17 @@ def _quantity(value: Any) -> int:
         return 0
 
 
+def products_carried(nodes: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """The ``nvidia.com/gpu.product`` values the nodes carry (GPU Feature Discovery's labels), each with
+    how many nodes carry it, most common first: what ``resources.gpuProduct`` can match."""
+    counts: dict[str, int] = {}
+    for node in nodes:
+        value = ((node.get("metadata") or {}).get("labels") or {}).get(GPU_PRODUCT_LABEL)
+        if isinstance(value, str) and value:
+            counts[value] = counts.get(value, 0) + 1
+    return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+
+
 def cluster_problems(job: FlashRLJob, facts: ClusterFacts, kuberay_version: str) -> list[str]:
     """One line per thing in the cluster that would stop ``job`` (pure)."""
     needs = cluster_needs(job)
@@ -178,9 +189,15 @@ def cluster_problems(job: FlashRLJob, facts: ClusterFacts, kuberay_version: str)
     ]
     if len(fitting) < res.nodes:
         labels = ", ".join(f"{k}={v}" for k, v in wanted.items())
+        carried = products_carried(facts.nodes)
+        if res.gpu_product not in carried:
+            shown = ", ".join(f"{p} ({n} node(s))" for p, n in carried.items()) or "none"
+            listing = f"; the nodes carry {GPU_PRODUCT_LABEL}: {shown} (set resources.gpuProduct to one)"
+        else:
+            listing = ""
         problems.append(
             f"{len(fitting)} node(s) labelled {labels} with {res.gpus_per_node} allocatable {GPU_RESOURCE}; "
-            f"the job needs {res.nodes}"
+            f"the job needs {res.nodes}{listing}"
         )
     for name in KUBERAY_CRDS:
         crd = facts.crds.get(name)

@@ -489,6 +489,12 @@ class Reconciler:
         else:
             verdict = decide_phase(obs)
         if verdict.phase == "Succeeded":
+            if attempts.current.end_time is None:
+                # Closing the attempt records its last step: read what the launcher reported last
+                # (the job was read before the RayJob, as for a failure below).
+                fresh = await self._kube.get(FLASHRL_JOB, namespace, name)
+                if fresh is not None:
+                    reported = Reported.of(fresh.get("status") or {})
             return replace(obs, attempts=attempts.finished(stamp, reported, None).to_status())
         if verdict.phase == "Pending" and attempts.attempt > 1:
             # A retry's RayJob waiting for KubeRay: still the retry, not a new job.
@@ -513,6 +519,7 @@ class Reconciler:
             now,
             deadline_left_seconds=left,
             backoff_base=self._retry_backoff,
+            jitter_key=job.uid or f"{namespace}/{name}",
         )
         involved = {**body, "kind": body.get("kind") or KIND}
         if failure.decision.action == "fail":

@@ -24,6 +24,7 @@ step in flight). Kueue preemption is not a failure and never reaches this functi
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -121,13 +122,40 @@ def lost_steps(end: AttemptEnd) -> int:
     return max(0, end.step - max(end.checkpoint_step, end.start_step))
 
 
-def backoff_seconds(attempt: int, base: float = BACKOFF_BASE_SECONDS) -> float:
-    """Wait before starting attempt ``attempt + 1``: ``base`` doubling per retry, capped."""
-    return min(BACKOFF_CAP_SECONDS, base * 2.0 ** max(0, attempt - 1))
+#: Each backoff is shortened by up to this fraction. Jobs that fail together (a node pool or the API
+#: server went away under all of them) would otherwise come back in lockstep, every retry after the
+#: same wait, and hit whatever failed at the same instant again.
+JITTER_FRACTION: Final = 0.25
 
 
-def decide(end: AttemptEnd, max_restarts: int, backoff_base: float = BACKOFF_BASE_SECONDS) -> RetryDecision:
-    """The operator's verdict on a failed attempt (see the module docstring for the rules)."""
+def jitter(key: str, retry: int) -> float:
+    """A number in [0, 1) drawn from ``key`` (a job's identity) and ``retry``.
+
+    Drawn by hashing rather than from a global random generator: the same job's same retry always
+    waits the same (the wait is written into its status, and stays what a re-run of the decision
+    says), while two jobs, or two retries of one job, draw independently.
+    """
+    digest = hashlib.blake2b(f"{key}\0{retry}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2.0**64
+
+
+def jittered(delay: float, key: str, retry: int) -> float:
+    """``delay`` shortened by a fraction in [0, :data:`JITTER_FRACTION`) drawn for ``key`` and ``retry``:
+    never longer than ``delay`` (caps stay caps), never shorter than three quarters of it."""
+    return delay * (1.0 - JITTER_FRACTION * jitter(key, retry))
+
+
+def backoff_seconds(attempt: int, base: float = BACKOFF_BASE_SECONDS, key: str = "") -> float:
+    """Wait before starting attempt ``attempt + 1``: ``base`` doubling per retry, capped, then
+    shortened by the jitter ``key`` (the job's uid) draws for this attempt."""
+    return jittered(min(BACKOFF_CAP_SECONDS, base * 2.0 ** max(0, attempt - 1)), key, attempt)
+
+
+def decide(
+    end: AttemptEnd, max_restarts: int, backoff_base: float = BACKOFF_BASE_SECONDS, jitter_key: str = ""
+) -> RetryDecision:
+    """The operator's verdict on a failed attempt (see the module docstring for the rules);
+    ``jitter_key`` (the job's uid) spreads the backoff of jobs that failed together."""
     lost = lost_steps(end)
     cost = f"{lost} step(s) since the checkpoint of step {max(end.checkpoint_step, end.start_step)} lost"
     if end.reason in NON_RETRYABLE:
@@ -167,12 +195,12 @@ def decide(end: AttemptEnd, max_restarts: int, backoff_base: float = BACKOFF_BAS
         why = f"after a checkpoint of step {end.checkpoint_step}"
     else:
         why = f"at step {end.step} before its first checkpoint (one more try from step {end.start_step})"
-    wait = backoff_seconds(end.attempt, backoff_base)
+    wait = backoff_seconds(end.attempt, backoff_base, jitter_key)
     return RetryDecision(
         "retry",
         end.reason,
         f"attempt {end.attempt} failed {why} ({end.reason}: {end.message}); {cost}; attempt "
-        f"{end.attempt + 1} resumes from step {max(end.checkpoint_step, end.start_step)} in {wait:g}s",
+        f"{end.attempt + 1} resumes from step {max(end.checkpoint_step, end.start_step)} in {wait:.3g}s",
         lost,
         wait,
     )

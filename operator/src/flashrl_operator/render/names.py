@@ -10,11 +10,17 @@ across reconciles and two long names that share a prefix still get different chi
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass
 from typing import Final
 
 from flashrl_api import FlashRLJob
+from flashrl_api.k8s_names import (
+    DNS_1035_LABEL_RE,
+    DNS_LABEL_RE,
+    LABEL_VALUE_RE,
+    NOT_DNS_LABEL_CHAR_RE,
+    NOT_LABEL_VALUE_CHAR_RE,
+)
 
 #: KubeRay's limit for RayJob names (a RayCluster may have 53; KubeRay appends ``-xxxxx``).
 MAX_RAY_JOB_NAME: Final = 47
@@ -25,10 +31,10 @@ MAX_LABEL_VALUE: Final = 63
 #: Hex digits of sha256 appended to a shortened name.
 HASH_LENGTH: Final = 8
 
-_DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_DNS_1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_NOT_NAME_CHAR = re.compile(r"[^-a-z0-9]")
+_DNS_1035 = DNS_1035_LABEL_RE
+_DNS_1123_LABEL = DNS_LABEL_RE
+_LABEL_VALUE = LABEL_VALUE_RE
+_NOT_NAME_CHAR = NOT_DNS_LABEL_CHAR_RE
 
 
 def short_hash(text: str) -> str:
@@ -68,7 +74,7 @@ def label_value(value: str) -> str:
     """``value`` as a valid label value (<= 63 characters), hash-shortened when it does not fit."""
     if len(value) <= MAX_LABEL_VALUE and _LABEL_VALUE.match(value):
         return value
-    prefix = re.sub(r"[^-A-Za-z0-9_.]", "-", value)[: MAX_LABEL_VALUE - HASH_LENGTH - 1]
+    prefix = NOT_LABEL_VALUE_CHAR_RE.sub("-", value)[: MAX_LABEL_VALUE - HASH_LENGTH - 1]
     prefix = prefix.strip("-_.")
     return f"{prefix}-{short_hash(value)}" if prefix else short_hash(value)
 

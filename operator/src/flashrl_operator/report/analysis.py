@@ -87,6 +87,36 @@ def rolling_mean(values: Sequence[float], window: int = ROLLING_WINDOW) -> list[
     return out
 
 
+def best_stretch(steps: Sequence[int], values: Sequence[float]) -> Stat | None:
+    """The best mean over a quarter of the validations in a row (as many as "late" averages), with its
+    spread and n: one lucky validation is a spike, not a best (a run of four or fewer validations has
+    stretches of one, and the report says there is no spread to judge them by)."""
+    if not values:
+        return None
+    q = max(1, math.ceil(len(values) / 4))
+    start = max(range(len(values) - q + 1), key=lambda i: (statistics.fmean(values[i : i + q]), -steps[i]))
+    return stat(steps[start : start + q], values[start : start + q])
+
+
+def late_stretch(steps: Sequence[int], values: Sequence[float]) -> Stat | None:
+    """The mean of the last quarter of the validations (at least one)."""
+    q = max(1, math.ceil(len(values) / 4))
+    return stat(steps[-q:], values[-q:])
+
+
+def compared(value: Stat | None, baseline: Stat | None, name: str) -> str | None:
+    """The verdict on ``value`` against the baseline's (named ``name``), by the rule the speed-up
+    follows: higher or lower only when the means are further apart than the larger step-to-step
+    spread, and never from a single value (no spread to judge by). None without both."""
+    if value is None or baseline is None:
+        return None
+    if value.std is None or baseline.std is None:
+        return f"no clear difference from {name} (n=1: no spread to judge by)"
+    if not differs(value, baseline):
+        return f"no clear difference from {name} (within the spread)"
+    return f"{'higher' if value.mean > baseline.mean else 'lower'} than {name}"
+
+
 def differs(a: Stat, b: Stat) -> bool:
     """Whether two means are further apart than the larger of their step-to-step spreads."""
     return abs(a.mean - b.mean) > max(a.spread, b.spread)
@@ -213,9 +243,13 @@ class VariantSummary:
     label: str
     training_steps: int
     last_step: int
-    best_score: tuple[float, int] | None = None
+    #: The best quarter of validations in a row (:func:`best_stretch`), not the best single value.
+    best_score: Stat | None = None
     final_score: tuple[float, int] | None = None
     late_score: Stat | None = None
+    #: best_score and late_score against the baseline's (:func:`compared`); None for the baseline.
+    best_verdict: str | None = None
+    late_verdict: str | None = None
     throughput: Stat | None = None
     late_throughput: Stat | None = None
     speedup: Speedup | None = None
@@ -276,11 +310,13 @@ def summarize(
     if score is not None:
         xs, ys = run.series(score)
         if xs:
-            best = max(range(len(ys)), key=lambda i: (ys[i], -xs[i]))
-            out.best_score = (ys[best], xs[best])
+            out.best_score = best_stretch(xs, ys)
             out.final_score = (ys[-1], xs[-1])
-            q = max(1, math.ceil(len(ys) / 4))
-            out.late_score = stat(xs[-q:], ys[-q:])
+            out.late_score = late_stretch(xs, ys)
+            if baseline is not None and baseline is not run:
+                bx, by = baseline.series(score)
+                out.best_verdict = compared(out.best_score, best_stretch(bx, by), baseline.label)
+                out.late_verdict = compared(out.late_score, late_stretch(bx, by), baseline.label)
         elif not any(m.startswith("logged no validation") for m in out.missing):
             out.missing.append(f"logged no {score}")
     xs, ys = run.series(vm.THROUGHPUT, training_only=True)
@@ -329,9 +365,12 @@ __all__ = [
     "SpeedupWindow",
     "Stat",
     "VariantSummary",
+    "best_stretch",
     "choose_baseline",
+    "compared",
     "differs",
     "generation_speed",
+    "late_stretch",
     "mismatch_key",
     "quarters",
     "rolling_mean",

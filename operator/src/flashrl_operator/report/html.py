@@ -50,6 +50,19 @@ def _stat_cell(value: Stat | None, digits: int = 3) -> str:
     )
 
 
+def _judged_cell(value: Stat | None, verdict: str | None, is_baseline: bool) -> str:
+    """A validation figure with its spread and n, and what it says against the baseline."""
+    if value is None:
+        return "<td>–</td>"
+    cell = _stat_cell(value)
+    if value.std is None:
+        cell = cell.replace("</td>", '<span class="sub">one validation: no spread</span></td>')
+    said = "baseline" if is_baseline else verdict
+    if said:
+        cell = cell.replace("</td>", f'<span class="sub verdict">{escape(said)}</span></td>')
+    return cell
+
+
 def _score_cell(value: tuple[float, int] | None) -> str:
     if value is None:
         return "<td>–</td>"
@@ -62,9 +75,9 @@ def _row(summary: VariantSummary, color: str, is_baseline: bool) -> str:
         + (' <span class="sub">baseline</span>' if is_baseline else "")
         + "</td>",
         f'<td>{summary.training_steps}<span class="sub">last step {summary.last_step}</span></td>',
-        _score_cell(summary.best_score),
+        _judged_cell(summary.best_score, summary.best_verdict, is_baseline),
         _score_cell(summary.final_score),
-        _stat_cell(summary.late_score),
+        _judged_cell(summary.late_score, summary.late_verdict, is_baseline),
         _stat_cell(summary.throughput, 4),
         _stat_cell(summary.late_throughput, 4),
     ]
@@ -102,7 +115,7 @@ def _row(summary: VariantSummary, color: str, is_baseline: bool) -> str:
 HEADERS: Final = (
     "variant",
     "training steps",
-    "best validation score",
+    "best validation score (best quarter of validations in a row)",
     "final validation score",
     "late validation score (last quarter of validations)",
     "throughput, tokens/s/GPU (all steps)",
@@ -147,8 +160,11 @@ def render_html(
     score = escape(score_key) if score_key else "no validation score"
     parts.append(
         f'<p class="stats">Validation score: {score}. Every mean is given with the standard deviation of its '
-        "per-step values and the number of steps (n) it averages. A speed-up or a drift is only called one "
-        "when it exceeds that step-to-step spread; otherwise the table says there is no clear difference. "
+        "per-step values and the number of steps (n) it averages. A speed-up, a drift or a difference in "
+        "validation score is only called one when it exceeds that step-to-step spread; otherwise the table "
+        "says there is no clear difference. The best validation score is the best mean of a quarter of the "
+        "validations in a row (a single high validation is a spike, not a best); best and late scores are "
+        "judged against the baseline's by the same rule. "
         "The generation speed-up is the per-step ratio of the baseline's generation cost to the variant's, "
         "paired by step (the runs share seed and data), over the steps both logged; its quarters show "
         f"whether it holds over the whole run; {escape(baseline_note)}.</p></section>"

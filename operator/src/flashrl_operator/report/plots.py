@@ -7,6 +7,7 @@ absent from it.
 
 from __future__ import annotations
 
+import hashlib
 import io
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -20,8 +21,11 @@ from flashrl_api import verl_metrics as vm
 from flashrl_operator.report.analysis import ROLLING_WINDOW, Speedup, rolling_mean, wall_hours
 from flashrl_operator.report.data import RunMetrics
 
-#: One colour per run, in the order the runs were given (matplotlib's default cycle).
+#: The colours runs are drawn in (matplotlib's default cycle, distinct for colour-blind readers).
 PALETTE: Final = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
+#: The project's own precisions keep these palette entries in every report: the comparison people make
+#: most (BF16 blue, blockwise FP8 red, channel-wise FP8 green) reads the same in every report.
+FIXED_COLORS: Final[dict[str, int]] = {"bf16": 0, "blockwise-fp8": 1, "channel-fp8": 2}
 DPI: Final = 110
 
 
@@ -39,9 +43,37 @@ class Plot:
     absent: list[str] = field(default_factory=list)
 
 
+def preferred_color(label: str) -> int:
+    """The palette entry a label asks for: a fixed one for the project's precisions (matched as the
+    label's last part, so ``fp8-vs-bf16-bf16`` is ``bf16``), else one drawn from a hash of the label
+    (stable across processes and reports, unlike ``hash()``)."""
+    for name, index in FIXED_COLORS.items():
+        if label == name or label.endswith(f"-{name}"):
+            return index
+    return int.from_bytes(hashlib.sha256(label.encode("utf-8")).digest()[:4], "big") % len(PALETTE)
+
+
+def colors_by_label(labels: Sequence[str]) -> dict[str, str]:
+    """A colour per label, by the label and never by run order: a variant keeps its colour in every
+    report. Two labels asking for one entry are resolved in label order (the first keeps it, the
+    next takes the next free entry), so even then the order the runs were given changes nothing."""
+    taken: dict[int, str] = {}
+    out: dict[str, str] = {}
+    for label in sorted(set(labels)):
+        index = preferred_color(label)
+        for probe in range(len(PALETTE)):
+            candidate = (index + probe) % len(PALETTE)
+            if candidate not in taken:
+                index = candidate
+                break
+        taken.setdefault(index, label)
+        out[label] = PALETTE[index]
+    return out
+
+
 def color_of(runs: Sequence[RunMetrics], run: RunMetrics) -> str:
-    """The run's colour, the same in every figure."""
-    return PALETTE[runs.index(run) % len(PALETTE)]
+    """The run's colour, the same in every figure and every report (:func:`colors_by_label`)."""
+    return colors_by_label([r.label for r in runs])[run.label]
 
 
 def _png(fig: Figure) -> bytes:
@@ -224,4 +256,14 @@ def time_breakdown_plot(runs: Sequence[RunMetrics]) -> Plot:
     return Plot("time-breakdown", title, caption, _png(fig), absent=absent)
 
 
-__all__ = ["PALETTE", "Plot", "color_of", "line_plot", "speedup_plot", "time_breakdown_plot"]
+__all__ = [
+    "FIXED_COLORS",
+    "PALETTE",
+    "Plot",
+    "color_of",
+    "colors_by_label",
+    "line_plot",
+    "preferred_color",
+    "speedup_plot",
+    "time_breakdown_plot",
+]

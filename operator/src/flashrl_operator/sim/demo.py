@@ -66,10 +66,27 @@ from flashrl_operator.sim.standins import (
 EXAMPLE: Final[Traversable] = resources.files("flashrl_operator.sim") / "example.yaml"
 #: Steps the emulated run completes after its first checkpoint before a GPU node is lost.
 DEMO_STEPS_LOST: Final = 2
+#: Steps attempt 2 runs past the step attempt 1 failed at, to the end of the demo's run.
+DEMO_STEPS_AFTER_FAILURE: Final = 3
+
+
+def demo_total_steps(interval: int) -> int:
+    """The demo run's ``spec.training.totalSteps``: a checkpoint, the steps lost after it, and a few
+    more for the second attempt, every one of them played."""
+    return interval + DEMO_STEPS_LOST + DEMO_STEPS_AFTER_FAILURE
+
+
 #: The whole lifecycle must complete within this many seconds.
 DEFAULT_DEADLINE: Final = 90.0
 #: How the timeline names each actor the emulator records (the rest by their own name).
 WHO: Final[dict[str, str]] = {COMPONENT: "operator", "kopf": "operator (kopf)", USER: "kubectl apply"}
+
+
+def singular(plural: str) -> str:
+    """A resource's plural as the singular kubectl prints (``networkpolicies`` -> ``networkpolicy``)."""
+    if plural.endswith("ies"):
+        return plural[: -len("ies")] + "y"
+    return plural.removesuffix("s")
 
 
 class Timeline:
@@ -99,10 +116,10 @@ class Timeline:
             who = WHO.get(write.actor, write.actor)
             if write.verb in ("create", "apply") and key not in self._seen:
                 self._seen.add(key)
-                self.say(who, f"created {write.plural[:-1]} {write.namespace}/{write.name}")
+                self.say(who, f"created {singular(write.plural)} {write.namespace}/{write.name}")
             elif write.verb == "delete":
                 self._seen.discard(key)
-                self.say(who, f"deleted {write.plural[:-1]} {write.namespace}/{write.name}")
+                self.say(who, f"deleted {singular(write.plural)} {write.namespace}/{write.name}")
 
     def status(self, status: Mapping[str, Any]) -> None:
         """Report a phase change and conditions that changed status or reason.
@@ -173,7 +190,7 @@ class DemoFailedError(Exception):
 NO_FREE_GPU: Final = "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
 
 
-async def _lifecycle(manifest: dict[str, Any], out: TextIO, deadline: float) -> None:
+async def _lifecycle(manifest: dict[str, Any], out: TextIO, deadline: float, full: bool = False) -> None:
     namespace = str(manifest["metadata"].get("namespace") or "default")
     manifest = {**manifest, "metadata": {**manifest["metadata"], "namespace": namespace}}
     name = str(manifest["metadata"]["name"])
@@ -198,11 +215,11 @@ async def _lifecycle(manifest: dict[str, Any], out: TextIO, deadline: float) -> 
         )
         timeline.say("operator", f"started (watching all namespaces; metrics at {operator.metrics_url})")
         state = await _play(cluster, timeline, manifest, namespace, name, deadline)
-        await _show_metrics(cluster, state, namespace, name, out)
+        await _show_metrics(cluster, state, namespace, name, out, full)
         final = await cluster.api.get(JOBS_RESOURCE, namespace, name)
         current = str(((final or {}).get("status") or {}).get("rayJobName") or name)
         ray_job = await cluster.api.get(RAY_JOBS_RESOURCE, namespace, current)
-        if ray_job is not None:
+        if ray_job is not None and full:
             print(
                 "\nThe RayJob the operator applied (as stored by the API server, status omitted):\n", file=out
             )
@@ -212,6 +229,8 @@ async def _lifecycle(manifest: dict[str, Any], out: TextIO, deadline: float) -> 
                 size = len(str(annotations[SPEC_ANNOTATION]))
                 annotations[SPEC_ANNOTATION] = f"<the spec's immutable part as JSON, {size} bytes>"
             print(dump(shown), file=out)
+        elif ray_job is not None:
+            print("\n" + ray_job_summary(ray_job), file=out)
 
 
 async def _play(
@@ -225,18 +244,26 @@ async def _play(
     server, api, kuberay = cluster.server, cluster.api, cluster.kuberay
 
     async def observe() -> dict[str, Any]:
+        # Read in the order things happen: the writes so far, then the Events, then the status. The
+        # operator writes a status before the Event announcing it, so an Event read here is never
+        # printed ahead of the phase change it reports.
+        timeline.objects(server)
+        events = await api.list(EVENTS_RESOURCE, namespace)
         job = await api.get(JOBS_RESOURCE, namespace, name)
         status = dict((job or {}).get("status") or {})
-        timeline.objects(server)
         timeline.status(status)
-        events = await api.list(EVENTS_RESOURCE, namespace)
         timeline.events([e for e in events if e.get("involvedObject", {}).get("name") == name])
         return status
 
     async def until(what: str, check: Any) -> dict[str, Any]:
         async def probe() -> dict[str, Any] | None:
             status = await observe()
-            return status if check(status) else None
+            if not check(status):
+                return None
+            # A check on the server's writes can pass on a write made after observe() printed them:
+            # print it now, before the demo's next line, so the timeline keeps the order of events.
+            timeline.objects(server)
+            return status
 
         remaining = max(1.0, deadline - time.monotonic())
         try:
@@ -269,6 +296,20 @@ async def _play(
                 "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "100Gi"}}},
             },
         )
+    interval = int(
+        manifest.get("spec", {}).get("checkpoint", {}).get("interval", DEFAULT_CHECKPOINT_INTERVAL)
+    )
+    fails_after = interval + DEMO_STEPS_LOST
+    # Every step of the run is played, so Succeeded means what it means in a cluster (a run that ends
+    # before totalSteps is StoppedEarly): the demo's run is short rather than cut short.
+    total = demo_total_steps(interval)
+    timeline.say(
+        "demo",
+        f"spec.training.totalSteps set to {total} (checkpoints every {interval}), so every step runs",
+    )
+    spec = dict(manifest.get("spec") or {})
+    spec["training"] = {**(spec.get("training") or {}), "totalSteps": total}
+    manifest = {**manifest, "spec": spec}
     await api.create(JOBS_RESOURCE, manifest)
     stage_name = f"{name}-stage"
     await until(
@@ -299,7 +340,6 @@ async def _play(
         "the operator to create the RayJob", lambda _s: ("rayjobs", namespace, name) in server.creations
     )
     await until("phase Pending", phase("Pending"))
-    total = int(manifest.get("spec", {}).get("training", {}).get("totalSteps", 150))
     workers = int(manifest.get("spec", {}).get("resources", {}).get("nodes", 1))
     timeline.say(KUBERAY, f"creating the Ray cluster: {_describe(CLUSTER_STARTING)}")
     await kuberay.set_status(namespace, name, CLUSTER_STARTING)
@@ -333,11 +373,6 @@ async def _play(
         timeline.say(KUBERAY, f"{label}: {_describe(status)}")
         await kuberay.set_status(namespace, name, status)
         await until(what, check)
-    interval = int(
-        manifest.get("spec", {}).get("checkpoint", {}).get("interval", DEFAULT_CHECKPOINT_INTERVAL)
-    )
-    fails_after = interval + DEMO_STEPS_LOST
-
     started = time.time()
     # Each attempt's launcher is a new process reading its own attempt-<k>.jsonl: a new run state.
     states: list[RunState] = []
@@ -348,13 +383,13 @@ async def _play(
         if steps.start > 1:
             state.set_checkpoint(steps.start - 1)  # the launcher finds the checkpoint it resumes from
         for step in steps:
-            if step % interval == 0:
+            if step % interval == 0 or step == total:  # verl also saves after the last step
                 path = f"/checkpoints/.../global_step_{step}"
                 timeline.say(LAUNCHER, f"verl saved a checkpoint: status.checkpoint step {step} ({path})")
                 state.set_checkpoint(step)
                 await kuberay.report_checkpoint(namespace, name, step, path, attempt)
             # verl's file-logger line for the step, as the launcher reads it (step times as on 8xH20).
-            metrics = verl_step_metrics(step, fails_after + 1)
+            metrics = verl_step_metrics(step, total)
             state.add(Record(step, metrics), now=started + step * metrics["timing_s/step"])
             timeline.say(
                 LAUNCHER,
@@ -380,12 +415,21 @@ async def _play(
     await until(
         f"the second attempt's RayJob {retry}", lambda _s: ("rayjobs", namespace, retry) in server.creations
     )
+    timeline.say(KUBERAY, f"creating attempt 2's Ray cluster: {_describe(CLUSTER_STARTING)}")
+    await kuberay.set_status(namespace, retry, CLUSTER_STARTING)
+    await until(
+        f"the RayCluster of {retry}",
+        lambda _s: any(
+            p == "rayclusters" and ns == namespace and n.startswith(f"{retry}-")
+            for p, ns, n in server.creations
+        ),
+    )
     timeline.say(KUBERAY, f"attempt 2's Ray cluster is up and verl is running: {_describe(TRAINING)}")
     await kuberay.set_status(namespace, retry, TRAINING)
     await until("phase Running again", phase("Running"))
     timeline.say(LAUNCHER, f"verl resumes from the checkpoint of step {interval} (resumeMode auto)")
-    await run_steps(2, range(interval + 1, fails_after + 2))
-    timeline.say(KUBERAY, f"training finished (demo shortcut): {_describe(SUCCEEDED)}")
+    await run_steps(2, range(interval + 1, total + 1))
+    timeline.say(KUBERAY, f"verl finished step {total}/{total}: {_describe(SUCCEEDED)}")
     await kuberay.set_status(namespace, retry, SUCCEEDED)
     final = await until("phase Succeeded", phase("Succeeded"))
     await until(
@@ -411,9 +455,10 @@ async def _play(
 
 
 async def _show_metrics(
-    cluster: EmulatedCluster, state: RunState, namespace: str, name: str, out: TextIO
+    cluster: EmulatedCluster, state: RunState, namespace: str, name: str, out: TextIO, full: bool = False
 ) -> None:
-    """The job's status.metrics as stored, and one scrape of the launcher's real /metrics exporter."""
+    """The job's status.metrics as stored, and one scrape of the launcher's real /metrics exporter (the
+    series a dashboard starts from, or with ``full`` the whole scrape)."""
     job = await cluster.api.get(JOBS_RESOURCE, namespace, name)
     status = (job or {}).get("status") or {}
     progress = status.get("progress") or {}
@@ -431,8 +476,63 @@ async def _show_metrics(
         text = await asyncio.to_thread(_scrape, url)
     finally:
         server.close()
-    print(f"\nOne scrape of the launcher's /metrics (its exporter, here on {url}):\n", file=out)
-    print(text.rstrip(), file=out)
+    if full:
+        print(f"\nOne scrape of the launcher's /metrics (its exporter, here on {url}):\n", file=out)
+        print(text.rstrip(), file=out)
+        return
+    shown, rest = scrape_excerpt(text)
+    print(f"\nFrom one scrape of the launcher's /metrics (its exporter, here on {url}):\n", file=out)
+    print("\n".join(f"  {line}" for line in shown), file=out)
+    print(f"  ... and {rest} more series (flashrl demo --full prints the whole scrape)", file=out)
+
+
+#: The series of the scrape excerpt: progress, the checkpoint a retry resumes from, speed and mismatch.
+EXCERPT_SERIES: Final = (
+    "flashrl_training_step",
+    "flashrl_training_total_steps",
+    "flashrl_checkpoint_step",
+    "flashrl_throughput_tokens_per_second_per_gpu",
+    "flashrl_rollout_mismatch_kl",
+)
+
+
+def scrape_excerpt(text: str) -> tuple[list[str], int]:
+    """The samples of :data:`EXCERPT_SERIES` in a Prometheus text scrape (no HELP or TYPE lines), and
+    how many other samples it holds."""
+    samples = [line for line in text.splitlines() if line and not line.startswith("#")]
+    shown = [line for line in samples if line.split("{")[0].split(" ")[0] in EXCERPT_SERIES]
+    return shown, len(samples) - len(shown)
+
+
+def ray_job_summary(ray_job: Mapping[str, Any]) -> str:
+    """What a reader needs from the RayJob the operator applied: its command, lifecycle settings and
+    pod groups (``flashrl demo --full`` prints the whole object)."""
+    meta = ray_job.get("metadata") or {}
+    spec = ray_job.get("spec") or {}
+    cluster = spec.get("rayClusterSpec") or {}
+    lines = [
+        f"The RayJob the operator applied, {meta.get('namespace')}/{meta.get('name')} "
+        "(flashrl demo --full prints the whole object):",
+        f"  entrypoint: {spec.get('entrypoint')}",
+        f"  submissionMode {spec.get('submissionMode')}, backoffLimit {spec.get('backoffLimit')} "
+        f"(the operator retries), shutdownAfterJobFinishes {spec.get('shutdownAfterJobFinishes')}, "
+        f"ttlSecondsAfterFinished {spec.get('ttlSecondsAfterFinished')}",
+        f"  Ray {cluster.get('rayVersion')}",
+    ]
+    groups = [("head", 1, cluster.get("headGroupSpec") or {})] + [
+        (str(g.get("groupName")), g.get("replicas"), g) for g in cluster.get("workerGroupSpecs") or []
+    ]
+    for label, replicas, group in groups:
+        pod = (group.get("template") or {}).get("spec") or {}
+        containers = pod.get("containers") or [{}]
+        limits = (containers[0].get("resources") or {}).get("limits") or {}
+        selector = pod.get("nodeSelector") or {}
+        where = f", on nodes {', '.join(f'{k}={v}' for k, v in selector.items())}" if selector else ""
+        lines.append(
+            f"  {label}: {replicas} pod(s) of {containers[0].get('image')}, limits "
+            f"{', '.join(f'{k} {v}' for k, v in limits.items())}{where}"
+        )
+    return "\n".join(lines)
 
 
 def _scrape(url: str) -> str:
@@ -469,8 +569,10 @@ def run_demo(
     err: TextIO,
     deadline_s: float = DEFAULT_DEADLINE,
     experiment_report: Path | None = None,
+    full: bool = False,
 ) -> int:
     """Run the demo; 0 when the lifecycle completed, 1 when it did not, 2 for an invalid manifest.
+    ``full`` prints the whole RayJob and the whole scrape instead of what a reader needs of them.
 
     ``manifest_path`` ``None`` runs the packaged example (:data:`EXAMPLE`). With
     ``experiment_report``, the demo goes on with an emulated two-variant experiment and writes its
@@ -497,7 +599,7 @@ def run_demo(
     started = time.monotonic()
     with _held_logs() as held:
         try:
-            asyncio.run(_lifecycle(dict(docs[0]), out, started + deadline_s))
+            asyncio.run(_lifecycle(dict(docs[0]), out, started + deadline_s, full))
         except DemoFailedError as exc:
             print(f"\nFAILED: the lifecycle did not complete within {deadline_s:.0f}s: {exc}", file=err)
             print("The operator's log:\n" + "\n".join(held.lines[-60:]), file=err)
