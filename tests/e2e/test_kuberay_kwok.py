@@ -291,7 +291,7 @@ def e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
                 plane.root / "logs" / "kwok.log",
             )
             plane.kubectl("apply", "--server-side", "-f", str(kuberay_operator_crds()))
-            plane.kubectl("wait", "--for=condition=Established", "--timeout=120s", "crd/rayjobs.ray.io")
+            plane.wait_established("rayjobs.ray.io", "rayclusters.ray.io")
             env = plane.env() | {
                 "HTTP_PROXY": f"http://127.0.0.1:{dashboard.port}",
                 "NO_PROXY": "127.0.0.1,localhost",

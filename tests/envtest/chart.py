@@ -34,7 +34,7 @@ def install(plane: ControlPlane, *values: str) -> str:
 
 def wait_crds(plane: ControlPlane) -> None:
     """Until both CRDs are Established (the server serves their kinds)."""
-    plane.kubectl("wait", "--for=condition=Established", "--timeout=120s", *(f"crd/{n}" for n in CRD_NAMES))
+    plane.wait_established(*CRD_NAMES)
 
 
 def installed(plane: ControlPlane) -> bool:
@@ -46,8 +46,8 @@ def installed(plane: ControlPlane) -> bool:
 def apply_crd_dir(plane: ControlPlane, folder: Path) -> None:
     """Apply every CRD in ``folder`` (server-side: some are larger than a client-side apply allows)."""
     plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(folder))
-    names = [f"crd/{p.name.split('_', 1)[-1].removesuffix('.yaml')}" for p in sorted(folder.glob("*.yaml"))]
-    plane.kubectl("wait", "--for=condition=Established", "--timeout=120s", *names)
+    names = [p.name.split("_", 1)[-1].removesuffix(".yaml") for p in sorted(folder.glob("*.yaml"))]
+    plane.wait_established(*names)
 
 
 def deployment(plane: ControlPlane) -> dict[str, Any]:

@@ -259,6 +259,27 @@ class ControlPlane:
         out = self.kubectl("get", *args, "-o", "json", check=check)
         return json.loads(out.stdout) if out.returncode == 0 else None
 
+    def wait_established(self, *crds: str, deadline_s: float = 120.0) -> None:
+        """Until every named CRD is Established (served). ``kubectl wait`` fails instead of waiting
+        when a CRD it reads has no status yet, which happens right after it is applied."""
+        deadline = time.monotonic() + deadline_s
+        while True:
+            out = self.kubectl("get", "crd", *crds, "-o", "json", check=False)
+            items = json.loads(out.stdout)["items"] if out.returncode == 0 else []
+            established = {
+                item["metadata"]["name"]
+                for item in items
+                for c in (item.get("status") or {}).get("conditions") or []
+                if c["type"] == "Established" and c["status"] == "True"
+            }
+            if established >= set(crds):
+                return
+            if time.monotonic() > deadline:
+                raise ControlPlaneError(
+                    f"CRDs not established after {deadline_s:.0f} s: {set(crds) - established}"
+                )
+            time.sleep(0.3)
+
     def get(self, path: str) -> str:
         """GET a raw API path as the admin."""
         request = urllib.request.Request(self.server + path, headers=self._auth())

@@ -68,13 +68,7 @@ def chart(control_plane: ControlPlane) -> ControlPlane:
     if not installed(plane):
         install(plane)
     plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(KUBERAY_PINNED_CRDS))
-    plane.kubectl(
-        "wait",
-        "--for=condition=Established",
-        "--timeout=120s",
-        "crd/rayjobs.ray.io",
-        "crd/rayclusters.ray.io",
-    )
+    plane.wait_established("rayjobs.ray.io", "rayclusters.ray.io")
     plane.kubectl("create", "namespace", NAMESPACE, check=False)
     return plane
 
@@ -310,17 +304,22 @@ async def test_deleting_a_job_lets_the_garbage_collector_remove_every_child(
 
 async def test_the_experiment_makes_its_three_jobs(real: Real, operator: OperatorProcess) -> None:
     plane = real.plane
+    # The example runs its variants one after another; without parallelism all three start at once.
     text = EXPERIMENT_EXAMPLE.read_text().replace("namespace: rl\n", f"namespace: {NAMESPACE}\n")
+    text = "\n".join(line for line in text.splitlines() if not line.strip().startswith("parallelism:"))
     plane.kubectl("apply", "-f", "-", stdin=text)
     experiment = plane.get_json("flashrlexperiment", "-n", NAMESPACE)["items"][0]
-    name = experiment["metadata"]["name"]
+    name, uid = experiment["metadata"]["name"], experiment["metadata"]["uid"]
 
-    async def three() -> list[str] | None:
+    async def three() -> list[dict[str, Any]] | None:
         jobs = plane.get_json("flashrljob", "-n", NAMESPACE, "-l", f"flashrl.dev/experiment={name}")["items"]
-        return [j["metadata"]["name"] for j in jobs] if len(jobs) == 3 else None
+        return list(jobs) if len(jobs) == 3 else None
 
-    names = await eventually(three, "the experiment's three FlashRLJobs", WAIT_S)
-    assert all(n.startswith(name) for n in names)
+    jobs = await eventually(three, "the experiment's three FlashRLJobs", WAIT_S)
+    for job in jobs:
+        (owner,) = [r for r in job["metadata"]["ownerReferences"] if r.get("controller")]
+        assert owner["uid"] == uid
+    assert {j["spec"]["rollout"]["quantization"] for j in jobs} == {"blockwise-fp8", "channel-fp8", "bf16"}
 
 
 async def test_two_replicas_share_the_work_through_a_real_lease(

@@ -159,9 +159,7 @@ def generated_specs(count: int) -> list[Any]:
 def judge(control_plane: ControlPlane) -> ServerJudge:
     """The CRDs applied as generated (no chart needed) and a namespace to judge in."""
     control_plane.apply_json(build_crd())
-    control_plane.kubectl(
-        "wait", "--for=condition=Established", "--timeout=120s", "crd/flashrljobs.flashrl.dev"
-    )
+    control_plane.wait_established("flashrljobs.flashrl.dev")
     control_plane.kubectl("create", "namespace", NAMESPACE, check=False)
     return ServerJudge(control_plane)
 
