@@ -40,6 +40,10 @@ class Versions(_Frozen):
     """Versions of the software the images and the cluster must agree on."""
 
     kuberay: str
+    #: The kube-apiserver, controller-manager and scheduler the real-control-plane tests run.
+    kubernetes: str
+    #: kwok, which plays the GPU nodes and their pods in the e2e on the real control plane.
+    kwok: str
     ray: str
     verl: str
     sglang: str
