@@ -302,9 +302,24 @@ def header_problems(raw: Mapping[str, Any], kind: str) -> tuple[Mapping[str, Any
     if not isinstance(name, str) or not name:
         problems.append(Problem("metadata.name", "is required"))
         name = ""
-    elif len(name) > MAX_NAME_LENGTH or not _NAME_RE.match(name):
+    elif len(name) > MAX_NAME_LENGTH or not _NAME_RE.fullmatch(name):
         problems.append(Problem("metadata.name", f"{quote(name)} {NAME_MESSAGE}"))
     return metadata, name, problems
+
+
+def namespace_problems(metadata: Mapping[str, Any]) -> list[Problem]:
+    """``metadata.namespace``, when given, must be a namespace name (matched whole: no trailing newline)."""
+    namespace = metadata.get("namespace")
+    if namespace is None or (
+        isinstance(namespace, str) and len(namespace) <= 63 and _DNS_LABEL_RE.fullmatch(namespace)
+    ):
+        return []
+    return [
+        Problem(
+            "metadata.namespace",
+            f"must be a namespace name (a DNS-1123 label of at most 63 characters), got {quote(namespace)}",
+        )
+    ]
 
 
 def unknown_field_problems(raw: Mapping[str, Any]) -> list[Problem]:
@@ -321,17 +336,7 @@ def parse_job(raw: Any) -> FlashRLJob:
     if shape is not None:
         raise SpecError([Problem("", f"the document {shape}")])
     metadata, _name, problems = header_problems(raw, KIND)
-    namespace = metadata.get("namespace")
-    if namespace is not None and (
-        not isinstance(namespace, str) or len(namespace) > 63 or not _DNS_LABEL_RE.match(namespace)
-    ):
-        problems.append(
-            Problem(
-                "metadata.namespace",
-                f"must be a namespace name (a DNS-1123 label of at most 63 characters), "
-                f"got {quote(namespace)}",
-            )
-        )
+    problems.extend(namespace_problems(metadata))
     uid = metadata.get("uid")
     if uid is not None and (not isinstance(uid, str) or len(uid) > 128):
         problems.append(Problem("metadata.uid", f"must be a string set by the API server, got {quote(uid)}"))

@@ -59,7 +59,7 @@ def format_value(value: Value) -> str:
         return repr(value)
     if isinstance(value, list):
         return "[" + ",".join(format_value(v) for v in value) + "]"
-    if _PLAIN.match(value) and value.lower() not in {"null", "true", "false"}:
+    if _PLAIN.fullmatch(value) and value.lower() not in {"null", "true", "false"}:
         return value
     escaped = value.replace("\\", "\\\\").replace("'", "\\'")
     return f"'{escaped}'"

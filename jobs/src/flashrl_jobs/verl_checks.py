@@ -165,7 +165,7 @@ def _walk_config(node: Any, depth: int = 0) -> None:
         for key, value in node.items():
             if key in _REFUSED_CONFIG_KEYS:
                 raise InstantiationRefusedError(f"refused: instantiation key {key} in a config")
-            if key == "_target_" and not (isinstance(value, str) and _VERL_TARGET.match(value)):
+            if key == "_target_" and not (isinstance(value, str) and _VERL_TARGET.fullmatch(value)):
                 raise InstantiationRefusedError("refused: a target outside verl's config classes")
             _walk_config(value, depth + 1)
     elif isinstance(node, list):
@@ -193,7 +193,7 @@ def instantiation_guard() -> Iterator[None]:
         raise InstantiationRefusedError("unknown Hydra internals: instantiation cannot be guarded")
 
     def resolve(target: Any, *args: Any, **kwargs: Any) -> Any:
-        if not (isinstance(target, str) and _VERL_TARGET.match(target)):
+        if not (isinstance(target, str) and _VERL_TARGET.fullmatch(target)):
             raise InstantiationRefusedError("refused: a target outside verl's config classes")
         found = real_resolve(target, *args, **kwargs)
         if not (isinstance(found, type) and dataclasses.is_dataclass(found)):
