@@ -363,6 +363,27 @@ def parse_job(raw: Any) -> FlashRLJob:
 _STATUS_ALIASES = frozenset(f.alias for f in FlashRLJobStatus.model_fields.values() if f.alias is not None)
 
 
+#: libyaml's safe loader when PyYAML was built with it (several times faster on large input), else
+#: PyYAML's own; both construct only plain YAML types.
+_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_VALUE_EVENTS = (yaml.ScalarEvent, yaml.MappingStartEvent, yaml.SequenceStartEvent, yaml.AliasEvent)
+
+
+def _count_values(text: str, source: str) -> None:
+    """Refuse a stream holding more than :data:`MAX_NODES` values before any object is built: the
+    parser's events are cheap, constructing millions of Python objects is not (a 2.8 MB input took
+    half a minute). A parse error here is left for the real load to report."""
+    count = 0
+    try:
+        for event in yaml.parse(text, Loader=_LOADER):
+            if isinstance(event, _VALUE_EVENTS):
+                count += 1
+                if count > MAX_NODES:
+                    raise SpecError([Problem("", f"{source} holds more than {MAX_NODES} values")])
+    except (yaml.YAMLError, RecursionError, ValueError):
+        return
+
+
 def load_documents(text: str, source: str = "<input>") -> list[Any]:
     """Parse a YAML stream, turning every parser failure into a :class:`SpecError`.
 
@@ -370,10 +391,11 @@ def load_documents(text: str, source: str = "<input>") -> list[Any]:
     once per nesting level), ``ValueError`` (a date such as 2024-13-45, an integer beyond Python's
     digit limit). Each is a problem with the input, reported as one line.
     """
-    if len(text) > MAX_MANIFEST_BYTES:
+    if len(text) > MAX_MANIFEST_BYTES or len(text.encode("utf-8", "surrogatepass")) > MAX_MANIFEST_BYTES:
         raise SpecError([Problem("", f"{source} is larger than {MAX_MANIFEST_BYTES} bytes")])
+    _count_values(text, source)
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        docs = [d for d in yaml.load_all(text, Loader=_LOADER) if d is not None]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""

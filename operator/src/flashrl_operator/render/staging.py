@@ -72,16 +72,18 @@ def staging_job(job: FlashRLJob) -> dict[str, Any] | None:
         # The rules refuse a staged source on a volume without a claim.
         volumes.append({"name": VOLUME_NAMES[key], "persistentVolumeClaim": {"claimName": volume.claim_name}})
         mounts.append({"name": VOLUME_NAMES[key], "mountPath": volume.mount_path})
-    env: list[dict[str, Any]] = [
-        {"name": k, "value": v}
-        for k, v in {
-            **pod_env(spec),
-            **{var.name: var.value for var in spec.env},
-            "NVIDIA_VISIBLE_DEVICES": "void",
-            "HF_HUB_DISABLE_TELEMETRY": "1",
-        }.items()
-    ]
+    values = {
+        **pod_env(spec),
+        **{var.name: var.value for var in spec.env},
+        "NVIDIA_VISIBLE_DEVICES": "void",
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+    }
     token = spec.hugging_face.token_secret
+    if token:
+        # The Secret's token wins: a second HF_TOKEN from spec.env would make the container list
+        # the variable twice (server-side apply refuses duplicate keys).
+        values.pop(TOKEN_KEY, None)
+    env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in values.items()]
     if token:
         env.append(
             {
