@@ -275,11 +275,18 @@ def _remote_files(api: HfApi, item: StagedSource) -> tuple[str, list[RemoteFile]
         EntryNotFoundError,
         GatedRepoError,
         HfHubHTTPError,
+        HFValidationError,
         RepositoryNotFoundError,
         RevisionNotFoundError,
     )
+    from huggingface_hub.utils._validators import validate_repo_id
 
     src = item.source
+    try:
+        # The spec's rules already hold the Hub's naming rules; the library's own check is the last word.
+        validate_repo_id(src.repo_id)
+    except HFValidationError:
+        raise StagingError("UnsafePath", f"{src.repo_id} is not a repository id the Hub accepts") from None
     try:
         info = api.repo_info(src.repo_id, repo_type=src.repo_type, revision=src.revision, files_metadata=True)
     except GatedRepoError:
