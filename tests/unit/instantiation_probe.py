@@ -33,7 +33,9 @@ class Traps:
         assert self.requests == [], f"a probe made a request: {self.requests}"
         for text in outputs:
             assert SECRET not in text, "the secret file's content reached the output"
-            assert str(self.forbidden.parent) not in text or "cwd" not in text
+            # No path of the traps' directory either: it is the working directory of the processes the
+            # tests start, so an answer from os.getcwd (or an echoed argument) would show it.
+            assert str(self.secret.parent) not in text, "a path of the traps' directory reached the output"
 
 
 @contextmanager
