@@ -42,8 +42,10 @@ from flashrl_api import FlashRLJob, Problem
 WALL_TIMEOUT_SECONDS: Final = 180.0
 #: CPU seconds the child may use (a check uses 2-5).
 CPU_SECONDS: Final = 60
-#: Address space the child may map (Python, pydantic, Hydra and verl's config modules need ~0.5 GiB).
-ADDRESS_SPACE_BYTES: Final = 2 * 1024**3
+#: Address space the child may map. Python, pydantic, Hydra and verl's config modules need ~0.5 GiB;
+#: where torch is installed (a user's machine, the trainer image) verl's checks import it, and its
+#: shared libraries alone map a few GiB of address space, so the bound is generous.
+ADDRESS_SPACE_BYTES: Final = 8 * 1024**3
 #: Variables the child gets: nothing of the caller's.
 CHILD_ENV: Final[Mapping[str, str]] = {
     "PATH": "/usr/bin:/bin",
