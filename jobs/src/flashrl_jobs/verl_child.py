@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 import json
 import os
 import subprocess
@@ -187,8 +188,10 @@ _REFUSED_EVENTS: Final = (
     "sqlite3.",
     "winreg.",
 )
-#: Modules imported before the audit hook is added (see :func:`child_main`).
-_PRELOADED: Final = ("numpy",)
+#: Modules imported, when installed, before the audit hook is added (see :func:`child_main`): their
+#: import loads shared libraries through ctypes, which the hook refuses. torch is among them only
+#: where it is installed (verl's checks then import the real one, as in the trainer image).
+_PRELOADED: Final = ("numpy", "torch")
 #: File-system reads confined to the import roots.
 _READ_EVENTS: Final = ("open", "os.listdir", "os.scandir", "glob.glob", "os.walk")
 
@@ -261,10 +264,9 @@ def child_main(request: Mapping[str, Any]) -> None:
     out = int(sys.argv[1])
     _set_limits()
     for name in _PRELOADED:
-        # Imported before the hook: their import loads shared libraries through ctypes, which the
-        # hook refuses afterwards.
-        with contextlib.suppress(ImportError):
-            importlib.import_module(name)
+        if importlib.util.find_spec(name) is not None:
+            with contextlib.suppress(ImportError):
+                importlib.import_module(name)
     sys.addaudithook(_audit_hook(_import_roots()))
     answer: dict[str, Any] = {"problems": [], "skipped": []}
     try:
