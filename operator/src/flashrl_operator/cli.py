@@ -89,7 +89,8 @@ def override_problems(job: FlashRLJob, *, start_up_checks: bool = True) -> Confi
 
     With hydra and verl's config files importable (the dev venv and the trainer image) the overrides
     are composed against the pinned verl config and verl 0.9.1's start-up checks run on the result
-    (``flashrl_jobs.verl_config.check_config``), each problem at its field path; otherwise only the
+    (``flashrl_jobs.verl_config.check_config``, in a sandboxed child process:
+    :func:`checked_in_sandbox`), each problem at its field path; otherwise only the
     keys the spec owns are refused, and the note says the rest went unchecked. ``start_up_checks=False``
     composes the overrides only (for a spec whose own rules already failed: verl would repeat them).
     """
