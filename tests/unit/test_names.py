@@ -227,3 +227,27 @@ def test_a_namespace_with_a_newline_is_refused_for_jobs_and_experiments() -> Non
         }
     )
     assert experiment is None and [p.path for p in problems] == ["metadata.namespace"]
+
+
+def test_a_63_character_experiment_name_is_refused_at_each_variant_not_rendered_too_long() -> None:
+    """A variant's FlashRLJob is ``<experiment>-<variant>``: with a 63-character experiment name it cannot
+    fit, and each variant is refused at its field path (by the API server's CEL twin as well) rather
+    than rendered into names the API server would refuse."""
+    from flashrl_api.experiment import experiment_problems
+
+    experiment, problems = experiment_problems(
+        {
+            "apiVersion": "flashrl.dev/v1alpha1",
+            "kind": "FlashRLExperiment",
+            "metadata": {"name": "e" * 63, "namespace": "team-a"},
+            "spec": {
+                "variants": [
+                    {"name": "bf16", "spec": {"rollout": {"quantization": "bf16"}}},
+                    {"name": "fp8", "spec": {"rollout": {"quantization": "blockwise-fp8"}}},
+                ]
+            },
+        }
+    )
+    assert experiment is None
+    assert {p.path for p in problems} == {"spec.variants[0].name", "spec.variants[1].name"}
+    assert all("at most 63" in p.message for p in problems)
