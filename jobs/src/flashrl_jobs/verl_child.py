@@ -33,7 +33,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -229,7 +229,15 @@ def _writes(mode: Any, flags: Any) -> bool:
     return False
 
 
+#: Never readable, whatever the import roots are: where Kubernetes mounts ServiceAccount tokens and
+#: Secrets.
+_NEVER_READ: Final = ("/var/run/secrets", "/run/secrets")
+
+
 def _audit_hook(roots: tuple[str, ...]) -> Any:
+    def under(real: str, tops: Iterable[str]) -> bool:
+        return any(real == top or real.startswith(top + os.sep) for top in tops)
+
     def within(path: Any) -> bool:
         if isinstance(path, int):
             return True  # an already open descriptor
@@ -237,7 +245,7 @@ def _audit_hook(roots: tuple[str, ...]) -> Any:
             real = os.path.realpath(os.fsdecode(path))
         except (TypeError, ValueError):
             return False
-        return any(real == root or real.startswith(root + os.sep) for root in roots)
+        return under(real, roots) and not under(real, _NEVER_READ)
 
     def hook(event: str, args: tuple[Any, ...]) -> None:
         if event.startswith(_REFUSED_EVENTS):
