@@ -36,6 +36,17 @@ HOSTILE: list[Any] = [
     "/dev/shm",
     "nvidia.com/gpu",
     "hf.token",
+    # Issue 18: a trailing newline, Hub names and revisions the Hub refuses, paths with '..', and
+    # overrides that name code or reach the reserved environment.
+    "abc\n",
+    "hf://a..b/c",
+    "hf://a--b/c",
+    "hf://a/b@%2e%2e",
+    "hf://datasets/a/b/../x.parquet",
+    "/data/../etc/passwd",
+    ["+actor_rollout_ref.rollout.pwn={_target_:builtins.open,_args_:['/etc/hostname']}"],
+    ["++ray_kwargs.ray_init.runtime_env.env_vars.LD_PRELOAD=/x.so"],
+    ["+ray_kwargs.ray_init.address=evil:6379"],
 ]
 
 

@@ -180,3 +180,14 @@ def test_constraints_pin_every_dependency_within_pyproject(image: str, extras: t
         assert req.specifier.contains(pins[name], prereleases=True), f"{image}: {name}=={pins[name]} vs {req}"
     # Versions recorded in pins.yaml are passed as build args, never repeated.
     assert "ray" not in pins and "verl" not in pins
+
+
+def test_the_trainer_image_pins_huggingface_hub_within_the_stage_extra() -> None:
+    """Issue 18: the staging Job's Hub client is a pinned version, the one the CPU trainer image (and so
+    the staging tests) runs, installed from the trainer's constraints file."""
+    pins = _constraints("trainer")
+    (hub,) = [r for r in _requirements("stage") if r.name.lower().replace("_", "-") == "huggingface-hub"]
+    assert hub.specifier.contains(pins["huggingface-hub"])
+    assert pins["huggingface-hub"] == _constraints("trainer-cpu")["huggingface-hub"]
+    dockerfile = (REPO / "images" / "trainer" / "Dockerfile").read_text(encoding="utf-8")
+    assert "--constraint /tmp/flashrl-src/constraints.txt huggingface_hub" in dockerfile

@@ -157,7 +157,9 @@ class Process:
 def _stages(root: Path) -> Path:
     if not KWOK_STAGES.is_dir():
         pytest.fail(f"kwok's stages not found at {KWOK_STAGES}: run `make tools`")
-    files = [*sorted((KWOK_STAGES / "node" / "fast").glob("*.yaml"))]
+    files = [
+        p for p in sorted((KWOK_STAGES / "node" / "fast").glob("*.yaml")) if p.name != "kustomization.yaml"
+    ]
     files += [
         KWOK_STAGES / "pod" / "fast" / "pod-ready.yaml",
         KWOK_STAGES / "pod" / "fast" / "pod-delete.yaml",
@@ -290,7 +292,11 @@ def e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
                 plane.env(),
                 plane.root / "logs" / "kwok.log",
             )
-            plane.kubectl("apply", "--server-side", "-f", str(kuberay_operator_crds()))
+            # File by file: kubectl does not read a folder reached through a symlink (.tools/crds/kuberay).
+            crds = [
+                arg for path in sorted(kuberay_operator_crds().glob("*.yaml")) for arg in ("-f", str(path))
+            ]
+            plane.kubectl("apply", "--server-side", *crds)
             plane.wait_established("rayjobs.ray.io", "rayclusters.ray.io")
             env = plane.env() | {
                 "HTTP_PROXY": f"http://127.0.0.1:{dashboard.port}",

@@ -45,8 +45,11 @@ def installed(plane: ControlPlane) -> bool:
 
 def apply_crd_dir(plane: ControlPlane, folder: Path) -> None:
     """Apply every CRD in ``folder`` (server-side: some are larger than a client-side apply allows)."""
-    plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(folder))
-    names = [p.name.split("_", 1)[-1].removesuffix(".yaml") for p in sorted(folder.glob("*.yaml"))]
+    files = sorted(folder.glob("*.yaml"))
+    plane.kubectl(
+        "apply", "--server-side", "--force-conflicts", *(arg for f in files for arg in ("-f", str(f)))
+    )
+    names = [p.name.split("_", 1)[-1].removesuffix(".yaml") for p in files]
     plane.wait_established(*names)
 
 

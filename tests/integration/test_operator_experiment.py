@@ -240,3 +240,97 @@ def test_the_demos_experiment_completes_and_writes_its_report(tmp_path: Path) ->
     assert "read 2 histories over the API" in text
     page = (tmp_path / "report" / "report.html").read_text()
     assert "SYNTHETIC" in page and page.count('src="data:image/png;base64,') == 8
+
+
+# --- issue 18: tenancy probes ---------------------------------------------------------------------
+
+
+def _variants_manifest(name: str, variants: list[str]) -> dict[str, Any]:
+    manifest = experiment_manifest(name)
+    manifest["spec"]["variants"] = [
+        {"name": v, "spec": {"rollout": {"quantization": "bf16" if "bf16" in v else "blockwise-fp8"}}}
+        for v in variants
+    ]
+    return manifest
+
+
+async def test_colliding_experiments_never_take_each_others_jobs(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    """Experiment ``ab`` with variant ``x-bf16`` and ``ab-x`` with variant ``bf16`` both name a job
+    ``ab-x-bf16``: the first keeps it, the second reports JobNameTaken naming the owner."""
+    await start_operator(resync_interval=0.5)
+    first = await cluster.api.create(EXPERIMENTS_RESOURCE, _variants_manifest("ab", ["x-bf16", "fp8"]))
+    taken = await cluster.wait_for(JOBS_RESOURCE, "ab-x-bf16")
+    await cluster.api.create(EXPERIMENTS_RESOURCE, _variants_manifest("ab-x", ["bf16", "fp8"]))
+    status = await wait_experiment(
+        cluster, "ab-x", lambda s: s.get("reason") == "JobNameTaken", "JobNameTaken"
+    )
+    assert "ab-x-bf16" in status["message"] and first["metadata"]["uid"] in status["message"]
+    assert [v["phase"] for v in status["variants"] if v["name"] == "bf16"] == ["Waiting"]
+    await cluster.wait_for(JOBS_RESOURCE, "ab-x-fp8")  # its other variant goes ahead
+    # A few resyncs later the first experiment's job is as it made it (its own reconciler writes its
+    # status), and still its own.
+    await wait_experiment(cluster, "ab", lambda s: s.get("finished") == "0/2", "ab's variants exist")
+    now = await cluster.api.get(JOBS_RESOURCE, NAMESPACE, "ab-x-bf16")
+    assert now is not None
+    for key in ("ownerReferences", "labels", "uid"):
+        assert now["metadata"].get(key) == taken["metadata"].get(key), key
+    assert now["spec"] == taken["spec"]
+    first_status = await experiment_status(cluster, "ab")
+    assert "JobDeleted" not in str(first_status)
+
+
+async def test_a_users_job_with_a_variants_name_is_never_adopted(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    """A FlashRLJob the experiment did not create (same name, label and spec) is left alone."""
+    from operator_harness import job_manifest
+
+    mine = job_manifest("own-fp8", {"training": {"totalSteps": STEPS}})
+    mine["metadata"]["labels"] = {"flashrl.dev/experiment": "own"}
+    await cluster.api.create(JOBS_RESOURCE, mine)
+    before = await cluster.api.get(JOBS_RESOURCE, NAMESPACE, "own-fp8")
+    await start_operator(resync_interval=0.5)
+    await cluster.api.create(EXPERIMENTS_RESOURCE, _variants_manifest("own", ["fp8", "bf16"]))
+    status = await wait_experiment(
+        cluster, "own", lambda s: s.get("reason") == "JobNameTaken", "JobNameTaken"
+    )
+    assert "own-fp8" in status["message"] and "it has no controller" in status["message"]
+    await cluster.wait_for(JOBS_RESOURCE, "own-bf16")
+    after = await cluster.api.get(JOBS_RESOURCE, NAMESPACE, "own-fp8")
+    assert after is not None and before is not None
+    assert after["metadata"].get("ownerReferences") is None
+    assert after["spec"] == before["spec"] and after["metadata"]["labels"] == before["metadata"]["labels"]
+
+
+async def test_a_configmap_under_the_metrics_name_is_left_alone(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    """Someone else's ``<job>-metrics`` ConfigMap is not overwritten, adopted or garbage-collected with
+    the job: it stays byte-identical and the job gets a ChildConflict Event."""
+    from operator_harness import job_manifest
+
+    squatter = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "sq-metrics", "namespace": NAMESPACE, "labels": {"owner": "someone-else"}},
+        "data": {HISTORY_KEY: "theirs"},
+    }
+    await cluster.api.create(CONFIG_MAPS_RESOURCE, squatter)
+    before = await cluster.api.get(CONFIG_MAPS_RESOURCE, NAMESPACE, "sq-metrics")
+    await start_operator()
+    await cluster.api.create(JOBS_RESOURCE, job_manifest("sq", {"training": {"totalSteps": STEPS}}))
+    await cluster.wait_for(RAY_JOBS_RESOURCE, "sq")
+    await cluster.kuberay.set_status(NAMESPACE, "sq", TRAINING)
+    await cluster.wait_phase("sq", "Running")
+    record = next(r for r in records("bf16", STEPS) if r["step"] == 1)
+    await cluster.kuberay.report_named_metrics(NAMESPACE, "sq", 1, STEPS, record["data"], REPORTED)
+
+    async def warned() -> bool | None:
+        events = await cluster.events_for("sq")
+        hits = [e for e in events if e["reason"] == "ChildConflict" and "sq-metrics" in e["message"]]
+        return True if hits else None
+
+    await eventually(warned, "a ChildConflict Event about sq-metrics", 20.0)
+    assert await cluster.api.get(CONFIG_MAPS_RESOURCE, NAMESPACE, "sq-metrics") == before

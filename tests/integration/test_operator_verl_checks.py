@@ -58,3 +58,44 @@ async def test_a_job_verl_accepts_goes_ahead(cluster: Cluster, start_operator: S
     )
     await cluster.wait_phase("verl-accepts", "Pending")
     assert await cluster.api.get(RAY_JOBS_RESOURCE, NAMESPACE, "verl-accepts") is not None
+
+
+def _probe_module() -> Any:
+    """tests/unit/instantiation_probe.py, shared with ``flashrl validate``'s test of the same probe."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    if "instantiation_probe" in sys.modules:
+        return sys.modules["instantiation_probe"]
+
+    path = Path(__file__).resolve().parents[1] / "unit" / "instantiation_probe.py"
+    spec = importlib.util.spec_from_file_location("instantiation_probe", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["instantiation_probe"] = module  # its dataclass looks itself up there
+    spec.loader.exec_module(module)
+    return module
+
+
+async def test_the_instantiation_probe_is_refused_and_touches_nothing(
+    cluster: Cluster, start_operator: StartOperator, tmp_path: Any
+) -> None:
+    """Issue 18: overrides naming ``builtins.open``, ``urlopen`` and ``os.getcwd`` through every place an
+    override can go are refused at their field paths; no file is read or written, no request made, and
+    neither the status nor an Event carries anything from outside the spec."""
+    probe = _probe_module()
+    await start_operator(check_overrides=True)
+    with probe.traps(tmp_path) as traps:
+        overrides = probe.probe_overrides(traps)
+        await cluster.api.create(JOBS_RESOURCE, job_manifest("probe", {"overrides": overrides}))
+        status = await cluster.wait_phase("probe", "Failed")
+        assert status["reason"] == "InvalidSpec"
+        for index in range(len(overrides)):
+            assert f"spec.overrides[{index}]: " in status["message"], status["message"]
+        events = await cluster.events_for("probe")
+        assert events, "the refusal is announced by an Event"
+        import json
+
+        traps.assert_untouched(json.dumps(status), json.dumps(events))
+    assert _created_children(cluster) == set()

@@ -258,3 +258,32 @@ def test_local_data_paths_get_the_same_column_check(hub: FakeHub, tmp_path: Path
     job = write_job(tmp_path, data={"train": str(data / "mine.parquet")})
     reason = _failure(stage(hub, job, tmp_path), tmp_path)
     assert reason.startswith("MissingColumn: ") and "data_source" in reason
+
+
+# --- issue 18: staging writes only inside the claim's mount -----------------------------------------
+
+
+@pytest.mark.parametrize("hostile", ["../../escaped.txt", "/abs/escaped.txt", "a/./b", "a\\..\\b", "x\nname"])
+def test_a_hostile_name_in_the_hubs_listing_is_refused_with_its_cause(
+    hub: FakeHub, tmp_path: Path, hostile: str
+) -> None:
+    hub.repos[("model", MODEL)].files[hostile] = b"payload"
+    result = stage(hub, write_job(tmp_path), tmp_path)
+    reason = _failure(result, tmp_path)
+    assert reason.startswith("UnsafePath: tiny-org/tiny-model: ")
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "escaped.txt").exists() and not Path("/abs/escaped.txt").exists()
+    assert hub.downloads() == []  # refused from the listing, before any download
+
+
+def test_a_symlink_planted_on_the_claim_is_not_followed_out_of_it(hub: FakeHub, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "hf").symlink_to(outside, target_is_directory=True)
+    result = stage(hub, write_job(tmp_path), tmp_path)
+    reason = _failure(result, tmp_path)
+    assert reason.startswith("UnsafePath: hf://tiny-org/tiny-model@main: ")
+    assert "Traceback" not in result.stderr
+    assert list(outside.iterdir()) == []

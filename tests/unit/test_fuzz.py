@@ -49,6 +49,21 @@ FUZZ = settings(
 )
 
 
+#: Issue 18's probes as whole specs: each must be refused, every problem at a field path.
+ISSUE_18_SPECS: list[dict[str, Any]] = [
+    {"overrides": ["+a.b={_target_:builtins.float,_args_:[{_target_:builtins.next}]}"]},
+    {"overrides": ["actor_rollout_ref.actor._target_=builtins.open"]},
+    {"overrides": ["++trainer.x=[1,{c:{_partial_:true}}]"]},
+    {"overrides": ["+trainer.x=choice({_target_:os.getcwd},1)"]},
+    {"overrides": ["+ray_kwargs.ray_init.runtime_env.env_vars.FLASHRL_SPEC=/x"]},
+    {"overrides": ["ray_kwargs.ray_init={address:evil:6379}"]},
+    {"model": {"source": "hf://a..b/c"}},
+    {"model": {"source": "hf://a/b@%2e%2e"}},
+    {"data": {"train": "hf://datasets/a/b/../x.parquet"}},
+    {"data": {"train": "/data/../etc/passwd"}},
+]
+
+
 def manifests() -> st.SearchStrategy[dict[str, Any]]:
     spec = from_crd(spec_schema())
     return st.fixed_dictionaries(
@@ -61,7 +76,7 @@ def manifests() -> st.SearchStrategy[dict[str, Any]]:
                         lambda n: len(n) <= 63
                     )
                 },
-                optional={"namespace": st.sampled_from(["rl", "team-a", 7, "Bad_NS"])},
+                optional={"namespace": st.sampled_from(["rl", "team-a", 7, "Bad_NS", "team-a\n"])},
             ),
             "spec": st.one_of(spec, mutated(spec)),
         }
@@ -117,3 +132,20 @@ def test_each_hostile_value_at_the_top_of_the_spec(value: Any) -> None:
         "accepted",
         "refused",
     )
+
+
+@pytest.mark.parametrize("spec", ISSUE_18_SPECS, ids=[str(s)[:40] for s in ISSUE_18_SPECS])
+def test_issue_18_probes_are_refused_with_field_paths(spec: dict[str, Any]) -> None:
+    pytest.importorskip("hydra")
+    assert check(
+        {"apiVersion": "flashrl.dev/v1alpha1", "kind": "FlashRLJob", "metadata": {"name": "j"}, "spec": spec}
+    ) == ("refused")
+
+
+@pytest.mark.parametrize(
+    "metadata", [{"name": "abc\n"}, {"name": "abc", "namespace": "rl\n"}, {"name": "a" * 64}]
+)
+def test_issue_18_names_are_matched_whole(metadata: dict[str, Any]) -> None:
+    assert check(
+        {"apiVersion": "flashrl.dev/v1alpha1", "kind": "FlashRLJob", "metadata": metadata, "spec": {}}
+    ) == ("refused")

@@ -569,3 +569,34 @@ def test_attempt_names_stay_valid_ray_job_names() -> None:
     names = {attempt_ray_job_name(job, k) for k in range(1, 102)}
     assert len(names) == 101
     assert all(len(n) <= 47 and n[0].isalpha() and not n.endswith("-") for n in names)
+
+
+def test_hf_token_is_set_once_in_the_staging_container_and_the_secrets_wins() -> None:
+    """Issue 18: ``HF_TOKEN`` in ``spec.env`` and a token Secret would list the variable twice, which
+    server-side apply refuses; the Secret's is the one kept."""
+    from flashrl_api import parse_job
+    from flashrl_operator.render.staging import staging_job
+
+    job = parse_job(
+        {
+            "apiVersion": "flashrl.dev/v1alpha1",
+            "kind": "FlashRLJob",
+            "metadata": {"name": "tok", "namespace": "rl"},
+            "spec": {
+                "env": [{"name": "HF_TOKEN", "value": "from-the-spec"}],
+                "huggingFace": {"tokenSecret": "hf-token"},
+            },
+        }
+    )
+    rendered = staging_job(job)
+    assert rendered is not None
+    env = rendered["spec"]["template"]["spec"]["containers"][0]["env"]
+    tokens = [e for e in env if e["name"] == "HF_TOKEN"]
+    assert tokens == [
+        {
+            "name": "HF_TOKEN",
+            "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "HF_TOKEN", "optional": True}},
+        }
+    ]
+    names = [e["name"] for e in env]
+    assert len(names) == len(set(names))

@@ -134,3 +134,13 @@ def largest_job_from(spec: dict[str, Any]) -> FlashRLJob:
     return parse_job(
         {"apiVersion": "flashrl.dev/v1alpha1", "kind": "FlashRLJob", "metadata": {"name": "j"}, "spec": spec}
     )
+
+
+def test_a_stream_of_too_many_values_is_refused_before_objects_are_built() -> None:
+    """Issue 18: 150,000 small values (2.7 MB, under the byte limit) are refused by counting the
+    parser's events, not after building them all; an alias-free input, so only the count stops it."""
+    from flashrl_api.manifest import MAX_NODES, SpecError, load_documents
+
+    text = "".join(f"k{i}: [1, 2]\n" for i in range(MAX_NODES // 2 + 1))
+    with pytest.raises(SpecError, match=f"holds more than {MAX_NODES} values"):
+        load_documents(text, "big.yaml")

@@ -41,6 +41,7 @@ from flashrl_api.manifest import (
     _humanize,
     _loc_to_path,
     header_problems,
+    namespace_problems,
     spec_problems,
     unknown_field_problems,
 )
@@ -476,6 +477,7 @@ def experiment_problems(
 ) -> tuple[FlashRLExperiment | None, list[Problem]]:
     """Validate a whole FlashRLExperiment; every problem has its field path."""
     metadata, name, problems = header_problems(raw, EXPERIMENT_KIND)
+    problems.extend(namespace_problems(metadata))
     problems.extend(unknown_field_problems(raw))
     raw_spec = raw.get("spec") if raw.get("spec") is not None else {}
     if not isinstance(raw_spec, Mapping):

@@ -322,9 +322,24 @@ def header_problems(raw: Mapping[str, Any], kind: str) -> tuple[Mapping[str, Any
     if not isinstance(name, str) or not name:
         problems.append(Problem("metadata.name", "is required"))
         name = ""
-    elif len(name) > MAX_NAME_LENGTH or not _NAME_RE.match(name):
+    elif len(name) > MAX_NAME_LENGTH or not _NAME_RE.fullmatch(name):
         problems.append(Problem("metadata.name", f"{quote(name)} {NAME_MESSAGE}"))
     return metadata, name, problems
+
+
+def namespace_problems(metadata: Mapping[str, Any]) -> list[Problem]:
+    """``metadata.namespace``, when given, must be a namespace name (matched whole: no trailing newline)."""
+    namespace = metadata.get("namespace")
+    if namespace is None or (
+        isinstance(namespace, str) and len(namespace) <= 63 and DNS_LABEL_RE.fullmatch(namespace)
+    ):
+        return []
+    return [
+        Problem(
+            "metadata.namespace",
+            f"must be a namespace name (a DNS-1123 label of at most 63 characters), got {quote(namespace)}",
+        )
+    ]
 
 
 def unknown_field_problems(raw: Mapping[str, Any]) -> list[Problem]:
@@ -341,17 +356,7 @@ def parse_job(raw: Any) -> FlashRLJob:
     if shape is not None:
         raise SpecError([Problem("", f"the document {shape}")])
     metadata, _name, problems = header_problems(raw, KIND)
-    namespace = metadata.get("namespace")
-    if namespace is not None and (
-        not isinstance(namespace, str) or len(namespace) > 63 or not DNS_LABEL_RE.match(namespace)
-    ):
-        problems.append(
-            Problem(
-                "metadata.namespace",
-                f"must be a namespace name (a DNS-1123 label of at most 63 characters), "
-                f"got {quote(namespace)}",
-            )
-        )
+    problems.extend(namespace_problems(metadata))
     uid = metadata.get("uid")
     if uid is not None and (not isinstance(uid, str) or len(uid) > 128):
         problems.append(Problem("metadata.uid", f"must be a string set by the API server, got {quote(uid)}"))
@@ -378,6 +383,27 @@ def parse_job(raw: Any) -> FlashRLJob:
 _STATUS_ALIASES = frozenset(f.alias for f in FlashRLJobStatus.model_fields.values() if f.alias is not None)
 
 
+#: libyaml's safe loader when PyYAML was built with it (several times faster on large input), else
+#: PyYAML's own; both construct only plain YAML types.
+_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_VALUE_EVENTS = (yaml.ScalarEvent, yaml.MappingStartEvent, yaml.SequenceStartEvent, yaml.AliasEvent)
+
+
+def _count_values(text: str, source: str) -> None:
+    """Refuse a stream holding more than :data:`MAX_NODES` values before any object is built: the
+    parser's events are cheap, constructing millions of Python objects is not (a 2.8 MB input took
+    half a minute). A parse error here is left for the real load to report."""
+    count = 0
+    try:
+        for event in yaml.parse(text, Loader=_LOADER):
+            if isinstance(event, _VALUE_EVENTS):
+                count += 1
+                if count > MAX_NODES:
+                    raise SpecError([Problem("", f"{source} holds more than {MAX_NODES} values")])
+    except (yaml.YAMLError, RecursionError, ValueError):
+        return
+
+
 def load_documents(text: str, source: str = "<input>") -> list[Any]:
     """Parse a YAML stream, turning every parser failure into a :class:`SpecError`.
 
@@ -385,8 +411,9 @@ def load_documents(text: str, source: str = "<input>") -> list[Any]:
     once per nesting level), ``ValueError`` (a date such as 2024-13-45, an integer beyond Python's
     digit limit). Each is a problem with the input, reported as one line.
     """
-    if len(text) > MAX_MANIFEST_BYTES:
+    if len(text) > MAX_MANIFEST_BYTES or len(text.encode("utf-8", "surrogatepass")) > MAX_MANIFEST_BYTES:
         raise SpecError([Problem("", f"{source} is larger than {MAX_MANIFEST_BYTES} bytes")])
+    _count_values(text, source)
     try:
         docs = [d for d in load_all(text) if d is not None]
     except yaml.YAMLError as exc:

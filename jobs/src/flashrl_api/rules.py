@@ -127,7 +127,7 @@ def counts_as_gpu(resource: str) -> bool:
     return (
         resource == GPU_RESOURCE
         or resource.endswith("gpu")
-        or re.match(MIG_RESOURCE_PATTERN, resource) is not None
+        or re.fullmatch(MIG_RESOURCE_PATTERN, resource) is not None
     )
 
 

@@ -36,13 +36,24 @@ STAGE_DIR: Final = "hf"
 MARKER_FILE: Final = ".flashrl-staged.json"
 
 # One owner or repository name as the Hub accepts it (huggingface_hub's validate_repo_id: letters,
-# digits, '-', '_', '.', at most 96 characters, not starting or ending with '-' or '.').
-_NAME = r"[A-Za-z0-9_]([A-Za-z0-9_.\-]{0,94}[A-Za-z0-9_])?"
+# digits, '-', '_', '.', not starting or ending with '-' or '.', no '--' or '..'): runs of letters,
+# digits and '_' joined by single '-' or '.'. At most 96 characters (checked in Python: a pattern
+# cannot count characters across the runs).
+_NAME = r"[A-Za-z0-9_]+([-.][A-Za-z0-9_]+)*"
 _REPO = rf"{_NAME}/{_NAME}"
-_REVISION = r"[A-Za-z0-9_.%\-]{1,255}"
-_FILE = r"[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*"
-#: An absolute path inside the pods (no whitespace, no ':').
-_LOCAL = r"/([^\s:]*)"
+MAX_REPO_NAME: Final = 96
+# A revision (branch, tag, commit, ``refs%2Fpr%2F1``): letters, digits, '_', '-' and percent escapes
+# other than an encoded '.', in runs joined by single '.': never '.', '..' or a '..' inside, however
+# it is written. At most 255 characters (checked in Python).
+_REV_UNIT = r"([A-Za-z0-9_-]|%(2[0-9A-Da-dFf]|[013-9A-Fa-f][0-9A-Fa-f]))+"
+_REVISION = rf"{_REV_UNIT}([.]{_REV_UNIT})*"
+MAX_REVISION: Final = 255
+# A file path inside the repository: segments of letters, digits, '_', '-' and '.', none of them '.'
+# or '..' (a segment holds a character other than '.', or three dots or more).
+_SEGMENT = r"([A-Za-z0-9_.-]*[A-Za-z0-9_-][A-Za-z0-9_.-]*|[.][.][.]+)"
+_FILE = rf"{_SEGMENT}(/{_SEGMENT})*"
+#: An absolute path inside the pods (no whitespace, no ':', no '.' or '..' segment).
+_LOCAL = r"(/([^\s:/]*[^\s:/.][^\s:/]*|[.][.][.]+)?)+"
 
 #: ``spec.model.source``: an absolute path, or ``hf://<owner>/<name>[@<revision>]``.
 MODEL_SOURCE_PATTERN: Final = rf"^({_LOCAL}|hf://{_REPO}(@{_REVISION})?)$"
@@ -101,20 +112,52 @@ def parse_model_source(source: str) -> HfSource | None:
         return None
     if source.startswith(f"{HF_SCHEME}datasets/"):
         raise ValueError(f"{source!r} is a dataset; a model is hf://<owner>/<name>[@<revision>]")
-    match = _MODEL_RE.match(source)
+    match = _MODEL_RE.fullmatch(source)
     if match is None:
-        raise ValueError(f"{source!r} is not hf://<owner>/<name>[@<revision>]")
-    return HfSource(match["repo"], "model", unquote(match["rev"] or DEFAULT_REVISION))
+        raise ValueError(
+            f"{source!r} is not hf://<owner>/<name>[@<revision>] (names and revisions as the Hub "
+            "accepts them: no '..', '--', leading or trailing '-' or '.')"
+        )
+    _check_repo(match["repo"])
+    return HfSource(match["repo"], "model", _revision(match["rev"]))
 
 
 def parse_data_source(source: str) -> HfSource | None:
     """The reference in ``spec.data.*``; ``None`` for a path. Raises ``ValueError`` if malformed."""
     if not is_hf(source):
         return None
-    match = _DATA_RE.match(source)
+    match = _DATA_RE.fullmatch(source)
     if match is None:
-        raise ValueError(f"{source!r} is not hf://datasets/<owner>/<name>[@<revision>]/<file>")
-    return HfSource(match["repo"], "dataset", unquote(match["rev"] or DEFAULT_REVISION), match["file"])
+        raise ValueError(
+            f"{source!r} is not hf://datasets/<owner>/<name>[@<revision>]/<file> (names, revisions and "
+            "file paths as the Hub accepts them: no '..' segment, '--', leading or trailing '-' or '.')"
+        )
+    _check_repo(match["repo"])
+    return HfSource(match["repo"], "dataset", _revision(match["rev"]), match["file"])
+
+
+def _check_repo(repo: str) -> None:
+    for part in repo.split("/"):
+        if len(part) > MAX_REPO_NAME:
+            raise ValueError(
+                f"{part[:32]!r}...: a Hub owner or repository name is at most {MAX_REPO_NAME} characters"
+            )
+
+
+def _revision(raw: str | None) -> str:
+    """The revision as the Hub reads it (percent-decoded), refused when decoding makes it a path."""
+    if raw is None:
+        return DEFAULT_REVISION
+    if len(raw) > MAX_REVISION:
+        raise ValueError(f"a revision is at most {MAX_REVISION} characters")
+    decoded = unquote(raw)
+    if (
+        decoded in (".", "..")
+        or any(part in ("", ".", "..") for part in decoded.split("/"))
+        or any(ord(c) < 0x20 or c == "\\" for c in decoded)
+    ):
+        raise ValueError(f"revision {raw!r} decodes to {decoded!r}, which is not a branch, tag or commit")
+    return decoded
 
 
 def check_model_source(source: str) -> str:
@@ -122,7 +165,9 @@ def check_model_source(source: str) -> str:
     if is_hf(source):
         parse_model_source(source)
     elif not _is_local(source):
-        hint = f"; a Hugging Face id is written hf://{source}" if _MODEL_RE.match(f"hf://{source}") else ""
+        hint = (
+            f"; a Hugging Face id is written hf://{source}" if _MODEL_RE.fullmatch(f"hf://{source}") else ""
+        )
         raise ValueError(
             f"{source!r} is neither hf://<owner>/<name>[@<revision>] (downloaded before the job starts) "
             f"nor an absolute path inside the pods (e.g. on storage.modelCache){hint}"

@@ -381,7 +381,7 @@ class Toleration(ApiModel):
 def _label_keys(selector: dict[str, str]) -> dict[str, str]:
     """Node selector keys must be label keys. Checked by the models, not in CEL: the API server
     cannot bound the cost of a regular expression over map keys (they have no length limit)."""
-    bad = [key for key in selector if LABEL_KEY_RE.match(key) is None]
+    bad = [key for key in selector if LABEL_KEY_RE.fullmatch(key) is None]
     if bad:
         raise ValueError(
             f"{bad[0]!r} is not a label key (an optional DNS subdomain prefix and '/', then a name of "

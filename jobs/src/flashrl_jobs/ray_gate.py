@@ -79,7 +79,7 @@ def parse_address(address: str) -> tuple[str, int]:
             f"Ray address {address!r} is a URL; give the head's GCS address as host:port (e.g. "
             "raycluster-head-svc:6379), not the Ray Client or dashboard URL",
         )
-    match = _HOST_PORT.match(text)
+    match = _HOST_PORT.fullmatch(text)
     if match is None or not 0 < int(match["port"]) < 65536:
         raise LaunchError(contract.EXIT_USAGE, f"Ray address {address!r} is not host:port")
     return match["v6"] or match["host"], int(match["port"])

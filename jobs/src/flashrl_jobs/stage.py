@@ -58,6 +58,7 @@ Cause = Literal[
     "ChecksumMismatch",
     "MissingColumn",
     "NotParquet",
+    "UnsafePath",
 ]
 
 #: Columns verl 0.9.1 reads from every row of an RL parquet file, besides the prompt column
@@ -274,11 +275,18 @@ def _remote_files(api: HfApi, item: StagedSource) -> tuple[str, list[RemoteFile]
         EntryNotFoundError,
         GatedRepoError,
         HfHubHTTPError,
+        HFValidationError,
         RepositoryNotFoundError,
         RevisionNotFoundError,
     )
+    from huggingface_hub.utils._validators import validate_repo_id
 
     src = item.source
+    try:
+        # The spec's rules already hold the Hub's naming rules; the library's own check is the last word.
+        validate_repo_id(src.repo_id)
+    except HFValidationError:
+        raise StagingError("UnsafePath", f"{src.repo_id} is not a repository id the Hub accepts") from None
     try:
         info = api.repo_info(src.repo_id, repo_type=src.repo_type, revision=src.revision, files_metadata=True)
     except GatedRepoError:
@@ -309,7 +317,7 @@ def _remote_files(api: HfApi, item: StagedSource) -> tuple[str, list[RemoteFile]
         elif sibling.blob_id:
             checksum = ("git-sha1", sibling.blob_id)
         size = sibling.lfs.size if sibling.lfs is not None else sibling.size
-        files.append(RemoteFile(sibling.rfilename, int(size or 0), checksum))
+        files.append(RemoteFile(_safe_file_name(src.repo_id, sibling.rfilename), int(size or 0), checksum))
     if src.filename is not None:
         wanted = [f for f in files if f.path == src.filename]
         if not wanted:
@@ -320,6 +328,38 @@ def _remote_files(api: HfApi, item: StagedSource) -> tuple[str, list[RemoteFile]
     if any(f.path.endswith(".safetensors") for f in files):
         files = [f for f in files if not f.path.endswith(DUPLICATE_WEIGHT_SUFFIXES)]
     return info.sha, files
+
+
+def _safe_file_name(repo_id: str, name: object) -> str:
+    """A file name from the Hub's listing, refused unless it is a relative path that stays inside the
+    repository's directory (no absolute path, no '.' or '..' segment, no backslash or control
+    character): the listing comes from whatever ``HF_ENDPOINT`` names, and is data."""
+    text = name if isinstance(name, str) else ""
+    parts = text.split("/")
+    if (
+        not text
+        or len(text) > 1024
+        or text.startswith("/")
+        or any(part in ("", ".", "..") for part in parts)
+        or any(ord(c) < 0x20 or c in "\\\x7f" for c in text)
+    ):
+        raise StagingError(
+            "UnsafePath",
+            f"{repo_id}: the Hub's file listing holds a name that is not a path inside the repository",
+        )
+    return text
+
+
+def _contained(mount_path: str, path: Path, what: str) -> Path:
+    """``path`` with every symlink resolved, refused unless it is inside the volume's mount: a link
+    planted on the claim must not carry a download (or a checksum read) out of it."""
+    mount = Path(mount_path).resolve()
+    resolved = path.resolve()
+    if resolved != mount and mount not in resolved.parents:
+        raise StagingError(
+            "UnsafePath", f"{what}: {path} leads outside {mount_path} (a symbolic link on the volume)"
+        )
+    return resolved
 
 
 def _endpoint() -> str:
@@ -382,6 +422,8 @@ def stage_source(
 ) -> dict[str, Any] | None:
     """Stage one source; returns its new marker, or None when it was already staged."""
     src = item.source
+    _contained(item.mount_path, Path(item.directory), src.uri)
+    _contained(item.mount_path, Path(item.marker), src.uri)
     existing = read_marker(item)
     if existing is not None:
         size = sum(int(f["size"]) for f in existing["files"])
@@ -399,6 +441,9 @@ def stage_source(
         )
     commit, files = _remote_files(api, item)
     directory = Path(item.directory)
+    _contained(item.mount_path, directory, src.uri)
+    for remote in files:
+        _contained(item.mount_path, directory / remote.path, src.uri)
     total = sum(f.size for f in files)
     progress.files_total += len(files)
     progress.bytes_total += total
@@ -416,6 +461,7 @@ def stage_source(
         # A file of another size is a leftover of an interrupted run: huggingface_hub's local_dir
         # metadata would still call it current, so it is downloaded again.
         local = _download(api, item, commit, remote, force=present not in (0, remote.size))
+        _contained(item.mount_path, local, src.uri)
         fresh = present != remote.size
         if not _verified(local, remote) and not fresh:
             # Same size, other content: the copy on the volume was damaged after it was verified.

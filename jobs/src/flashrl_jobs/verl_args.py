@@ -18,6 +18,7 @@ from typing import Final
 
 from flashrl_api import FlashRLJob, FlashRLJobSpec
 from flashrl_api.staging import data_location, model_location
+from flashrl_jobs.override_rules import unsafe_override_problems
 
 ENTRY_MODULE: Final = "verl.trainer.main_ppo"
 #: verl's JSONL logger (``verl/utils/tracking.py`` ``FileLogger``), on in every job.
@@ -58,7 +59,7 @@ def format_value(value: Value) -> str:
         return repr(value)
     if isinstance(value, list):
         return "[" + ",".join(format_value(v) for v in value) + "]"
-    if _PLAIN.match(value) and value.lower() not in {"null", "true", "false"}:
+    if _PLAIN.fullmatch(value) and value.lower() not in {"null", "true", "false"}:
         return value
     escaped = value.replace("\\", "\\\\").replace("'", "\\'")
     return f"'{escaped}'"
@@ -266,11 +267,16 @@ def merge_overrides(generated: Iterable[str], user: Iterable[str]) -> list[str]:
 
 
 def protected_key_problems(user: Iterable[str]) -> list[tuple[int, str]]:
-    """``(index, message)`` for each user override that sets a key the spec owns."""
+    """``(index, message)`` for each user override that sets a key the spec owns, names code for
+    Hydra to instantiate, or reaches the reserved environment (:mod:`flashrl_jobs.override_rules`)."""
+    overrides = list(user)
+    unsafe = dict(unsafe_override_problems(overrides))
     problems = []
-    for i, override in enumerate(user):
+    for i, override in enumerate(overrides):
         owner = PROTECTED_KEYS.get(override_key(override))
-        if owner is not None:
+        if i in unsafe:
+            problems.append((i, unsafe[i]))
+        elif owner is not None:
             problems.append((i, f"{override_key(override)} is set by {owner}; change that field instead"))
     return problems
 

@@ -25,6 +25,16 @@ loaded. This module runs those checks offline, where they can run without torch 
 
 Every finding names the verl keys it is about, so callers can point at the FlashRLJob field the value
 came from (:func:`flashrl_jobs.verl_config.check_config` does).
+
+**Nothing the checks call can instantiate user code.** verl converts config sections to its dataclasses
+with Hydra's ``instantiate``, which calls whatever ``_target_`` names. The overrides that could add one
+are refused before (:mod:`flashrl_jobs.override_rules`); here, for the duration of the checks
+(:func:`instantiation_guard`), Hydra resolves a target only when it names a dataclass in a ``verl.``
+module, refuses ``_args_``, ``_partial_``, ``_recursive_`` and ``_convert_`` inside a config, and its
+``call``/``get_class``/``get_method``/``get_object`` refuse outright. When the guard cannot be put in
+place (another Hydra), verl's code checks are not run (failing closed). A check's own exception text is
+quoted only for the exception classes verl's checks raise about values (``ValueError`` and kin); any other
+failure is reported by a fixed sentence, so no text read from elsewhere reaches a status or an Event.
 """
 
 from __future__ import annotations
@@ -35,7 +45,7 @@ import io
 import json
 import re
 import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -126,6 +136,126 @@ def _unavailable(exc: BaseException) -> VerlUnavailableError | None:
     return None
 
 
+class InstantiationRefusedError(RuntimeError):
+    """Hydra was asked to instantiate something other than one of verl's config dataclasses."""
+
+
+#: A target the guard lets Hydra resolve: a dotted name inside verl.
+_VERL_TARGET = re.compile(r"verl(\.[A-Za-z_][A-Za-z0-9_]*)+\Z")
+#: Instantiation keys verl's own config never holds; present in a config, they are refused.
+_REFUSED_CONFIG_KEYS: Final = frozenset({"_args_", "_partial_", "_recursive_", "_convert_"})
+#: Exception classes whose text is verl's verdict on a value of the config (quoted to the user). Any
+#: other class is reported by its name only.
+_QUOTABLE: Final = (ValueError, AssertionError, TypeError, KeyError, IndexError, NotImplementedError)
+
+
+def _refuse(*args: Any, **kwargs: Any) -> Any:
+    raise InstantiationRefusedError("refused: verl's checks may not call or locate arbitrary code")
+
+
+def _walk_config(node: Any, depth: int = 0) -> None:
+    """Refuse a config handed to ``instantiate`` that holds keys only user text could have put there."""
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
+    if depth > 64:
+        raise InstantiationRefusedError("refused: config nested too deeply to instantiate")
+    if isinstance(node, DictConfig | ListConfig):
+        node = OmegaConf.to_container(node, resolve=False)
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in _REFUSED_CONFIG_KEYS:
+                raise InstantiationRefusedError(f"refused: instantiation key {key} in a config")
+            if key == "_target_" and not (isinstance(value, str) and _VERL_TARGET.fullmatch(value)):
+                raise InstantiationRefusedError("refused: a target outside verl's config classes")
+            _walk_config(value, depth + 1)
+    elif isinstance(node, list):
+        for value in node:
+            _walk_config(value, depth + 1)
+
+
+@contextlib.contextmanager
+def instantiation_guard() -> Iterator[None]:
+    """Hydra instantiates only verl's config dataclasses while this is entered (process-wide).
+
+    Raises :class:`InstantiationRefusedError` on entry when Hydra's internals are not the ones this
+    guard knows (the caller then skips the checks that would instantiate).
+    """
+    import dataclasses
+
+    try:
+        import hydra.utils as utils
+        from hydra._internal.instantiate import _instantiate2 as impl
+    except ImportError as exc:
+        raise InstantiationRefusedError("Hydra is not importable here") from exc
+    real_instantiate = impl.instantiate
+    real_resolve = getattr(impl, "_resolve_target", None)
+    if not callable(real_resolve) or not callable(real_instantiate):
+        raise InstantiationRefusedError("unknown Hydra internals: instantiation cannot be guarded")
+
+    def resolve(target: Any, *args: Any, **kwargs: Any) -> Any:
+        if not (isinstance(target, str) and _VERL_TARGET.fullmatch(target)):
+            raise InstantiationRefusedError("refused: a target outside verl's config classes")
+        found = real_resolve(target, *args, **kwargs)
+        if not (isinstance(found, type) and dataclasses.is_dataclass(found)):
+            raise InstantiationRefusedError("refused: a target that is not one of verl's config dataclasses")
+        return found
+
+    def instantiate(config: Any, *args: Any, **kwargs: Any) -> Any:
+        if args:
+            raise InstantiationRefusedError("refused: positional arguments to a target")
+        _walk_config(config)
+        for value in kwargs.values():
+            _walk_config(value)
+        return real_instantiate(config, **kwargs)
+
+    saved = [
+        (owner, name, getattr(owner, name))
+        for owner, name in (
+            (impl, "_resolve_target"),
+            (impl, "instantiate"),
+            (utils, "instantiate"),
+            (utils, "call"),
+            (utils, "get_class"),
+            (utils, "get_method"),
+            (utils, "get_object"),
+        )
+        if hasattr(owner, name)
+    ]
+    replacement = {"_resolve_target": resolve, "instantiate": instantiate}
+    try:
+        for owner, name, _value in saved:
+            setattr(owner, name, replacement.get(name, _refuse))
+        yield
+    finally:
+        for owner, name, value in saved:
+            setattr(owner, name, value)
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and all(current is not s for s in seen):
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def _safe_message(name: str, exc: BaseException) -> str:
+    """verl's words when the failure is its verdict on a value; a fixed sentence otherwise.
+
+    The exception that caused the others decides (Hydra wraps what a dataclass raises). A refused
+    instantiation, an I/O error or anything unexpected is named by its class only: its text could
+    carry something read from outside the spec.
+    """
+    chain = _chain(exc)
+    if any(isinstance(e, InstantiationRefusedError) for e in chain):
+        return f"verl's {name} check asked Hydra to instantiate something other than verl's config classes"
+    root = chain[-1]
+    if isinstance(root, _QUOTABLE) and not isinstance(root, OSError | UnicodeError):
+        return _message(exc)
+    return f"verl's {name} check failed with {type(root).__name__}"
+
+
 def _run(report: Report, name: str, section: str, keys: tuple[str, ...], check: Callable[[], object]) -> None:
     """Run one verl check; its exception becomes a finding, a missing library a skip note.
 
@@ -141,7 +271,7 @@ def _run(report: Report, name: str, section: str, keys: tuple[str, ...], check: 
         if missing is not None or "is not available without its library" in str(exc):
             report.skipped.append(f"verl's {name}: not run here ({missing or _message(exc)})")
         else:
-            report.findings.append(Finding(_message(exc), keys, section))
+            report.findings.append(Finding(_safe_message(name, exc), keys, section))
 
 
 def _get(cfg: Any, dotted: str, default: Any = None) -> Any:
@@ -187,8 +317,16 @@ def cached_model_config_json(source: str) -> dict[str, Any] | None:
 def run_checks(cfg: Any, model_config: Mapping[str, Any] | None = None) -> Report:
     """verl's checks on a composed, resolved config; ``model_config`` enables the model-dependent ones."""
     report = Report()
-    with verl_sandbox():
-        _verl_code_checks(cfg, report)
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(instantiation_guard())
+        except InstantiationRefusedError:
+            report.skipped.append(
+                "verl's code checks: not run (Hydra's instantiation cannot be guarded here)"
+            )
+        else:
+            with verl_sandbox():
+                _verl_code_checks(cfg, report)
     _transcribed_checks(cfg, report)
     if model_config is None:
         report.skipped.append(

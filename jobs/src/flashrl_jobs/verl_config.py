@@ -22,7 +22,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import metadata
@@ -296,6 +296,7 @@ def check_user_overrides(job: FlashRLJob) -> list[Problem]:
     """
     config_dir()  # fail early and clearly when verl is absent
     problems: dict[int, Problem] = {}
+    # Unsafe overrides first: nothing below composes them.
     for index, message in protected_key_problems(job.spec.overrides):
         problems[index] = Problem(f"spec.overrides[{index}]", message)
     for index, override in enumerate(job.spec.overrides):
@@ -378,7 +379,9 @@ def finding_path(job: FlashRLJob, keys: Sequence[str], message: str, section: st
     return "spec"
 
 
-def check_config(job: FlashRLJob, *, model_files: bool = True) -> ConfigCheck:
+def check_config(
+    job: FlashRLJob, *, model_files: bool = True, model_config: Mapping[str, Any] | None = None
+) -> ConfigCheck:
     """Everything verl 0.9.1 would refuse in this job's configuration, before any GPU is asked for.
 
     First the override checks of :func:`check_user_overrides` (keys, syntax, composition); when the
@@ -386,8 +389,9 @@ def check_config(job: FlashRLJob, *, model_files: bool = True) -> ConfigCheck:
     reported at the FlashRLJob field or override its value came from. Model-dependent checks use the
     model's ``config.json`` when the model (``spec.model.source``, staged or a path) is a local
     directory, or an ``hf://`` model is in this machine's Hugging Face cache (``model_files=False``
-    skips them: the operator's filesystem is not the pods'); ``skipped`` says what could not be
-    checked here. Raises :class:`VerlConfigUnavailableError` when
+    skips them: the operator's filesystem is not the pods'); ``model_config`` gives that ``config.json``
+    directly (the sandboxed child, :mod:`flashrl_jobs.verl_child`, reads no file of its caller's);
+    ``skipped`` says what could not be checked here. Raises :class:`VerlConfigUnavailableError` when
     verl's config cannot be loaded.
     """
     from flashrl_jobs.verl_checks import cached_model_config_json, model_config_json, run_checks
@@ -396,8 +400,7 @@ def check_config(job: FlashRLJob, *, model_files: bool = True) -> ConfigCheck:
     if problems:
         return ConfigCheck(problems, ["verl's start-up checks: not run until the overrides compose"])
     cfg = compose_config(verl_overrides_for(job))
-    model_config = None
-    if model_files:
+    if model_config is None and model_files:
         model_config = model_config_json(model_location(job.spec)) or cached_model_config_json(
             job.spec.model.source
         )

@@ -89,24 +89,44 @@ def override_problems(job: FlashRLJob, *, start_up_checks: bool = True) -> Confi
 
     With hydra and verl's config files importable (the dev venv and the trainer image) the overrides
     are composed against the pinned verl config and verl 0.9.1's start-up checks run on the result
-    (``flashrl_jobs.verl_config.check_config``), each problem at its field path; otherwise only the
+    (``flashrl_jobs.verl_config.check_config``, in a sandboxed child process:
+    :func:`checked_in_sandbox`), each problem at its field path; otherwise only the
     keys the spec owns are refused, and the note says the rest went unchecked. ``start_up_checks=False``
     composes the overrides only (for a spec whose own rules already failed: verl would repeat them).
     """
     protected = protected_problems(job)
     try:
-        from flashrl_jobs.verl_config import VerlConfigUnavailableError, check_config, check_user_overrides
+        from flashrl_jobs.verl_config import VerlConfigUnavailableError, check_user_overrides
     except ImportError as exc:
         return ConfigReport(
             protected, _syntax_only_note(exc.name or str(exc)) if job.spec.overrides else None
         )
     try:
-        if not start_up_checks:
+        if protected or not start_up_checks:
+            # Composition only: an override that names code or reaches the reserved environment is
+            # among `protected`, is never composed, and keeps verl's start-up checks from running.
             return ConfigReport(check_user_overrides(job) if job.spec.overrides else protected)
-        result = check_config(job)
+        problems, skipped = checked_in_sandbox(job)
     except (VerlConfigUnavailableError, ImportError) as exc:
         return ConfigReport(protected, _syntax_only_note(str(exc)) if job.spec.overrides else None)
-    return ConfigReport(result.problems, None, tuple(result.skipped))
+    return ConfigReport(problems, None, tuple(skipped))
+
+
+def checked_in_sandbox(job: FlashRLJob) -> tuple[list[Problem], list[str]]:
+    """verl's checks of the job in a child process that holds nothing of this one's
+    (:mod:`flashrl_jobs.verl_child`); the model's ``config.json`` is read here, from the user's own
+    files, and handed over. A child that gives no answer is one problem at ``spec``, in fixed words."""
+    from flashrl_api.staging import model_location
+    from flashrl_jobs.verl_checks import cached_model_config_json, model_config_json
+    from flashrl_jobs.verl_child import VerlChildError, check_config_isolated
+
+    model_config = model_config_json(model_location(job.spec)) or cached_model_config_json(
+        job.spec.model.source
+    )
+    try:
+        return check_config_isolated(job, model_config=model_config)
+    except VerlChildError as exc:
+        return [Problem("spec", str(exc))], []
 
 
 def _syntax_only_note(why: str) -> str:

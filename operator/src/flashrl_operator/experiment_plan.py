@@ -39,6 +39,11 @@ REASON_VARIANT_FAILED: Final = "VariantFailed"
 REASON_INVALID: Final = "InvalidSpec"
 #: A variant's FlashRLJob was deleted after the experiment created it (it is not created again).
 REASON_JOB_DELETED: Final = "JobDeleted"
+#: A FlashRLJob with a variant's name exists and is not this experiment's (another experiment's, or a
+#: user's): it is left alone, never adopted, and the variant waits.
+REASON_JOB_NAME_TAKEN: Final = "JobNameTaken"
+#: The API server refused a variant's FlashRLJob.
+REASON_JOB_REJECTED: Final = "JobRejected"
 
 
 @dataclass(frozen=True)
@@ -174,6 +179,32 @@ def plan(
     return Plan(create, experiment_status(experiment, shown, now))
 
 
+def controlled_by(job: Mapping[str, Any], uid: str | None) -> bool:
+    """Whether ``job``'s controller ownerReference is the experiment with this UID (a name, a label or
+    a non-controller reference does not make a FlashRLJob the experiment's)."""
+    refs = (job.get("metadata") or {}).get("ownerReferences") or []
+    return uid is not None and any(
+        isinstance(ref, Mapping)
+        and ref.get("controller") is True
+        and ref.get("kind") == "FlashRLExperiment"
+        and str(ref.get("uid")) == uid
+        for ref in refs
+    )
+
+
+def name_taken(job_name: str, live: Mapping[str, Any]) -> str:
+    """The status message for a variant whose FlashRLJob name is held by ``live``, naming its owner."""
+    owner = "it has no controller"
+    for ref in (live.get("metadata") or {}).get("ownerReferences") or []:
+        if isinstance(ref, Mapping) and ref.get("controller") is True:
+            owner = f"its controller is {ref.get('kind')} {ref.get('name')} (uid {ref.get('uid')})"
+            break
+    return (
+        f"a FlashRLJob named {job_name} exists and is not this experiment's ({owner}); it is left "
+        "alone: rename the experiment or the variant"
+    )
+
+
 def invalid_status(
     experiment_meta: Mapping[str, Any], problems: Sequence[str], now: str
 ) -> FlashRLExperimentStatus:
@@ -196,4 +227,4 @@ def invalid_status(
     )
 
 
-__all__ = ["Plan", "experiment_status", "invalid_status", "plan"]
+__all__ = ["Plan", "controlled_by", "experiment_status", "invalid_status", "name_taken", "plan"]

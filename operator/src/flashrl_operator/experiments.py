@@ -22,8 +22,17 @@ from typing import Any
 from flashrl_api import API_VERSION, KIND, FlashRLJob
 from flashrl_api.experiment import EXPERIMENT_KIND, EXPERIMENT_LABEL, EXPERIMENT_PLURAL, experiment_problems
 from flashrl_api.history import HISTORY_KEY, add_metrics, history_name
+from flashrl_api.status import Reason
+from flashrl_operator.children import ownership_conflict
 from flashrl_operator.errors import ConflictError, RejectedError
-from flashrl_operator.experiment_plan import invalid_status, plan
+from flashrl_operator.experiment_plan import (
+    REASON_JOB_NAME_TAKEN,
+    REASON_JOB_REJECTED,
+    controlled_by,
+    invalid_status,
+    name_taken,
+    plan,
+)
 from flashrl_operator.kinds import CONFIG_MAP, FLASHRL_EXPERIMENT, FLASHRL_JOB
 from flashrl_operator.kube import KubeClient, now_rfc3339
 from flashrl_operator.render import JOB_LABEL
@@ -52,9 +61,16 @@ def experiment_of(job: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _owned_by(job: Mapping[str, Any], uid: str | None) -> bool:
-    refs = (job.get("metadata") or {}).get("ownerReferences") or []
-    return any(ref.get("uid") == uid and ref.get("kind") == EXPERIMENT_KIND for ref in refs)
+def history_is_ours(live: Mapping[str, Any], uid: str) -> bool:
+    """Whether a ConfigMap under a job's history name is that job's: its controller is the job (by UID),
+    or, as the operator wrote it before it marked itself controller, it has no controller and a
+    FlashRLJob reference with the job's UID."""
+    if ownership_conflict("", live, uid) is None:
+        return True
+    refs = (live.get("metadata") or {}).get("ownerReferences") or []
+    return not any(isinstance(r, Mapping) and r.get("controller") is True for r in refs) and any(
+        isinstance(r, Mapping) and r.get("kind") == KIND and str(r.get("uid")) == uid for r in refs
+    )
 
 
 def _comparable(status: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -89,24 +105,42 @@ class ExperimentReconciler:
             await self._write_status(raw, refused.to_wire())
             return
         listed = await self._kube.list_objects(FLASHRL_JOB, namespace, f"{EXPERIMENT_LABEL}={name}")
-        children = {str(job["metadata"]["name"]): job for job in listed if _owned_by(job, experiment.uid)}
+        # Only jobs this experiment controls (by UID) are its children: a user's job, or another
+        # experiment's, with a variant's name and label is never adopted.
+        children = {str(job["metadata"]["name"]): job for job in listed if controlled_by(job, experiment.uid)}
         template = (raw.get("spec") or {}).get("template") or {}
         decided = plan(experiment, children, self._now(), template)
         status: dict[str, Any] = decided.status.to_wire()
         for job in decided.create:
+            # The same field manager's apply would take over a job it did not create (another
+            # experiment's with a colliding name, or a user's): look first, and leave a foreign one be.
+            live = await self._kube.get(FLASHRL_JOB, namespace, job.name)
+            if live is not None and not controlled_by(live, experiment.uid):
+                status = self._taken(status, job.name, live)
+                continue
             try:
                 await self._kube.apply(job_object(job), force=False)
                 logger.info("FlashRLExperiment %s/%s: created FlashRLJob %s", namespace, name, job.name)
             except ConflictError:
-                status = {
-                    **status,
-                    "reason": "JobNameTaken",
-                    "message": f"a FlashRLJob named {job.name} exists and does not belong to this "
-                    "experiment; rename the experiment or the variant",
-                }
+                live = await self._kube.get(FLASHRL_JOB, namespace, job.name)
+                status = self._taken(status, job.name, live or {})
             except RejectedError as exc:
-                status = {**status, "reason": "JobRejected", "message": f"FlashRLJob {job.name}: {exc}"}
+                status = {**status, "reason": REASON_JOB_REJECTED, "message": f"FlashRLJob {job.name}: {exc}"}
         await self._write_status(raw, status)
+
+    @staticmethod
+    def _taken(status: dict[str, Any], job_name: str, live: Mapping[str, Any]) -> dict[str, Any]:
+        """The status with the variant shown waiting and the name's other owner named."""
+        variants = [
+            {**v, "phase": "Waiting"} if v.get("jobName") == job_name else v
+            for v in status.get("variants") or []
+        ]
+        return {
+            **status,
+            "variants": variants,
+            "reason": REASON_JOB_NAME_TAKEN,
+            "message": name_taken(job_name, live),
+        }
 
     async def _write_status(self, raw: Mapping[str, Any], status: Mapping[str, Any]) -> None:
         if _comparable(raw.get("status")) == _comparable(status):
@@ -141,18 +175,42 @@ class HistoryRecorder:
         if not isinstance(metrics, list) or not metrics or not meta.get("uid"):
             return False
         key = (str(meta.get("namespace") or "default"), str(meta.get("name")))
+        uid = str(meta["uid"])
         async with self._locks.setdefault(key, asyncio.Lock()):
             known = self._known.get(key)
             if known is None:
                 current = await self._kube.get(CONFIG_MAP, key[0], history_name(key[1]))
+                if current is not None and not history_is_ours(current, uid):
+                    await self._refuse(job, current)
+                    return False
                 known = str(((current or {}).get("data") or {}).get(HISTORY_KEY) or "")
                 self._known[key] = known
             updated = add_metrics(known, [m for m in metrics if isinstance(m, Mapping)])
             if updated == known:
                 return False
-            await self._kube.apply(self._config_map(key[0], key[1], str(meta["uid"]), updated), force=True)
+            try:
+                # Not forced: a ConfigMap someone else wrote under the name in the meantime conflicts
+                # instead of being taken over.
+                await self._kube.apply(self._config_map(key[0], key[1], uid, updated), force=False)
+            except ConflictError:
+                self._known.pop(key, None)
+                current = await self._kube.get(CONFIG_MAP, key[0], history_name(key[1]))
+                await self._refuse(job, current or {})
+                return False
             self._known[key] = updated
             return True
+
+    async def _refuse(self, job: Mapping[str, Any], live: Mapping[str, Any]) -> None:
+        """Leave a foreign ConfigMap under the history's name untouched, and say so on the job."""
+        meta = job.get("metadata") or {}
+        description = f"ConfigMap {meta.get('namespace')}/{history_name(str(meta.get('name')))}"
+        why = (
+            ownership_conflict(description, live, str(meta.get("uid"))) or f"{description} is not this job's"
+        )
+        logger.warning("Metrics history not written: %s", why)
+        await self._kube.create_event(
+            job, "Warning", Reason.CHILD_CONFLICT, f"{why}; the metrics history is not recorded"
+        )
 
     @staticmethod
     def _config_map(namespace: str, job: str, uid: str, text: str) -> dict[str, Any]:
@@ -169,6 +227,7 @@ class HistoryRecorder:
                         "kind": KIND,
                         "name": job,
                         "uid": uid,
+                        "controller": True,
                         "blockOwnerDeletion": True,
                     }
                 ],

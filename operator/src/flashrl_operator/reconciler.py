@@ -103,21 +103,34 @@ def override_problems(job: FlashRLJob) -> list[str]:
     """What verl 0.9.1 would refuse in the job's configuration, when verl's config is importable here.
 
     The overrides are composed against the pinned verl config and verl's own start-up checks run on
-    the result (``flashrl_jobs.verl_config.check_config``), each problem at the FlashRLJob field or
-    override it came from. The model-dependent checks are left to the launcher: a model path names a
-    directory inside the pods, not on the operator's filesystem. Where hydra or verl is missing (a slim
-    operator image), the API's own checks are all there is, and the launcher checks again before verl
-    starts.
+    the result (``flashrl_jobs.verl_config.check_config``, in a sandboxed child process), each problem
+    at the FlashRLJob field or override it came from. The model-dependent checks are left to the
+    launcher: a model path names a directory inside the pods, not on the operator's filesystem. Where
+    hydra or verl is missing (a slim operator image), the API's own checks and the unsafe-override
+    rules are all there is, and the launcher checks again before verl starts.
     """
+    from flashrl_jobs.verl_args import protected_key_problems
+
+    # Overrides that name code for Hydra or reach the reserved environment are refused here, with or
+    # without verl installed, and never composed.
+    unsafe = [f"spec.overrides[{i}]: {message}" for i, message in protected_key_problems(job.spec.overrides)]
+    if unsafe:
+        return unsafe
     try:
-        from flashrl_jobs.verl_config import check_config
+        from flashrl_jobs.verl_child import VerlChildError, check_config_isolated
+        from flashrl_jobs.verl_config import VerlConfigUnavailableError
     except ImportError:
         return []
     try:
-        return [str(p) for p in check_config(job, model_files=False).problems]
-    except Exception as exc:  # Unavailable config is not the user's error; the launcher rechecks.
+        # In a child process holding none of the operator's credentials (flashrl_jobs.verl_child).
+        problems, _skipped = check_config_isolated(job)
+    except VerlChildError as exc:
+        # Fixed words per failure class: nothing the child printed reaches the status.
+        return [f"spec: {exc}"]
+    except VerlConfigUnavailableError as exc:  # Not the user's error; the launcher rechecks.
         logger.warning("verl configuration not checked: %s", exc)
         return []
+    return [str(p) for p in problems]
 
 
 def with_trainer_image(job: FlashRLJob, image: str | None) -> FlashRLJob:

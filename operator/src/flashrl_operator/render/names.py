@@ -24,8 +24,11 @@ from flashrl_api.k8s_names import (
 
 #: KubeRay's limit for RayJob names (a RayCluster may have 53; KubeRay appends ``-xxxxx``).
 MAX_RAY_JOB_NAME: Final = 47
-#: DNS-1123 subdomain limit (ConfigMap, ServiceAccount, Role, RoleBinding).
+#: DNS-1123 subdomain limit (ConfigMap, ServiceAccount, Role, RoleBinding, NetworkPolicy).
 MAX_SUBDOMAIN: Final = 253
+#: A batch Job's name becomes the ``batch.kubernetes.io/job-name`` label of its pods (a label value),
+#: so the API server refuses Job names over 63 characters.
+MAX_JOB_NAME: Final = 63
 #: Label values are at most 63 characters.
 MAX_LABEL_VALUE: Final = 63
 #: Hex digits of sha256 appended to a shortened name.
@@ -44,7 +47,7 @@ def short_hash(text: str) -> str:
 
 def is_dns1035_label(name: str, max_length: int = 63) -> bool:
     """Whether ``name`` is a DNS-1035 label (starts with a letter) of at most ``max_length``."""
-    return len(name) <= max_length and _DNS_1035.match(name) is not None
+    return len(name) <= max_length and _DNS_1035.fullmatch(name) is not None
 
 
 def _hashed(name: str, max_length: int, suffix: str = "") -> str:
@@ -62,17 +65,18 @@ def ray_job_name(job_name: str) -> str:
     return _hashed(job_name, MAX_RAY_JOB_NAME)
 
 
-def derived_name(job_name: str, suffix: str) -> str:
-    """``<job name>-<suffix>`` as a DNS-1123 name, hash-shortened (keeping the suffix) if it is not one."""
+def derived_name(job_name: str, suffix: str, max_length: int = MAX_SUBDOMAIN) -> str:
+    """``<job name>-<suffix>`` as a DNS-1123 name of at most ``max_length`` (the child kind's limit),
+    hash-shortened (keeping the suffix) when it does not fit."""
     full = f"{job_name}-{suffix}"
-    if len(full) <= MAX_SUBDOMAIN and _DNS_1123_LABEL.match(full):
+    if len(full) <= max_length and _DNS_1123_LABEL.fullmatch(full):
         return full
-    return _hashed(job_name, MAX_SUBDOMAIN, suffix)
+    return _hashed(job_name, max_length, suffix)
 
 
 def label_value(value: str) -> str:
     """``value`` as a valid label value (<= 63 characters), hash-shortened when it does not fit."""
-    if len(value) <= MAX_LABEL_VALUE and _LABEL_VALUE.match(value):
+    if len(value) <= MAX_LABEL_VALUE and _LABEL_VALUE.fullmatch(value):
         return value
     prefix = NOT_LABEL_VALUE_CHAR_RE.sub("-", value)[: MAX_LABEL_VALUE - HASH_LENGTH - 1]
     prefix = prefix.strip("-_.")

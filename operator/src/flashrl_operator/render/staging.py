@@ -34,7 +34,7 @@ from flashrl_api.staging import VOLUME_NAMES, staging_plan
 from flashrl_jobs import contract
 from flashrl_jobs.engine_env import pod_env
 from flashrl_operator.render.labels import labels, object_meta
-from flashrl_operator.render.names import child_names, derived_name
+from flashrl_operator.render.names import MAX_JOB_NAME, child_names, derived_name
 from flashrl_operator.render.pod import SPEC_VOLUME, common_pod_spec
 from flashrl_operator.render.security import container_security_context
 
@@ -53,7 +53,7 @@ JOB_NAME_LABEL: Final = "batch.kubernetes.io/job-name"
 
 def staging_job_name(job: FlashRLJob) -> str:
     """``<job>-stage`` (hashed when too long, like every child name)."""
-    return derived_name(job.name, "stage")
+    return derived_name(job.name, "stage", MAX_JOB_NAME)
 
 
 def staging_job(job: FlashRLJob) -> dict[str, Any] | None:
@@ -72,16 +72,18 @@ def staging_job(job: FlashRLJob) -> dict[str, Any] | None:
         # The rules refuse a staged source on a volume without a claim.
         volumes.append({"name": VOLUME_NAMES[key], "persistentVolumeClaim": {"claimName": volume.claim_name}})
         mounts.append({"name": VOLUME_NAMES[key], "mountPath": volume.mount_path})
-    env: list[dict[str, Any]] = [
-        {"name": k, "value": v}
-        for k, v in {
-            **pod_env(spec),
-            **{var.name: var.value for var in spec.env},
-            "NVIDIA_VISIBLE_DEVICES": "void",
-            "HF_HUB_DISABLE_TELEMETRY": "1",
-        }.items()
-    ]
+    values = {
+        **pod_env(spec),
+        **{var.name: var.value for var in spec.env},
+        "NVIDIA_VISIBLE_DEVICES": "void",
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+    }
     token = spec.hugging_face.token_secret
+    if token:
+        # The Secret's token wins: a second HF_TOKEN from spec.env would make the container list
+        # the variable twice (server-side apply refuses duplicate keys).
+        values.pop(TOKEN_KEY, None)
+    env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in values.items()]
     if token:
         env.append(
             {

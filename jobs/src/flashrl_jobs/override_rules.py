@@ -1,0 +1,156 @@
+"""Overrides refused for what they would make the operator or the pods do, not for what verl thinks.
+
+Two routes around the spec's rules go through ``spec.overrides``, and both are closed here, before any
+composition (pure: Hydra's override parser only reads the text):
+
+* **Instantiation.** Hydra's ``instantiate`` turns any node holding ``_target_`` into a call of the
+  named Python callable, and verl's start-up checks, which the operator and ``flashrl validate`` run on
+  the composed config, call it. An override that introduces one of Hydra's instantiation keys
+  (:data:`INSTANTIATION_KEYS`), in its key path or anywhere inside its value (dicts, lists, sweeps), would
+  let whoever may create a FlashRLJob run Python of their choice in the operator. User text is data:
+  every such override is refused, whatever the callable.
+* **The reserved environment, sideways.** ``spec.env`` may not set the launcher's, KubeRay's or the GPU
+  runtime's variables; verl hands ``ray_kwargs.ray_init.runtime_env.env_vars`` to every Ray actor, so
+  the same names are refused there, and ``ray_kwargs.ray_init.address`` (the launcher hands verl the
+  cluster's address) may not be set at all.
+
+The value is parsed with Hydra's own grammar, so what is checked is what Hydra would build. Without
+Hydra, or when the text does not parse (Hydra will refuse it anyway), the check fails closed on the
+text itself.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from typing import Any, Final
+
+from flashrl_api.kuberay_env import KUBERAY_MANAGED_ENV_NAMES
+from flashrl_api.spec import RESERVED_ENV_NAMES, is_reserved_env_name
+
+#: Keys Hydra's ``instantiate``/``call`` act on (hydra-core 1.3 ``_Keys``).
+INSTANTIATION_KEYS: Final = ("_target_", "_args_", "_partial_", "_recursive_", "_convert_")
+_INSTANTIATION_TEXT = re.compile("|".join(re.escape(k) for k in INSTANTIATION_KEYS))
+
+#: Where verl reads the Ray actors' environment and the address ``ray.init`` connects to.
+RUNTIME_ENV_VARS: Final = "ray_kwargs.ray_init.runtime_env.env_vars"
+RAY_ADDRESS_KEY: Final = "ray_kwargs.ray_init.address"
+#: Variables no job sets through ``runtime_env`` either: ``spec.env``'s reserved names and prefix,
+#: KubeRay's, what decides which GPUs and which shared libraries a process gets, and the two the
+#: launcher itself sets there (verl's metrics file, the capacity block's deadline).
+EXTRA_RESERVED_RUNTIME_ENV: Final = (
+    "CUDA_VISIBLE_DEVICES",
+    "LD_PRELOAD",
+    "LD_LIBRARY_PATH",
+    "VERL_FILE_LOGGER_PATH",
+    "MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP",
+)
+
+
+def reserved_runtime_env_name(name: str) -> bool:
+    """Whether ``runtime_env.env_vars.<name>`` is one a job may not set."""
+    return (
+        is_reserved_env_name(name)
+        or name in KUBERAY_MANAGED_ENV_NAMES
+        or name in EXTRA_RESERVED_RUNTIME_ENV
+        or name in RESERVED_ENV_NAMES
+    )
+
+
+def _key_of(override: str) -> str:
+    return override.split("=", 1)[0].lstrip("+~").strip()
+
+
+def _parsed_value(override: str) -> tuple[bool, Any]:
+    """``(True, value)`` parsed by Hydra's override grammar; ``(False, None)`` when that is impossible."""
+    try:
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+    except ImportError:
+        return False, None
+    try:
+        return True, OverridesParser.create().parse_override(override).value()
+    except Exception:
+        return False, None
+
+
+def _nodes(value: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
+    """Every ``(relative key path, node)`` in a parsed override value, sweeps' alternatives included."""
+    yield path, value
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _nodes(item, (*path, str(key)))
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _nodes(item, path)
+    else:
+        # Hydra's sweep types (choice, range, interval, glob) keep their alternatives in attributes.
+        for attr in ("list", "include", "exclude"):
+            inner = getattr(value, attr, None)
+            if isinstance(inner, list):
+                yield from _nodes(inner, path)
+
+
+def _instantiation_problem(override: str, parsed: bool, value: Any) -> str | None:
+    key = _key_of(override)
+    if any(part in INSTANTIATION_KEYS for part in key.split(".")):
+        return f"{key}: is a Hydra instantiation key (overrides are data, not code)"
+    if not parsed:
+        if _INSTANTIATION_TEXT.search(override):
+            return f"{key}: mentions a Hydra instantiation key (overrides are data, not code)"
+        return None
+    for path, _node in _nodes(value):
+        if path and path[-1] in INSTANTIATION_KEYS:
+            return f"{key}: holds Hydra instantiation key {path[-1]} (overrides are data, not code)"
+    return None
+
+
+def _runtime_env_problem(override: str, parsed: bool, value: Any) -> str | None:
+    key = _key_of(override)
+    if override.lstrip().startswith("~"):
+        return None  # deleting cannot set anything; the launcher's own variables are added after
+    if key == RAY_ADDRESS_KEY or key.startswith(RAY_ADDRESS_KEY + "."):
+        return f"{key}: the launcher hands verl the Ray cluster's address; it cannot be overridden"
+    if key.startswith(RUNTIME_ENV_VARS + "."):
+        name = key[len(RUNTIME_ENV_VARS) + 1 :]
+        if reserved_runtime_env_name(name):
+            return f"{key}: {name} is reserved (as in spec.env); it cannot be set through runtime_env either"
+        return None
+    # A whole subtree above the address or the variables: look inside the value.
+    for target in (RAY_ADDRESS_KEY, RUNTIME_ENV_VARS):
+        if not (target + ".").startswith(key + "."):
+            continue
+        if not parsed:
+            return f"{key}: could not be parsed to check the Ray address and runtime_env variables it sets"
+        rest = tuple(target[len(key) + 1 :].split(".")) if target != key else ()
+        for path, node in _nodes(value):
+            if target == RAY_ADDRESS_KEY and path == rest:
+                return f"{key}: sets {RAY_ADDRESS_KEY}, which the launcher owns"
+            if (
+                target == RUNTIME_ENV_VARS
+                and path[: len(rest)] == rest
+                and len(path) == len(rest) + 1
+                and reserved_runtime_env_name(path[-1])
+            ):
+                return f"{key}: sets runtime_env variable {path[-1]}, which is reserved (as in spec.env)"
+            if (
+                target == RUNTIME_ENV_VARS
+                and path == rest
+                and node is not None
+                and not isinstance(node, dict)
+            ):
+                return f"{key}: runtime_env.env_vars must be a mapping of variable names"
+    return None
+
+
+def unsafe_override_problems(overrides: Iterable[str]) -> list[tuple[int, str]]:
+    """``(index, message)`` for each override that would instantiate code or reach the reserved
+    environment; the message names the key and the rule, never the value."""
+    problems: list[tuple[int, str]] = []
+    for index, override in enumerate(overrides):
+        parsed, value = _parsed_value(override)
+        problem = _instantiation_problem(override, parsed, value) or _runtime_env_problem(
+            override, parsed, value
+        )
+        if problem is not None:
+            problems.append((index, problem))
+    return problems
