@@ -40,6 +40,9 @@ class Versions(_Frozen):
     """Versions of the software the images and the cluster must agree on."""
 
     kuberay: str
+    #: The real control plane and kwok the tests run (scripts/get-kube-tools.sh).
+    kubernetes: str | None = None
+    kwok: str | None = None
     ray: str
     verl: str
     sglang: str
