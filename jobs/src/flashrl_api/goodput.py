@@ -24,6 +24,7 @@ verl 0.9.1 keys (``trainer/ppo/v1/trainer_base.py`` ``fit`` and ``_step_once``, 
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -121,6 +122,7 @@ DISCARDED_GROUP_KEYS: Final = (
 )
 #: Longest ``byPhase`` list: one entry per phase.
 MAX_PHASES: Final = len(GoodputPhase)
+_ORDER: Final = {p: i for i, p in enumerate(GoodputPhase)}
 
 
 @dataclass
@@ -199,6 +201,41 @@ class LauncherClock:
             phase = GoodputPhase.STARTUP if self.steps == 0 else GoodputPhase.STEP_OTHER
             out[phase] = out.get(phase, 0.0) + tail
         return out
+
+
+def rfc3339(moment: float) -> str:
+    """Unix seconds as RFC 3339 with milliseconds (the launcher's phases are finer than a second)."""
+    text = datetime.datetime.fromtimestamp(moment, datetime.UTC).isoformat(timespec="milliseconds")
+    return text.replace("+00:00", "Z")
+
+
+def parse_rfc3339(value: object) -> float | None:
+    """Unix seconds of an RFC 3339 timestamp (with or without fractions), or ``None``."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        moment = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return moment.timestamp()
+
+
+def launcher_phases(clock: LauncherClock, as_of: float, attempt: int | None, gpus: int) -> dict[str, object]:
+    """``status.launcherPhases``: the launcher's split up to ``as_of``, as the operator reads it."""
+    wire: dict[str, object] = {
+        "launchTime": rfc3339(clock.launched),
+        "reportTime": rfc3339(max(as_of, clock.launched)),
+        "steps": clock.steps,
+        "phases": [
+            {"phase": str(p), "seconds": round(s, 3), "gpuSeconds": round(s * gpus, 3)}
+            for p, s in sorted(clock.phases(as_of).items(), key=lambda item: _ORDER[item[0]])
+        ],
+    }
+    if attempt is not None:
+        wire["attempt"] = attempt
+    return wire
 
 
 @dataclass(frozen=True)
