@@ -191,5 +191,5 @@ def test_a_step_carries_the_launchers_goodput_phases() -> None:
     status = step_status(StepReport(1, 10, phases=phases), datetime(2026, 1, 1, tzinfo=UTC))
     parsed = LauncherPhases.model_validate(status["launcherPhases"])
     assert parsed.attempt == 2 and parsed.launch_time == "2023-11-14T22:13:20.000Z"
-    assert parsed.report_time == "2023-11-14T22:14:40.250Z"
+    assert parsed.report_time == "2023-11-14T22:15:00.250Z"
     assert {p.phase: p.gpu_seconds for p in parsed.phases} == {"gpu_gate": 244.0, "startup": 558.0}
