@@ -95,6 +95,13 @@ LAUNCHER_PHASES: Final[frozenset[GoodputPhase]] = frozenset(
         *TRAINING,
     }
 )
+#: Phases the operator observes and exports: the time around the launcher's window. ``lost_steps`` is
+#: neither side's counter: it re-labels, in the status, seconds the launcher counted as step phases.
+OPERATOR_PHASES: Final[tuple[GoodputPhase, ...]] = (
+    GoodputPhase.PODS_STARTING,
+    GoodputPhase.LOST_IN_FLIGHT,
+    GoodputPhase.TEARDOWN,
+)
 #: Phases moved, for a failed attempt, into :data:`GoodputPhase.LOST_STEPS` (pro rata of its steps).
 STEP_PHASES: Final[frozenset[GoodputPhase]] = frozenset(
     {*TRAINING, GoodputPhase.DISCARDED_GENERATION, GoodputPhase.VALIDATION, GoodputPhase.CHECKPOINT}
@@ -123,6 +130,7 @@ DISCARDED_GROUP_KEYS: Final = (
 #: Longest ``byPhase`` list: one entry per phase.
 MAX_PHASES: Final = len(GoodputPhase)
 _ORDER: Final = {p: i for i, p in enumerate(GoodputPhase)}
+_NAMES: Final = frozenset(p.value for p in GoodputPhase)
 
 
 @dataclass
@@ -319,7 +327,7 @@ def attempt_seconds(span: AttemptSpan, as_of: float) -> dict[GoodputPhase, float
         add(GoodputPhase.PODS_STARTING, launched - span.start)
         reported = min(max(span.reported or launched, launched), end)
         window = reported - launched
-        known = {GoodputPhase(p): max(0.0, s) for p, s in span.launcher.items() if p in GoodputPhase}
+        known = {GoodputPhase(p): max(0.0, s) for p, s in span.launcher.items() if p in _NAMES}
         total = sum(known.values())
         if total > 0:
             for phase, seconds in known.items():
@@ -363,7 +371,7 @@ def ledger_of(by_phase: Iterable[Mapping[str, object]]) -> Ledger:
     gpu_seconds = dict.fromkeys(GoodputPhase, 0.0)
     for entry in by_phase:
         name = entry.get("phase")
-        if name not in {p.value for p in GoodputPhase}:
+        if name not in _NAMES:
             continue
         phase = GoodputPhase(str(name))
         for target, key in ((seconds, "seconds"), (gpu_seconds, "gpuSeconds")):
