@@ -225,6 +225,9 @@ FIGURES_JS = """JSON.stringify({
             text: f.innerText};
   }),
   rows: Array.from(document.querySelectorAll('#summary tbody tr')).map(r => r.cells[0].innerText),
+  goodput: Array.from(document.querySelectorAll('#goodput tbody tr')).map(r =>
+    Array.from(r.cells).map(c => c.innerText)),
+  goodputText: (document.querySelector('#goodput') || {innerText: ''}).innerText,
   notes: Array.from(document.querySelectorAll('#notes li')).map(li => li.innerText),
   external: Array.from(document.querySelectorAll('[src],[href]'))
     .map(e => e.getAttribute('src') || e.getAttribute('href')).filter(u => !u.startsWith('data:')),

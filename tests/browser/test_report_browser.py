@@ -80,3 +80,18 @@ async def test_a_figure_without_data_is_a_message_not_a_broken_image(tmp_path: P
         assert figures[missing]["unavailable"] and figures[missing]["img"] is None
         assert "Not available: no run logged" in figures[missing]["text"]
     assert figures["plot-throughput"]["img"]["complete"]
+
+
+async def test_the_goodput_section_compares_fp8_with_bf16_end_to_end(tmp_path: Path) -> None:
+    """Two variants: FP8 generates faster but syncs weights slower; the page says both speed-ups apart
+    and which phase makes the difference, and draws the phases of each variant as a stacked bar."""
+    page = _report(tmp_path, {p: jsonl(p, 40) for p in ("blockwise-fp8", "bf16")})
+    seen, result, _ = await inspect_report(page.as_uri())
+    assert result.errors() == []
+    figure = next(f for f in seen["figures"] if f["id"] == "plot-goodput-phases")
+    assert figure["img"]["complete"] and figure["img"]["width"] > 300 and figure["img"]["shown"] > 300
+    rows = {cells[0]: cells for cells in seen["goodput"]}
+    assert set(rows) == {"blockwise-fp8", "bf16 (baseline)"}
+    end_to_end, generation = rows["blockwise-fp8"][4], rows["blockwise-fp8"][5]
+    assert end_to_end.endswith("x") and generation.endswith("x") and end_to_end != generation
+    assert "weight_sync makes the difference" in seen["goodputText"]

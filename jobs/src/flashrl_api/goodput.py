@@ -379,3 +379,85 @@ def ledger_of(by_phase: Iterable[Mapping[str, object]]) -> Ledger:
             if isinstance(value, int | float) and not isinstance(value, bool):
                 target[phase] += float(value)
     return Ledger(seconds, gpu_seconds)
+
+
+def step_ledger(records: Iterable[Mapping[str, float]], gpus: int = 1, kept_groups: int = 0) -> Ledger:
+    """A ledger of verl's steps alone (no pods, start-up or restarts): each record's ``timing_s/*``
+    split as the launcher would, the step and its validation back to back. For metrics files read
+    without the job's status."""
+    clock = LauncherClock(launched=0.0, kept_groups=kept_groups)
+    for values in records:
+        seen = clock.boundary + max(0.0, values.get(STEP_KEY, 0.0)) + max(0.0, values.get(TESTING_KEY, 0.0))
+        if seen <= clock.boundary:
+            seen = clock.boundary + sum(max(0.0, values.get(k, 0.0)) for k in IN_STEP_KEYS)
+        clock.step(values, seen)
+    seconds = dict.fromkeys(GoodputPhase, 0.0)
+    for phase, value in clock.phases(clock.boundary).items():
+        seconds[phase] = value
+    return Ledger(seconds, {p: s * gpus for p, s in seconds.items()})
+
+
+#: The phases that are generation, kept or discarded: the "generation-only" speed-up compares these.
+GENERATION: Final[frozenset[GoodputPhase]] = frozenset(
+    {GoodputPhase.GENERATION, GoodputPhase.DISCARDED_GENERATION}
+)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A variant against the baseline, per training step: end to end and generation only."""
+
+    #: Baseline held GPU-seconds per step / the variant's (> 1: the variant is faster).
+    end_to_end: float
+    #: The same ratio over generation alone.
+    generation: float
+    #: The phase (other than generation) whose GPU-seconds per step differ most in the direction that
+    #: separates the end-to-end speed-up from the generation-only one, and that difference (variant minus
+    #: baseline, GPU-seconds per step).
+    decisive: GoodputPhase | None
+    decisive_delta: float
+
+    def sentence(self, variant: str, baseline: str) -> str:
+        """One line for the report: both speed-ups and the phase that makes the difference."""
+        text = (
+            f"{variant} over {baseline}: {self.end_to_end:.2f}x end to end (per training step, every held "
+            f"GPU-second counted), {self.generation:.2f}x in generation alone"
+        )
+        if self.decisive is None:
+            if abs(self.end_to_end - self.generation) < 0.005:
+                return text
+            return f"{text}; the other phases take as long as in {baseline} and dilute the difference"
+        more = "more" if self.decisive_delta > 0 else "less"
+        return (
+            f"{text}; {self.decisive} makes the difference ({abs(self.decisive_delta):.1f} GPU-s per step "
+            f"{more} than {baseline})"
+        )
+
+
+def per_step(ledger: Ledger, steps: int) -> dict[GoodputPhase, float]:
+    """Held GPU-seconds per training step, by phase."""
+    if steps <= 0:
+        return {}
+    return {p: v / steps for p, v in ledger.gpu_seconds.items() if p not in UNHELD}
+
+
+def compare(variant: Ledger, variant_steps: int, baseline: Ledger, baseline_steps: int) -> Comparison | None:
+    """The variant's speed-ups over the baseline, or ``None`` when either has no step or no generation."""
+    mine, theirs = per_step(variant, variant_steps), per_step(baseline, baseline_steps)
+    if not mine or not theirs:
+        return None
+    held_mine, held_theirs = sum(mine.values()), sum(theirs.values())
+    gen_mine = sum(mine.get(p, 0.0) for p in GENERATION)
+    gen_theirs = sum(theirs.get(p, 0.0) for p in GENERATION)
+    if held_mine <= 0 or gen_mine <= 0:
+        return None
+    end_to_end, generation = held_theirs / held_mine, gen_theirs / gen_mine
+    deltas = {
+        p: mine.get(p, 0.0) - theirs.get(p, 0.0) for p in mine.keys() | theirs.keys() if p not in GENERATION
+    }
+    # End to end below generation alone: the phase the variant spends most extra on; above: least.
+    sign = 1.0 if end_to_end < generation else -1.0
+    decisive = max(deltas, key=lambda p: sign * deltas[p], default=None)
+    if decisive is None or sign * deltas[decisive] <= 0:
+        return Comparison(end_to_end, generation, None, 0.0)
+    return Comparison(end_to_end, generation, decisive, deltas[decisive])
