@@ -22,6 +22,8 @@ from flashrl_api.goodput import LAUNCHER_PHASES, OPERATOR_PHASES, UNHELD, Launch
 from flashrl_jobs.exporter import serve
 from flashrl_jobs.run_metrics import Record, RunState
 from flashrl_operator.kuberay import ORIGINATED_FROM_NAME
+from flashrl_operator.report import build_report
+from flashrl_operator.report.cluster import JobObjects, runs_from_objects
 from flashrl_operator.sim import (
     JOBS_RESOURCE,
     RAY_CLUSTERS_RESOURCE,
@@ -159,3 +161,10 @@ async def test_a_retried_run_accounts_for_every_gpu_second(
     attempt_two = {e["phase"]: e["gpuSeconds"] for e in two["launcher"]["phases"]}
     for (_, phase), value in from_launcher.items():
         assert value == pytest.approx(attempt_two[phase], abs=0.01)
+
+    # The report reads the same ledger from the FlashRLJob (as `flashrl report --experiment` does).
+    job = await cluster.job("gp")
+    runs = runs_from_objects(NAMESPACE, [JobObjects("gp", "gp", job, None)])
+    (summary,) = build_report(runs).goodput
+    assert summary.whole and summary.held_hours * 3600 == pytest.approx(held_seconds(status), rel=0.02)
+    assert summary.ledger.productive_fraction == pytest.approx(goodput["productiveFraction"], abs=1e-3)
