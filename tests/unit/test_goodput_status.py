@@ -45,13 +45,19 @@ def test_a_retried_job_from_its_status_alone() -> None:
         ],
     }
     attempts = Attempts.of(status)
-    # Attempt 1's launcher reported before the failure; its cluster is gone now.
-    first = fold_attempts(attempts, report(1, 250, 3, 760), 16, released=[1], now=at(830))
+    # Attempt 1's launcher reported before the failure; its cluster is gone now. Attempt 2's RayJob
+    # waits for Kueue until 950 s.
+    first = fold_attempts(attempts, report(1, 250, 3, 760), 16, released=[1], now=at(830), admitted=False)
     assert [e.attempt for e in unreleased(first)] == []
     assert first.history[0].release_time == at(830) and first.history[0].gpus == 16
     assert first.history[0].launcher is not None and first.history[0].launcher["steps"] == 3
+    queued = fold_attempts(first, None, 16, released=[], now=at(920), admitted=False)
+    assert queued.history[1].admit_time is None
+    assert goodput(queued, [], at(0)) is not None
+    admitted = fold_attempts(queued, None, 16, released=[], now=at(950))
+    assert admitted.history[1].admit_time == at(950)
     # Attempt 2's launcher: folded into attempt 2, attempt 1's copy kept.
-    second = fold_attempts(first, report(2, 1000, 2, 1500), 16, released=[], now=at(1500))
+    second = fold_attempts(admitted, report(2, 1000, 2, 1500), 16, released=[], now=at(1500))
     assert second.history[0].launcher == first.history[0].launcher
     assert second.history[1].launcher is not None and second.history[1].launcher["attempt"] == 2
     # An older report never replaces a newer one.
@@ -63,9 +69,11 @@ def test_a_retried_job_from_its_status_alone() -> None:
     by_phase = {e["phase"]: e for e in wire["byPhase"]}
     assert by_phase["staging"]["seconds"] == 90 and by_phase["staging"]["gpuSeconds"] == 0
     assert by_phase["backoff"]["seconds"] == 70 and by_phase["backoff"]["gpuSeconds"] == 0
-    # Held: attempt 1 from 100 s to its release at 830 s, attempt 2 from 900 s to its report at 1500 s.
-    assert wire["heldGPUSeconds"] == pytest.approx(16 * ((830 - 100) + (1500 - 900)), abs=0.5)
-    assert by_phase["pods_starting"]["gpuSeconds"] == pytest.approx(16 * (150 + 100), abs=0.5)
+    assert by_phase["queued"]["seconds"] == 50 and by_phase["queued"]["gpuSeconds"] == 0
+    # Held: attempt 1 from 100 s to its release at 830 s, attempt 2 from its admission at 950 s to its
+    # launcher's report at 1500 s.
+    assert wire["heldGPUSeconds"] == pytest.approx(16 * ((830 - 100) + (1500 - 950)), abs=0.5)
+    assert by_phase["pods_starting"]["gpuSeconds"] == pytest.approx(16 * (150 + 50), abs=0.5)
     assert by_phase["lost_in_flight"]["gpuSeconds"] == pytest.approx(16 * 40, abs=0.5)
     assert by_phase["teardown"]["gpuSeconds"] == pytest.approx(16 * 30, abs=0.5)
     assert by_phase["lost_steps"]["gpuSeconds"] > 0  # step 3, after the checkpoint of step 2

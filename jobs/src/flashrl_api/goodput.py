@@ -37,6 +37,8 @@ class GoodputPhase(StrEnum):
 
     #: Before GPUs are held (0 GPU-seconds; wall-clock only).
     STAGING = "staging"
+    #: The attempt's RayJob exists but is suspended until Kueue admits it (0 GPU-seconds).
+    QUEUED = "queued"
     #: Retry backoff: the failed attempt's cluster is gone, the next one not created (0 GPU-seconds).
     BACKOFF = "backoff"
     #: RayJob created → the launcher started (pods scheduled, images pulled, Ray up, job submitted).
@@ -72,7 +74,9 @@ class GoodputPhase(StrEnum):
 
 
 #: Phases that hold no GPU.
-UNHELD: Final[frozenset[GoodputPhase]] = frozenset({GoodputPhase.STAGING, GoodputPhase.BACKOFF})
+UNHELD: Final[frozenset[GoodputPhase]] = frozenset(
+    {GoodputPhase.STAGING, GoodputPhase.QUEUED, GoodputPhase.BACKOFF}
+)
 #: Phases that trained the model: the steps that were kept, without checkpoint saves and discarded samples.
 TRAINING: Final[frozenset[GoodputPhase]] = frozenset(
     {
@@ -252,7 +256,7 @@ class AttemptSpan:
 
     attempt: int
     gpus: int
-    #: The attempt's RayJob was created (GPUs requested; held from here on).
+    #: The attempt's RayJob was created, or admitted by Kueue (GPUs requested; held from here on).
     start: float
     #: The launcher's window: its start, its newest report, and its split of that window.
     launched: float | None = None
@@ -351,12 +355,18 @@ def attempt_seconds(span: AttemptSpan, as_of: float) -> dict[GoodputPhase, float
 
 
 def job_ledger(
-    spans: Iterable[AttemptSpan], as_of: float, staging: float = 0.0, backoff: float = 0.0
+    spans: Iterable[AttemptSpan],
+    as_of: float,
+    staging: float = 0.0,
+    backoff: float = 0.0,
+    queued: float = 0.0,
 ) -> Ledger:
-    """The job's ledger: each attempt's phases × its GPUs, plus the wall-clock of staging and backoff."""
+    """The job's ledger: each attempt's phases × its GPUs, plus the wall-clock of staging, queueing and
+    backoff (no GPU held)."""
     seconds = dict.fromkeys(GoodputPhase, 0.0)
     gpu_seconds = dict.fromkeys(GoodputPhase, 0.0)
     seconds[GoodputPhase.STAGING] = max(0.0, staging)
+    seconds[GoodputPhase.QUEUED] = max(0.0, queued)
     seconds[GoodputPhase.BACKOFF] = max(0.0, backoff)
     for span in spans:
         for phase, value in attempt_seconds(span, as_of).items():

@@ -273,14 +273,15 @@ class PhaseSeconds(ApiModel):
     """Wall-clock seconds."""
 
     gpu_seconds: float = Field(default=0.0, ge=0, alias="gpuSeconds")
-    """Seconds × the GPUs the attempt held (0 for the phases that hold none: staging, backoff)."""
+    """Seconds × the GPUs the attempt held (0 for the phases that hold none: staging, queued, backoff)."""
 
 
 class Goodput(ApiModel):
     """Where the job's GPU-seconds went, over all its attempts (written by the operator)."""
 
     held_gpu_seconds: float = Field(default=0.0, ge=0, alias="heldGPUSeconds")
-    """GPU-seconds from each attempt's RayJob creation to its Ray cluster's deletion."""
+    """GPU-seconds from each attempt's RayJob creation (or admission by Kueue) to its Ray cluster's
+    deletion."""
 
     training_gpu_seconds: float = Field(default=0.0, ge=0, alias="trainingGPUSeconds")
     """GPU-seconds of the steps that were kept: generation of the kept samples, weight sync, log-prob
@@ -337,6 +338,10 @@ class AttemptRecord(ApiModel):
 
     end_time: str | None = None
     """When it ended (RFC 3339); absent for the current attempt."""
+
+    admit_time: str | None = None
+    """When the operator first saw its RayJob not suspended (RFC 3339): Kueue admitted it, or at once
+    without a queue. Its GPUs are held from here on."""
 
     release_time: str | None = None
     """When the operator saw its Ray cluster gone after it ended (RFC 3339): its GPUs were released."""

@@ -58,8 +58,10 @@ class Attempt:
     reason: str | None = None
     start_time: str | None = None
     end_time: str | None = None
-    #: Goodput (:mod:`flashrl_operator.goodput_status`): when its cluster was seen gone, its GPUs, and
+    #: Goodput (:mod:`flashrl_operator.goodput_status`): when its RayJob was first seen unsuspended, when
+    #: its cluster was seen gone, its GPUs, and
     #: the launcher's newest ``status.launcherPhases`` of this attempt.
+    admit_time: str | None = None
     release_time: str | None = None
     gpus: int | None = None
     launcher: Mapping[str, Any] | None = None
@@ -76,6 +78,7 @@ class Attempt:
             reason=_opt_str(raw.get("reason")),
             start_time=_opt_str(raw.get("startTime")),
             end_time=_opt_str(raw.get("endTime")),
+            admit_time=_opt_str(raw.get("admitTime")),
             release_time=_opt_str(raw.get("releaseTime")),
             gpus=as_int(raw.get("gpus")),
             launcher=launcher if isinstance(launcher, Mapping) else None,
@@ -90,6 +93,7 @@ class Attempt:
             ("reason", self.reason),
             ("startTime", self.start_time),
             ("endTime", self.end_time),
+            ("admitTime", self.admit_time),
             ("releaseTime", self.release_time),
             ("gpus", self.gpus),
             ("launcher", dict(self.launcher) if self.launcher is not None else None),

@@ -25,9 +25,15 @@ from flashrl_operator.conditions import find_condition
 
 
 def fold_attempts(
-    attempts: Attempts, launcher: object, gpus: int, released: Iterable[int], now: str
+    attempts: Attempts,
+    launcher: object,
+    gpus: int,
+    released: Iterable[int],
+    now: str,
+    admitted: bool = True,
 ) -> Attempts:
-    """The attempts with their GPU count, the launcher's newest phases and the release times seen now.
+    """The attempts with their GPU count, admission, the launcher's newest phases and the release times
+    seen now. ``admitted``: the current attempt's RayJob is not suspended (Kueue admitted it).
 
     ``launcher`` is ``status.launcherPhases`` as read (anything); it goes to the attempt it names (the
     current one when it names none) when it is newer than what that attempt holds. ``released`` are the
@@ -42,6 +48,12 @@ def fold_attempts(
     for entry in attempts.history:
         if entry.start_time is not None and entry.gpus is None:
             entry = replace(entry, gpus=gpus)
+        live = entry.attempt == attempts.attempt and entry.start_time is not None and entry.end_time is None
+        if live and admitted and entry.admit_time is None:
+            start = parse_rfc3339(entry.start_time) or 0.0
+            entry = replace(
+                entry, admit_time=now if (parse_rfc3339(now) or 0.0) >= start else entry.start_time
+            )
         if report is not None and entry.attempt == target and _newer(report, entry.launcher):
             entry = replace(entry, launcher=dict(report))
         if entry.attempt in gone and entry.end_time is not None and entry.release_time is None:
@@ -63,6 +75,16 @@ def unreleased(attempts: Attempts) -> list[Attempt]:
     return [e for e in attempts.history if e.end_time is not None and e.release_time is None]
 
 
+def held_from(entry: Attempt) -> float | None:
+    """When the attempt's GPUs were requested: its admission (records written before admissions were
+    kept: its RayJob's creation); ``None`` while it is queued or if it never was admitted."""
+    if entry.admit_time is not None:
+        return parse_rfc3339(entry.admit_time)
+    if entry.launcher is not None or entry.release_time is not None:
+        return parse_rfc3339(entry.start_time)
+    return None
+
+
 def spans(history: Sequence[Attempt]) -> list[AttemptSpan]:
     """The attempts that held GPUs, as the ledger's spans.
 
@@ -72,7 +94,9 @@ def spans(history: Sequence[Attempt]) -> list[AttemptSpan]:
     started = sorted((e for e in history if parse_rfc3339(e.start_time) is not None), key=lambda e: e.attempt)
     out = []
     for index, entry in enumerate(started):
-        start = parse_rfc3339(entry.start_time) or 0.0
+        start = held_from(entry)
+        if start is None:
+            continue  # still queued, or ended before Kueue admitted it: no GPU was held
         release = parse_rfc3339(entry.release_time)
         if release is None and index + 1 < len(started):
             release = parse_rfc3339(started[index + 1].start_time)
@@ -119,12 +143,25 @@ def goodput(attempts: Attempts, conditions: object, created: str) -> dict[str, A
         if done is not None and created_at is not None:
             staging = max(0.0, done - created_at)
             times.append(done)
+    queued = 0.0
+    for entry in attempts.history:
+        created_at = parse_rfc3339(entry.start_time)
+        if created_at is None:
+            continue
+        held = held_from(entry)
+        until = held if held is not None else parse_rfc3339(entry.end_time)
+        if until is None:
+            until = max([*times, created_at])
+        queued += max(0.0, until - created_at)
+        times.append(created_at)
     if not times:
         return None
     backoff = 0.0
-    for before, after in itertools.pairwise(history):
-        freed = before.release if before.release is not None else before.end
-        if freed is not None:
-            backoff += max(0.0, after.start - freed)
-    ledger = job_ledger(history, max(times), staging=staging, backoff=backoff)
+    ordered = sorted(attempts.history, key=lambda e: e.attempt)
+    for before, after in itertools.pairwise(ordered):
+        freed = parse_rfc3339(before.release_time) or parse_rfc3339(before.end_time)
+        created_next = parse_rfc3339(after.start_time)
+        if freed is not None and created_next is not None:
+            backoff += max(0.0, created_next - freed)
+    ledger = job_ledger(history, max(times), staging=staging, backoff=backoff, queued=queued)
     return ledger.to_wire()

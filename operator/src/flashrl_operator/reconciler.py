@@ -568,13 +568,9 @@ class Reconciler:
             if not clusters:
                 released.append(entry.attempt)
         resources = job.spec.resources
-        folded = fold_attempts(
-            attempts,
-            obs.previous.get("launcherPhases"),
-            resources.nodes * resources.gpus_per_node,
-            released,
-            now,
-        )
+        admitted = obs.ray_job is not None and not obs.ray_job.spec_suspend  # Kueue admitted it
+        gpus = resources.nodes * resources.gpus_per_node
+        folded = fold_attempts(attempts, obs.previous.get("launcherPhases"), gpus, released, now, admitted)
         stamp = created.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         ledger = goodput(folded, obs.previous.get("conditions"), stamp)
         self._metrics.observe_goodput(job.namespace or "default", job.name, ledger)
