@@ -74,9 +74,11 @@ class VariantGoodput:
 def run_ledger(run: RunMetrics) -> tuple[Ledger, int, bool] | None:
     """The run's ledger, its completed steps, and whether the ledger is the whole job's."""
     steps = run.training_steps()
-    if run.goodput is not None:
-        return run.goodput, run.last_step, True
     timed = [run.steps[s] for s in steps if vm.TIMING_STEP in run.steps[s]]
+    # A job's ledger without any step in it (a launcher that did not report its phases) would hide the
+    # steps the history holds: the steps' own timings say more then.
+    if run.goodput is not None and (run.goodput.training_gpu_seconds > 0 or not timed):
+        return run.goodput, run.last_step, True
     if not timed:
         return None
     return step_ledger(timed, gpus=run.gpus or 1), len(timed), False
