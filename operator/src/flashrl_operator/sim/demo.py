@@ -388,6 +388,7 @@ async def _play(
     await until(
         f"the second attempt's RayJob {retry}", lambda _s: ("rayjobs", namespace, retry) in server.creations
     )
+    await cluster.garbage_collector.collect()  # the failed attempt's RayCluster follows its deleted RayJob
     timeline.say(KUBERAY, f"attempt 2's Ray cluster is up and verl is running: {_describe(TRAINING)}")
     await kuberay.set_status(namespace, retry, TRAINING)
     await until("phase Running again", phase("Running"))
