@@ -232,6 +232,9 @@ FIGURES_JS = """JSON.stringify({
     const swatch = r.querySelector('.swatch');
     return swatch ? getComputedStyle(swatch).backgroundColor : null;
   }),
+  goodput: Array.from(document.querySelectorAll('#goodput tbody tr')).map(r =>
+    Array.from(r.cells).map(c => c.innerText)),
+  goodputText: (document.querySelector('#goodput') || {innerText: ''}).innerText,
   notes: Array.from(document.querySelectorAll('#notes li')).map(li => li.innerText),
   external: Array.from(document.querySelectorAll('[src],[href]'))
     .map(e => e.getAttribute('src') || e.getAttribute('href')).filter(u => !u.startsWith('data:')),

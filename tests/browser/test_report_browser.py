@@ -123,3 +123,18 @@ async def test_validation_columns_show_n_spread_and_a_verdict(tmp_path: Path) ->
         assert re.search(r"± [0-9.e-]+\s*n=\d+, steps \d+–\d+", fp8), fp8
         assert re.search(r"(higher than|lower than|no clear difference from) bf16", fp8), fp8
         assert bf16.rstrip().endswith("baseline"), bf16
+
+
+async def test_the_goodput_section_compares_fp8_with_bf16_end_to_end(tmp_path: Path) -> None:
+    """Two variants: FP8 generates faster but syncs weights slower; the page says both speed-ups apart
+    and which phase makes the difference, and draws the phases of each variant as a stacked bar."""
+    page = _report(tmp_path, {p: jsonl(p, 40) for p in ("blockwise-fp8", "bf16")})
+    seen, result, _ = await inspect_report(page.as_uri())
+    assert result.errors() == []
+    figure = next(f for f in seen["figures"] if f["id"] == "plot-goodput-phases")
+    assert figure["img"]["complete"] and figure["img"]["width"] > 300 and figure["img"]["shown"] > 300
+    rows = {cells[0]: cells for cells in seen["goodput"]}
+    assert set(rows) == {"blockwise-fp8", "bf16 (baseline)"}
+    end_to_end, generation = rows["blockwise-fp8"][4], rows["blockwise-fp8"][5]
+    assert end_to_end.endswith("x") and generation.endswith("x") and end_to_end != generation
+    assert "weight_sync makes the difference" in seen["goodputText"]

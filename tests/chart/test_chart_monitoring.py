@@ -29,7 +29,13 @@ ON = {
 }
 DASHBOARD_FILE = CHART / "files" / "dashboards" / "flashrl-jobs.json"
 RULES_TEST = Path(__file__).parent / "rules_test.yaml"
-ALERTS = {"FlashRLJobStalled", "FlashRLRolloutMismatchHigh", "FlashRLThroughputDropped", "FlashRLJobFailed"}
+ALERTS = {
+    "FlashRLJobStalled",
+    "FlashRLRolloutMismatchHigh",
+    "FlashRLThroughputDropped",
+    "FlashRLWeightSyncSlow",
+    "FlashRLJobFailed",
+}
 
 #: Every series name the launcher or the operator exports (histograms also as _bucket/_sum/_count).
 EXPORTED = set(exported_metrics.ALL) | {
@@ -97,7 +103,7 @@ def test_rules_pass_promtool_check_and_name_exported_series(tmp_path: Path) -> N
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rules))
     checked = promtool("check", "rules", str(tmp_path / "rules.yaml"))
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "SUCCESS: 4 rules found" in checked.stdout
+    assert "SUCCESS: 5 rules found" in checked.stdout
 
 
 def test_each_alert_fires_and_stays_quiet_in_promtools_unit_tests(tmp_path: Path) -> None:
@@ -120,6 +126,9 @@ def test_thresholds_follow_values() -> None:
         r for g in rules["groups"] for r in g["rules"] if r["alert"] == "FlashRLRolloutMismatchHigh"
     )
     assert mismatch["expr"] == "abs(flashrl_rollout_mismatch_kl) > 0.05"
+    rules = rendered_rules("--set-json", "monitoring.prometheusRule.weightSyncShare=0.35")
+    sync = next(r for g in rules["groups"] for r in g["rules"] if r["alert"] == "FlashRLWeightSyncSlow")
+    assert sync["expr"].endswith("> 0.35") and sync["for"] == "15m"
 
 
 def test_dashboard_file_is_generated_from_code() -> None:
@@ -162,10 +171,18 @@ def test_dashboard_configmap_queries_only_exported_series_as_valid_promql(tmp_pa
         assert found <= EXPORTED, f"{query} reads {found - EXPORTED}, which nothing exports"
         used |= found
     assert exported_metrics.MISMATCH_KL in used and operator_metrics.JOB_INFO in used
+    assert exported_metrics.GPU_SECONDS in used  # the goodput row
+    goodput = [p for p in board["panels"] if p.get("title") == "GPUs by phase"]
+    assert goodput and goodput[0]["fieldConfig"]["defaults"]["custom"]["stacking"]["mode"] == "normal"
+    assert any(p["type"] == "row" and p["title"] == "Where the GPU-hours go" for p in board["panels"])
     # Grafana's variables replaced by what they expand to, each query becomes a recording rule: promtool
     # parses every one of them.
     concrete = [
-        q.replace("$__rate_interval", "5m").replace("$namespace", ".*").replace("$job", ".*") for q in queries
+        q.replace("$__rate_interval", "5m")
+        .replace("$__range", "1d")
+        .replace("$namespace", ".*")
+        .replace("$job", ".*")
+        for q in queries
     ]
     rules = {
         "groups": [

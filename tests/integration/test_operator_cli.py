@@ -193,6 +193,10 @@ def test_demo_runs_the_whole_lifecycle() -> None:
     # The stuck GPU worker is named with the scheduler's reason, then the cluster comes up.
     assert "condition ClusterReady=False (PodUnschedulable)" in text
     assert "Warning PodUnschedulable" in text
+    # The goodput ledger of both attempts: every phase a line, the lost ones among them.
+    assert "status.goodput:" in text and "GPU-seconds held" in text
+    for phase in ("pods_starting", "generation", "weight_sync", "lost_steps", "teardown"):
+        assert f"  {phase} " in text, phase
 
 
 def test_demo_rejects_an_invalid_manifest(tmp_path: Path) -> None:

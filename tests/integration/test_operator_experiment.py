@@ -15,6 +15,7 @@ from operator_harness import LOCAL_SOURCES, NAMESPACE, Cluster, StartOperator
 
 from flashrl_api.history import HISTORY_KEY, parse_history
 from flashrl_operator.cli import main
+from flashrl_operator.report import PLOT_IDS
 from flashrl_operator.report.synthetic import records
 from flashrl_operator.sim import (
     CONFIG_MAPS_RESOURCE,
@@ -179,7 +180,7 @@ async def test_an_experiment_runs_its_variants_and_reports_them(
     page = (out / "report.html").read_text()
     assert f"FlashRL experiment {NAMESPACE}/cmp" in page
     assert f"ConfigMap {NAMESPACE}/cmp-fp8-metrics" in page
-    assert page.count('src="data:image/png;base64,') == 8  # every figure drawn from the histories
+    assert page.count('src="data:image/png;base64,') == len(PLOT_IDS)  # every figure drawn from the histories
     assert "fp8" in page and "bf16" in page
 
     # Deleting the experiment deletes its jobs (and what they own) through Kubernetes' garbage collector.
@@ -239,7 +240,7 @@ def test_the_demos_experiment_completes_and_writes_its_report(tmp_path: Path) ->
     assert "experiment: Succeeded, 2/2 variants finished" in text
     assert "read 2 histories over the API" in text
     page = (tmp_path / "report" / "report.html").read_text()
-    assert "SYNTHETIC" in page and page.count('src="data:image/png;base64,') == 8
+    assert "SYNTHETIC" in page and page.count('src="data:image/png;base64,') == len(PLOT_IDS)
 
 
 # --- issue 18: tenancy probes ---------------------------------------------------------------------

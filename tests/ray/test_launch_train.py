@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import threading
@@ -213,7 +214,10 @@ def setup(tmp_path: Path) -> dict[str, Any]:
     job.parent.mkdir()
     write_job(job, tmp_path / "checkpoints")
     env = {
-        "PYTHONPATH": str(tmp_path / "stand_in"),
+        # The stand-in verl first, then whatever the test run imports the launcher from.
+        "PYTHONPATH": os.pathsep.join(
+            p for p in (str(tmp_path / "stand_in"), os.environ.get("PYTHONPATH")) if p
+        ),
         "FAKE_VERL_OUT": str(tmp_path / "verl-run.json"),
         "FLASHRL_SERVICEACCOUNT_DIR": str(sa),
         # Any free port for /metrics: tests running side by side must not fight over the default.
@@ -249,9 +253,16 @@ def test_train_runs_verl_with_the_overrides_and_reports_each_step(
     assert seen["ray_address"] == ray_cluster.address
     assert "(TaskRunnerV1 pid=42) step:3 - actor/pg_loss:0.5" in run.output  # verl's output is passed on
     assert server.requests, run.output
-    steps = [r["body"]["status"]["progress"]["step"] for r in server.requests]
+    # The launcher's last word after verl exited: its goodput phases up to then (alone, or merged with
+    # the last step's report when that one had not been sent yet).
+    final_phases = server.requests[-1]["body"]["status"]["launcherPhases"]
+    requests = [r for r in server.requests if "progress" in r["body"]["status"]]
+    assert final_phases["steps"] == 3 and final_phases["launchTime"] < final_phases["reportTime"]
+    assert {"gpu_gate", "startup"} <= {p["phase"] for p in final_phases["phases"]}
+    steps = [r["body"]["status"]["progress"]["step"] for r in requests]
     assert steps == sorted(set(steps)) and steps[-1] == 3 and 0 not in steps  # at most one per step
-    last = server.requests[-1]
+    assert all("launcherPhases" in r["body"]["status"] for r in requests)  # with every step
+    last = requests[-1]
     assert last["path"] == "/apis/flashrl.dev/v1alpha1/namespaces/ml/flashrljobs/train-test/status"
     assert last["headers"]["Authorization"] == "Bearer test-token"
     assert last["headers"]["Content-Type"] == "application/merge-patch+json"
@@ -259,7 +270,13 @@ def test_train_runs_verl_with_the_overrides_and_reports_each_step(
     assert progress["totalSteps"] == 3 and progress["updateTime"].endswith("Z")
     # Only the launcher's own fields: progress and metrics, and the checkpoint of the last step.
     assert set(last["body"]) == {"status"}
-    assert set(last["body"]["status"]) <= {"progress", "checkpoint", "metrics", "validationScore"}
+    assert set(last["body"]["status"]) <= {
+        "progress",
+        "checkpoint",
+        "metrics",
+        "validationScore",
+        "launcherPhases",
+    }
     assert last["body"]["status"]["validationScore"]["name"] == "val-core/aime24/acc/mean@32"
 
 

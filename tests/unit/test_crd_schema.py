@@ -504,12 +504,14 @@ def test_printer_columns() -> None:
         "Quantization",
         "Nodes",
         "Attempt",
+        "Goodput",
         "Reason",
         "RayJob",
         "Age",
     ]
     visible = [c["name"] for c in columns if c.get("priority", 0) == 0]
     assert {"Phase", "Step", "Age"} <= set(visible)
+    assert by_name["Goodput"]["priority"] == 1  # wide only: kubectl get -o wide
     assert by_name["Age"] == {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
     for column in columns:
         if column["jsonPath"].startswith(".metadata."):

@@ -120,3 +120,35 @@ def test_a_deleted_variant_job_is_reported_not_run_again() -> None:
     (bf16,) = [v for v in p.status.variants if v.name == "bf16"]
     assert (bf16.phase, bf16.reason, bf16.step) == ("Failed", "JobDeleted", 30)
     assert "x-bf16" not in [j.name for j in p.create]
+
+
+def test_each_variant_reports_its_goodput_and_speed_ups_over_bf16() -> None:
+    """FP8 halves generation but spends 300 more GPU-s per step on weight sync: 1.33x end to end against
+    2x in generation, and the status names weight_sync as the phase in between."""
+
+    def child(gen: float, sync: float, steps: int) -> dict[str, Any]:
+        raw = _child("Succeeded", steps)
+        by_phase = [
+            {"phase": "pods_starting", "seconds": 60.0, "gpuSeconds": 480.0},
+            {"phase": "generation", "seconds": gen * steps / 8, "gpuSeconds": gen * steps},
+            {"phase": "weight_sync", "seconds": sync * steps / 8, "gpuSeconds": sync * steps},
+            {"phase": "actor_update", "seconds": 100.0 * steps / 8, "gpuSeconds": 100.0 * steps},
+        ]
+        raw["status"]["goodput"] = {"heldGPUSeconds": 0.0, "byPhase": by_phase}
+        return raw
+
+    children = {
+        "x-blockwise-fp8": child(gen=600.0, sync=350.0, steps=100),
+        "x-channel-fp8": _child("Running", 3),  # no ledger yet: no goodput fields
+        "x-bf16": child(gen=1200.0, sync=50.0, steps=100),
+    }
+    fp8, channel, bf16 = plan(_experiment(), children, T0).status.variants
+    assert fp8.generation_speedup == 2.0
+    assert fp8.end_to_end_speedup == round((4.8 + 1200 + 50 + 100) / (4.8 + 600 + 350 + 100), 3)
+    assert fp8.speedup_phase == "weight_sync"
+    assert fp8.held_gpu_hours == round((480 + 100 * 1050) / 3600, 3)
+    assert fp8.productive_fraction is not None and 0 < fp8.productive_fraction < 1
+    assert bf16.end_to_end_speedup is None and bf16.held_gpu_hours is not None  # the baseline itself
+    assert channel.held_gpu_hours is None and channel.end_to_end_speedup is None
+    wire = plan(_experiment(), children, T0).status.to_wire()
+    assert wire["variants"][0]["heldGPUHours"] == fp8.held_gpu_hours

@@ -11,6 +11,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from flashrl_api import exported_metrics as names
+from flashrl_api.goodput import LAUNCHER_PHASES, LauncherClock
 from flashrl_jobs.exporter import MetricsServer, serve
 from flashrl_jobs.run_metrics import Record, RunState
 
@@ -134,3 +135,25 @@ def test_promtool_accepts_a_real_scrape(server: tuple[RunState, MetricsServer]) 
         ["promtool", "check", "metrics"], input=text, capture_output=True, text=True, check=False
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr + text
+
+
+def test_gpu_seconds_by_phase_come_from_the_launchers_clock() -> None:
+    """The goodput counter: the launcher's split of its wall-clock × the attempt's 16 GPUs, at scrape time."""
+    clock = LauncherClock(launched=1000.0, kept_groups=32)
+    clock.gate(1000.0, 1060.0)
+    state = RunState(total_steps=150, clock=clock)
+    state.add(Record(1, STEP), now=1000.0 + 60.0 + 100.0 + 412.5)
+    running = serve(state, "ml", "qwen3-fp8", 0, address="127.0.0.1", gpus=16, now=lambda: 1572.5 + 10.0)
+    try:
+        got = samples(scrape(running))
+    finally:
+        running.close()
+    by_phase = {dict(labels)["phase"]: v for (name, labels), v in got.items() if name == names.GPU_SECONDS}
+    assert set(by_phase) <= {str(p) for p in LAUNCHER_PHASES}
+    assert by_phase["gpu_gate"] == 16 * 60.0
+    assert by_phase["startup"] == 16 * 100.0
+    assert by_phase["weight_sync"] == 16 * 9.5
+    assert by_phase["generation"] == 16 * 250.0
+    # The 10 s since the step (the next one under way) are step_other, with the step's untimed 33 s.
+    assert by_phase["step_other"] == pytest.approx(16 * (412.5 - 250.0 - 9.5 - 120.0 + 10.0))
+    assert sum(by_phase.values()) == pytest.approx(16 * (1582.5 - 1000.0))

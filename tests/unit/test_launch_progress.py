@@ -175,3 +175,21 @@ def test_the_reporter_reads_the_rotating_token_file_for_every_request(
         server.server_close()
     assert seen[0] == "Bearer token-1"
     assert seen[-1] == "Bearer token-3"
+
+
+def test_a_step_carries_the_launchers_goodput_phases() -> None:
+    """status.launcherPhases rides in the step's PATCH: the operator folds it into status.goodput."""
+    from datetime import UTC, datetime
+
+    from flashrl_api.goodput import LauncherClock, launcher_phases
+    from flashrl_api.status import LauncherPhases
+    from flashrl_jobs.progress import StepReport, step_status
+
+    clock = LauncherClock(launched=1_700_000_000.0)
+    clock.gate(1_700_000_000.0, 1_700_000_030.5)
+    phases = launcher_phases(clock, 1_700_000_100.25, attempt=2, gpus=8)
+    status = step_status(StepReport(1, 10, phases=phases), datetime(2026, 1, 1, tzinfo=UTC))
+    parsed = LauncherPhases.model_validate(status["launcherPhases"])
+    assert parsed.attempt == 2 and parsed.launch_time == "2023-11-14T22:13:20.000Z"
+    assert parsed.report_time == "2023-11-14T22:15:00.250Z"
+    assert {p.phase: p.gpu_seconds for p in parsed.phases} == {"gpu_gate": 244.0, "startup": 558.0}

@@ -205,7 +205,9 @@ def test_cli_writes_a_self_contained_page_and_its_pngs(
     out = tmp_path / "report"
     status = main(["report", "--metrics", f"fp8={fp8}", "--metrics", f"bf16={bf16}", "--output", str(out)])
     assert status == 0
-    assert f"{out / REPORT_FILE}: 2 runs, 8 of 8 figures" in capsys.readouterr().out
+    assert (
+        f"{out / REPORT_FILE}: 2 runs, {len(PLOT_IDS)} of {len(PLOT_IDS)} figures" in capsys.readouterr().out
+    )
     assert sorted(p.name for p in out.iterdir()) == sorted([REPORT_FILE, *(f"{i}.png" for i in PLOT_IDS)])
     page = (out / REPORT_FILE).read_text()
     # Self-contained: every image inline, nothing fetched from anywhere.

@@ -205,6 +205,22 @@ class VariantStatus(ApiModel):
     metrics: list[VariantMetric] = Field(default_factory=list, max_length=64)
     """The job's latest metrics (validation score, throughput, mismatch ...), copied from its status."""
 
+    held_gpu_hours: float | None = Field(default=None, ge=0, alias="heldGPUHours")
+    """GPU-hours its FlashRLJob held so far (status.goodput.heldGPUSeconds / 3600)."""
+
+    productive_fraction: float | None = Field(default=None, ge=0, le=1)
+    """Share of them spent in the training steps that were kept (status.goodput.productiveFraction)."""
+
+    end_to_end_speedup: float | None = Field(default=None, ge=0)
+    """Held GPU-seconds per completed step of the baseline (the first bf16 variant) over this variant's:
+    weight sync, start-up, restarts and every other phase counted."""
+
+    generation_speedup: float | None = Field(default=None, ge=0)
+    """The same ratio over generation alone."""
+
+    speedup_phase: str | None = Field(default=None, max_length=64)
+    """The goodput phase that separates the two speed-ups most (e.g. weight_sync)."""
+
 
 class FlashRLExperimentStatus(ApiModel):
     """Observed state of a FlashRLExperiment, written by the operator."""

@@ -34,6 +34,15 @@ TRAINING_REMAINING_SECONDS: Final = "flashrl_training_estimated_remaining_second
 PHASE_SECONDS: Final = "flashrl_phase_seconds"
 PHASE_LABEL: Final = "phase"
 
+# --- goodput ---------------------------------------------------------------------------------------------
+
+#: GPU-seconds by goodput phase (label ``phase``, a :class:`flashrl_api.goodput.GoodputPhase`). The launcher
+#: exports the phases it observes (:data:`flashrl_api.goodput.LAUNCHER_PHASES`: the gate, start-up and each
+#: step's phases), the operator the ones around them (pods starting, the step in flight when an attempt
+#: failed, teardown), under the same name: ``sum by (phase)`` adds them up without counting a second twice.
+GPU_SECONDS: Final = "flashrl_gpu_seconds_total"
+GOODPUT_PHASE_LABEL: Final = "phase"
+
 # --- checkpoints ----------------------------------------------------------------------------------------
 
 #: Step of the newest checkpoint verl would resume from (``latest_checkpointed_iteration.txt``, the same
@@ -108,6 +117,7 @@ ALL: Final[frozenset[str]] = frozenset(
         TRAINING_LAST_STEP_TIMESTAMP,
         TRAINING_REMAINING_SECONDS,
         PHASE_SECONDS,
+        GPU_SECONDS,
         CHECKPOINT_STEP,
         VALIDATION_SCORE,
         RESPONSE_LENGTH,

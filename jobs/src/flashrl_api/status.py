@@ -23,6 +23,7 @@ from typing import Final, Literal
 from pydantic import Field
 
 from flashrl_api._base import ApiModel
+from flashrl_api.goodput import MAX_PHASES, GoodputPhase
 
 Phase = Literal["Pending", "Staging", "Starting", "Running", "Succeeded", "Failed", "Suspended"]
 PHASES: tuple[Phase, ...] = ("Pending", "Staging", "Starting", "Running", "Succeeded", "Failed", "Suspended")
@@ -263,6 +264,57 @@ class CheckpointRecord(ApiModel):
     """The attempt (Ray cluster) whose launcher reported it."""
 
 
+class PhaseSeconds(ApiModel):
+    """Wall-clock and GPU-seconds one phase took (docs/observability.md defines each phase)."""
+
+    phase: str = Field(min_length=1, max_length=64, description=f"One of {', '.join(GoodputPhase)}.")
+
+    seconds: float = Field(default=0.0, ge=0)
+    """Wall-clock seconds."""
+
+    gpu_seconds: float = Field(default=0.0, ge=0, alias="gpuSeconds")
+    """Seconds × the GPUs the attempt held (0 for the phases that hold none: staging, queued, backoff)."""
+
+
+class Goodput(ApiModel):
+    """Where the job's GPU-seconds went, over all its attempts (written by the operator)."""
+
+    held_gpu_seconds: float = Field(default=0.0, ge=0, alias="heldGPUSeconds")
+    """GPU-seconds from each attempt's RayJob creation (or admission by Kueue) to its Ray cluster's
+    deletion."""
+
+    training_gpu_seconds: float = Field(default=0.0, ge=0, alias="trainingGPUSeconds")
+    """GPU-seconds of the steps that were kept: generation of the kept samples, weight sync, log-prob
+    and reference passes, actor update, reward and the rest of the step (not checkpoints, validation,
+    discarded samples or lost steps)."""
+
+    productive_fraction: float | None = Field(default=None, ge=0, le=1)
+    """trainingGPUSeconds / heldGPUSeconds."""
+
+    by_phase: list[PhaseSeconds] = Field(default_factory=list, max_length=MAX_PHASES)
+    """Each phase with time in it, in the order a job goes through them."""
+
+
+class LauncherPhases(ApiModel):
+    """The launcher's split of its own wall-clock in the current attempt (written by the launcher after
+    each step; the operator folds it into status.goodput)."""
+
+    attempt: int | None = Field(default=None, ge=1)
+    """The attempt whose launcher reported it."""
+
+    launch_time: str
+    """When the launcher started (RFC 3339, fractional seconds)."""
+
+    report_time: str
+    """The end of the split (RFC 3339, fractional seconds)."""
+
+    steps: int = Field(default=0, ge=0)
+    """Training steps this launcher saw complete."""
+
+    phases: list[PhaseSeconds] = Field(default_factory=list, max_length=MAX_PHASES)
+    """Seconds per phase from launchTime to reportTime (they add up to the difference)."""
+
+
 class AttemptRecord(ApiModel):
     """One attempt: a Ray cluster that ran (or tried to run) the job."""
 
@@ -286,6 +338,19 @@ class AttemptRecord(ApiModel):
 
     end_time: str | None = None
     """When it ended (RFC 3339); absent for the current attempt."""
+
+    admit_time: str | None = None
+    """When the operator first saw its RayJob not suspended (RFC 3339): Kueue admitted it, or at once
+    without a queue. Its GPUs are held from here on."""
+
+    release_time: str | None = None
+    """When the operator saw its Ray cluster gone after it ended (RFC 3339): its GPUs were released."""
+
+    gpus: int | None = Field(default=None, ge=1)
+    """GPUs its Ray cluster held (resources.nodes × resources.gpusPerNode)."""
+
+    launcher: LauncherPhases | None = None
+    """The launcher's newest status.launcherPhases of this attempt, kept when it ended."""
 
 
 class FlashRLJobStatus(ApiModel):
@@ -355,3 +420,9 @@ class FlashRLJobStatus(ApiModel):
 
     next_attempt_time: str | None = None
     """While a retry waits out its backoff: when the next attempt's Ray cluster will be created."""
+
+    launcher_phases: LauncherPhases | None = None
+    """The current attempt's launcher: its wall-clock split by phase (the operator reads it)."""
+
+    goodput: Goodput | None = None
+    """Where the GPU-seconds went, by phase, over every attempt (docs/observability.md)."""

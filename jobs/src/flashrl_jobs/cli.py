@@ -23,12 +23,15 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from flashrl_api import FlashRLJob, SpecError, load_job_file
+from flashrl_api.goodput import LauncherClock
 from flashrl_jobs import contract
 from flashrl_jobs.deadline import ESI_ENV, job_deadline
 from flashrl_jobs.ledger import WRITE_FAILURE_TEXTS, Ledger, free_bytes, probe_writable, rfc3339
@@ -247,17 +250,22 @@ def run(argv: Sequence[str] | None = None) -> int:
             "discovers a cluster on its own)",
         )
     parse_address(args.ray_address)
+    # The goodput clock starts with the launcher: config composition and the gate are its first phases.
+    clock = LauncherClock(launched=time.time())
     port = metrics_port(args.metrics_port, os.environ) if args.command == "train" else 0
     job = load_job(args.spec)
     compose_first(job)
     spec = job.spec
     required = spec.resources.nodes * spec.resources.gpus_per_node
     timeout = args.timeout if args.timeout is not None else float(spec.lifecycle.gpu_wait_timeout_seconds)
+    gate_start = time.time()
     gate(args.ray_address, required, timeout, log, head_timeout=args.head_timeout)
+    clock.gate(gate_start, time.time())
     if args.command == "check" or spec.dry_run:
         log(f"Check passed: verl's config composes and {required} GPU(s) are available; not training")
         return contract.EXIT_OK
-    return train(job, args.ray_address, args.entry_module, port)
+    clock.kept_groups = spec.training.prompt_batch_size
+    return train(job, args.ray_address, args.entry_module, port, clock)
 
 
 def run_stage(spec_path: str) -> int:
@@ -336,7 +344,8 @@ def start_exporter(state: RunState, job: FlashRLJob, port: int) -> MetricsServer
         log(f"prometheus-client is not installed ({exc}): no /metrics, status reporting goes on")
         return None
     try:
-        server = serve(state, job.namespace, job.name, port)
+        gpus = job.spec.resources.nodes * job.spec.resources.gpus_per_node
+        server = serve(state, job.namespace, job.name, port, gpus=gpus)
     except OSError as exc:
         log(f"Cannot serve /metrics on port {port} ({exc}); training goes on without it")
         return None
@@ -344,8 +353,11 @@ def start_exporter(state: RunState, job: FlashRLJob, port: int) -> MetricsServer
     return server
 
 
-def train(job: FlashRLJob, address: str, entry_module: str, port: int) -> int:
-    """Run verl, report its steps, metrics and checkpoints; returns verl's exit code (or the launcher's)."""
+def train(
+    job: FlashRLJob, address: str, entry_module: str, port: int, clock: LauncherClock | None = None
+) -> int:
+    """Run verl, report its steps, metrics, checkpoints and goodput phases; returns verl's exit code (or
+    the launcher's). ``clock`` has seen the launcher's start and gate (a fresh one starts now)."""
     from flashrl_jobs.process import run_child
 
     checkpoints = Path(checkpoint_dir(job))
@@ -371,7 +383,10 @@ def train(job: FlashRLJob, address: str, entry_module: str, port: int) -> int:
     else:
         log(f"verl's metrics go to {metrics_path}")
     argv = [sys.executable or "python3", "-m", entry_module, *overrides]
-    state = RunState(total_steps=job.spec.training.total_steps)
+    gpus = job.spec.resources.nodes * job.spec.resources.gpus_per_node
+    if clock is None:
+        clock = LauncherClock(launched=time.time(), kept_groups=job.spec.training.prompt_batch_size)
+    state = RunState(total_steps=job.spec.training.total_steps, clock=clock)
     reporter = from_environment(job.metadata.get("namespace"), job.name, log)
     if reporter is not None:
         reporter.attempt = attempt
@@ -398,7 +413,8 @@ def train(job: FlashRLJob, address: str, entry_module: str, port: int) -> int:
         # verl saves before it logs the step: the step and its checkpoint go in one PATCH.
         record = new_checkpoint()
         if reporter is not None:
-            reporter.report_step(step_report(state), record)
+            phases = state.phases_wire(time.time(), attempt, gpus)
+            reporter.report_step(replace(step_report(state), phases=phases), record)
 
     observer = RunObserver(state, JsonlTail(metrics_path, log), on_step)
     server = start_exporter(state, job, port)
@@ -413,6 +429,9 @@ def train(job: FlashRLJob, address: str, entry_module: str, port: int) -> int:
         poll_ledger()
     finally:
         if reporter is not None:
+            # The launcher's last word: its phases up to verl's exit (the operator takes it from there).
+            if (last := state.phases_wire(time.time(), attempt, gpus)) is not None:
+                reporter.report_phases(last)
             reporter.close()
         if server is not None:
             server.close()

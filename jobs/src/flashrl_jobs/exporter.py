@@ -14,11 +14,12 @@ dashboard depends on it); when it is missing the launcher says so once and train
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, start_http_server
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from flashrl_api import exported_metrics as names
@@ -37,8 +38,13 @@ _MAPPED = frozenset({*names.DIRECT, *(key for _, key in names.RESPONSE_LENGTH_ST
 class RunCollector(Collector):
     """Yields the job's metric families from the run state at each scrape."""
 
-    def __init__(self, state: RunState, namespace: str, job: str) -> None:
+    def __init__(
+        self, state: RunState, namespace: str, job: str, gpus: int = 0, now: Callable[[], float] = time.time
+    ) -> None:
         self._state = state
+        self._now = now
+        #: The attempt's GPUs: the goodput counter's seconds × this (0: no counter).
+        self._gpus = gpus
         self._ids = {names.NAMESPACE_LABEL: namespace, names.JOB_LABEL: job}
 
     def collect(self) -> Iterator[Metric]:
@@ -73,6 +79,18 @@ class RunCollector(Collector):
             )
             fam.add_metric(ids, checkpoint)
             yield fam
+
+        gpus = self._gpus
+        spent = self._state.phases(self._now()) if gpus else None
+        if spent is not None:
+            counter = CounterMetricFamily(
+                names.GPU_SECONDS,
+                "GPU-seconds by goodput phase, as this attempt's launcher observed them.",
+                labels=[*base, names.GOODPUT_PHASE_LABEL],
+            )
+            for phase, seconds in spent.items():
+                counter.add_metric([*ids, phase], seconds * gpus)
+            yield counter
 
         phases = gauge(
             names.PHASE_SECONDS, "Seconds of the last step per phase (verl timing_s/*).", (names.PHASE_LABEL,)
@@ -135,6 +153,8 @@ def serve(
     job: str,
     port: int,
     address: str = "0.0.0.0",  # noqa: S104 - Prometheus scrapes the pod IP
+    gpus: int = 0,
+    now: Callable[[], float] = time.time,
 ) -> MetricsServer:
     """Start serving (every IPv4 interface by default); ``OSError`` if the port is taken.
 
@@ -142,6 +162,6 @@ def serve(
     job's series only, without the launcher process's Python runtime series.
     """
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(RunCollector(state, namespace, job))
+    registry.register(RunCollector(state, namespace, job, gpus, now))
     server, thread = start_http_server(port, addr=address, registry=registry)
     return MetricsServer(server, thread)

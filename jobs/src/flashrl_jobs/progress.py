@@ -102,6 +102,8 @@ class StepReport:
     metrics: tuple[dict[str, Any], ...] | None = None
     validation_score: dict[str, Any] | None = None
     attempt: int | None = None
+    #: ``status.launcherPhases``: the launcher's wall-clock split by goodput phase up to this step.
+    phases: dict[str, Any] | None = None
 
 
 def progress_fields(report: StepReport, now: datetime) -> dict[str, Any]:
@@ -128,6 +130,8 @@ def step_status(report: StepReport, now: datetime) -> dict[str, Any]:
         status["metrics"] = list(report.metrics)
     if report.validation_score is not None:
         status["validationScore"] = report.validation_score
+    if report.phases is not None:
+        status["launcherPhases"] = report.phases
     return status
 
 
@@ -166,6 +170,8 @@ class ProgressReporter:
         the checkpoint verl saved with it: both in one request."""
         with self._cond:
             self._pending["progress"] = report
+            if report.phases is not None:
+                self._pending.pop("launcherPhases", None)  # the step carries newer ones
             if checkpoint is not None:
                 self._pending["checkpoint"] = checkpoint
             self._cond.notify()
@@ -173,6 +179,10 @@ class ProgressReporter:
     def report_checkpoint(self, record: dict[str, Any]) -> None:
         """Queue ``status.checkpoint`` (the ledger calls this once per new checkpoint)."""
         self._queue("checkpoint", record)
+
+    def report_phases(self, record: dict[str, Any]) -> None:
+        """Queue ``status.launcherPhases`` alone (the launcher's last word when verl has exited)."""
+        self._queue("launcherPhases", record)
 
     def report_staging(self, record: dict[str, Any]) -> None:
         """Queue ``status.staging`` (``flashrl-launch stage`` after each verified file)."""
@@ -211,6 +221,8 @@ class ProgressReporter:
             status["checkpoint"] = pending["checkpoint"]
         if "staging" in pending:
             status["staging"] = pending["staging"]
+        if "launcherPhases" in pending:
+            status["launcherPhases"] = pending["launcherPhases"]
         try:
             token = self._token_file.read_text(encoding="utf-8").strip()
         except OSError as exc:
@@ -245,6 +257,8 @@ class ProgressReporter:
                 what.append(f"checkpoint step {pending['checkpoint'].get('step')}")
             if "staging" in pending:
                 what.append("staging progress")
+            if "launcherPhases" in pending:
+                what.append("goodput phases")
             self._log(
                 f"Could not report {' and '.join(what)} to the FlashRLJob ({detail}); training continues"
             )

@@ -28,6 +28,7 @@ from typing import Any, Final
 
 from flashrl_api import exported_metrics as names
 from flashrl_api import verl_metrics as verl
+from flashrl_api.goodput import LauncherClock, launcher_phases
 
 Log = Callable[[str], None]
 
@@ -193,6 +194,9 @@ class RunState:
     #: Step of the newest checkpoint the launcher's ledger has seen (``None`` before the first).
     checkpoint_step: int | None = None
     durations: deque[float] = field(default_factory=lambda: deque(maxlen=ETA_WINDOW))
+    #: The launcher's split of its wall-clock by goodput phase (fed each new step); ``None`` in tests
+    #: and tools that only follow the metrics.
+    clock: LauncherClock | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add(self, record: Record, now: float) -> bool:
@@ -207,9 +211,25 @@ class RunState:
                 seconds = now - self.last_step_time
             if seconds is not None and seconds > 0:
                 self.durations.append(seconds)
+            if self.clock is not None:
+                self.clock.step(record.values, now)
             self.step = record.step
             self.last_step_time = now
             return True
+
+    def phases(self, now: float) -> dict[str, float] | None:
+        """Seconds per goodput phase since the launcher started, up to ``now`` (``None`` without a clock)."""
+        with self._lock:
+            if self.clock is None:
+                return None
+            return {str(p): s for p, s in self.clock.phases(now).items()}
+
+    def phases_wire(self, now: float, attempt: int | None, gpus: int) -> dict[str, Any] | None:
+        """``status.launcherPhases`` up to ``now``, or ``None`` without a clock."""
+        with self._lock:
+            if self.clock is None:
+                return None
+            return launcher_phases(self.clock, now, attempt, gpus)
 
     def set_total(self, total: int) -> None:
         """verl printed its own total (it wins over the spec's)."""

@@ -58,10 +58,18 @@ class Attempt:
     reason: str | None = None
     start_time: str | None = None
     end_time: str | None = None
+    #: Goodput (:mod:`flashrl_operator.goodput_status`): when its RayJob was first seen unsuspended, when
+    #: its cluster was seen gone, its GPUs, and
+    #: the launcher's newest ``status.launcherPhases`` of this attempt.
+    admit_time: str | None = None
+    release_time: str | None = None
+    gpus: int | None = None
+    launcher: Mapping[str, Any] | None = None
 
     @classmethod
     def of(cls, raw: Mapping[str, Any]) -> Attempt:
         """Read an entry as stored (camelCase)."""
+        launcher = raw.get("launcher")
         return cls(
             attempt=max(1, _int(raw.get("attempt"), 1)),
             start_step=_int(raw.get("startStep")),
@@ -70,6 +78,10 @@ class Attempt:
             reason=_opt_str(raw.get("reason")),
             start_time=_opt_str(raw.get("startTime")),
             end_time=_opt_str(raw.get("endTime")),
+            admit_time=_opt_str(raw.get("admitTime")),
+            release_time=_opt_str(raw.get("releaseTime")),
+            gpus=as_int(raw.get("gpus")),
+            launcher=launcher if isinstance(launcher, Mapping) else None,
         )
 
     def to_wire(self) -> dict[str, Any]:
@@ -81,6 +93,10 @@ class Attempt:
             ("reason", self.reason),
             ("startTime", self.start_time),
             ("endTime", self.end_time),
+            ("admitTime", self.admit_time),
+            ("releaseTime", self.release_time),
+            ("gpus", self.gpus),
+            ("launcher", dict(self.launcher) if self.launcher is not None else None),
         ):
             if value is not None:
                 wire[key] = value

@@ -119,6 +119,13 @@ PRINTER_COLUMNS: Final[tuple[dict[str, Any], ...]] = (
         "priority": 1,
     },
     {
+        "name": "Goodput",
+        "type": "number",
+        "jsonPath": ".status.goodput.productiveFraction",
+        "description": "Share of the held GPU-seconds that trained the model (status.goodput).",
+        "priority": 1,
+    },
+    {
         "name": "Reason",
         "type": "string",
         "jsonPath": ".status.reason",

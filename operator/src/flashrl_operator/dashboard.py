@@ -20,6 +20,7 @@ import sys
 from typing import Any, Final
 
 from flashrl_api import exported_metrics as m
+from flashrl_api.goodput import TRAINING
 from flashrl_operator import metrics as op
 
 UID: Final = "flashrl-jobs"
@@ -231,6 +232,70 @@ def panels() -> list[dict[str, Any]]:
     ]
 
 
+#: The goodput phases that trained the model, as a PromQL regex (flashrl_api.goodput.TRAINING).
+_TRAINING_RE: Final = "|".join(sorted(str(p) for p in TRAINING))
+
+
+def _stacked(panel: dict[str, Any]) -> dict[str, Any]:
+    """A timeseries panel whose series stack (one band per phase)."""
+    panel["fieldConfig"]["defaults"]["custom"] = {
+        "stacking": {"mode": "normal", "group": "A"},
+        "fillOpacity": 60,
+    }
+    return panel
+
+
+def goodput_panels(y: int) -> list[dict[str, Any]]:
+    """The row "Where the GPU-hours go": ``flashrl_gpu_seconds_total{phase}`` from the launcher and the
+    operator (each phase counted by one of them), per job."""
+    gpu = m.GPU_SECONDS
+    return [
+        _row("Where the GPU-hours go", y),
+        _stacked(
+            _panel(
+                "GPUs by phase",
+                [
+                    _target(
+                        f"sum by (namespace, job, phase) (rate({gpu}{{{SEL}}}[$__rate_interval]))",
+                        "{{job}} {{phase}}",
+                    )
+                ],
+                (0, y + 1, 12, 9),
+                unit="short",
+                description="GPUs held, stacked by goodput phase (docs/observability.md): the rate of "
+                "flashrl_gpu_seconds_total. Pick one job to read its bands; the top is the GPUs it held.",
+            )
+        ),
+        _panel(
+            "GPU-hours by phase",
+            [
+                _target(
+                    f"sum by (job, phase) (increase({gpu}{{{SEL}}}[$__range])) / 3600",
+                    "{{job}} {{phase}}",
+                )
+            ],
+            (12, y + 1, 6, 9),
+            unit="short",
+            kind="barchart",
+            description="GPU-hours each phase took over the dashboard's time range.",
+        ),
+        _panel(
+            "Productive fraction",
+            [
+                _target(
+                    f"sum by (namespace, job) "
+                    f'(rate({gpu}{{{SEL}, phase=~"{_TRAINING_RE}"}}[$__rate_interval]))'
+                    f" / sum by (namespace, job) (rate({gpu}{{{SEL}}}[$__rate_interval]))"
+                )
+            ],
+            (18, y + 1, 6, 9),
+            unit="percentunit",
+            description="Share of the held GPU-seconds spent in the steps that trained the model "
+            "(status.goodput.productiveFraction over the job's whole life).",
+        ),
+    ]
+
+
 def _variable(name: str, query: str, label: str) -> dict[str, Any]:
     return {
         "name": name,
@@ -274,7 +339,9 @@ def dashboard() -> dict[str, Any]:
             ]
         },
         # Grafana keys panel state (links, repeat, library panels) by id: every panel, rows included.
-        "panels": [{"id": number, **panel} for number, panel in enumerate(panels(), 1)],
+        "panels": [
+            {"id": number, **panel} for number, panel in enumerate([*panels(), *goodput_panels(44)], 1)
+        ],
     }
 
 

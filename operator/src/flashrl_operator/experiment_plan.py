@@ -27,6 +27,7 @@ from flashrl_api.experiment import (
     variants_of,
 )
 from flashrl_api.status import Condition
+from flashrl_operator.experiment_goodput import with_goodput
 
 TERMINAL: Final = frozenset({"Succeeded", "Failed"})
 ACTIVE: Final = frozenset({"Starting", "Running"})
@@ -167,6 +168,7 @@ def plan(
             # the controller's call; the variant is reported failed, with its last known progress.
             status = earlier.model_copy(update={"phase": "Failed", "reason": REASON_JOB_DELETED})
         statuses.append(status)
+    statuses = with_goodput(statuses, jobs, children)
     limit = experiment.spec.parallelism or len(jobs)
     busy = sum(1 for s in statuses if s.phase not in TERMINAL and s.phase != "Waiting")
     create: list[FlashRLJob] = []

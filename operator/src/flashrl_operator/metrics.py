@@ -11,7 +11,9 @@ format) and compresses when asked.
 from __future__ import annotations
 
 import datetime
-from typing import Final
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any, Final
 
 from aiohttp import web
 from prometheus_client import (
@@ -24,9 +26,13 @@ from prometheus_client import (
     generate_latest,
 )
 from prometheus_client.aiohttp import make_aiohttp_handler
+from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.registry import Collector
 
 from flashrl_api import PHASES
+from flashrl_api.exported_metrics import GOODPUT_PHASE_LABEL, GPU_SECONDS
+from flashrl_api.goodput import OPERATOR_PHASES
 
 #: Metric family names (documented in docs/operator.md).
 RECONCILE_DURATION: Final = "flashrl_operator_reconcile_duration_seconds"
@@ -49,6 +55,51 @@ def parse_time(value: object) -> datetime.datetime | None:
     except ValueError:
         return None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)
+
+
+class GoodputCollector(Collector):
+    """``flashrl_gpu_seconds_total{namespace, job, phase}`` for the phases the operator observes.
+
+    The values are ``status.goodput``'s, as last computed: a restarted operator resumes each job's
+    counter where its status left it rather than from zero. The launcher exports the phases it
+    observes under the same name (:data:`flashrl_api.goodput.LAUNCHER_PHASES`); ``lost_steps`` is a
+    re-labelling of seconds the launcher already counted, so it is in the status only.
+    """
+
+    def __init__(self) -> None:
+        self._by_job: dict[tuple[str, str], dict[str, float]] = {}
+        self._lock = threading.Lock()
+
+    def update(self, namespace: str, job: str, goodput: Mapping[str, Any] | None) -> None:
+        """Take a job's ``status.goodput`` (wire form)."""
+        if goodput is None:
+            return
+        values = {
+            str(entry.get("phase")): float(entry.get("gpuSeconds") or 0.0)
+            for entry in goodput.get("byPhase") or []
+            if isinstance(entry, Mapping) and entry.get("phase") in OPERATOR_PHASES
+        }
+        with self._lock:
+            self._by_job[(namespace, job)] = values
+
+    def forget(self, namespace: str, job: str) -> None:
+        """The job was deleted."""
+        with self._lock:
+            self._by_job.pop((namespace, job), None)
+
+    def collect(self) -> Iterator[Metric]:
+        """One counter family, a sample per job and operator-observed phase."""
+        family = CounterMetricFamily(
+            GPU_SECONDS,
+            "GPU-seconds by goodput phase, as the operator observed them (docs/observability.md).",
+            labels=["namespace", "job", GOODPUT_PHASE_LABEL],
+        )
+        with self._lock:
+            items = sorted(self._by_job.items())
+        for (namespace, job), values in items:
+            for phase in OPERATOR_PHASES:
+                family.add_metric([namespace, job, str(phase)], values.get(phase, 0.0))
+        yield family
 
 
 class OperatorMetrics:
@@ -87,6 +138,8 @@ class OperatorMetrics:
             list(JOB_INFO_LABELS),
             registry=self.registry,
         )
+        self.goodput = GoodputCollector()
+        self.registry.register(self.goodput)
         self._phase_by_uid: dict[str, str] = {}
         self._info_by_uid: dict[str, tuple[str, str, str, str]] = {}
         self._started: set[str] = set()
@@ -120,6 +173,14 @@ class OperatorMetrics:
             if created is not None:
                 elapsed = (datetime.datetime.now(datetime.UTC) - created).total_seconds()
                 self.startup_latency.observe(max(0.0, elapsed))
+
+    def observe_goodput(self, namespace: str, job: str, goodput: Mapping[str, Any] | None) -> None:
+        """A job's newest ``status.goodput`` (``None``: nothing new)."""
+        self.goodput.update(namespace, job, goodput)
+
+    def forget_goodput(self, namespace: str, job: str) -> None:
+        """The job was deleted: its goodput series go."""
+        self.goodput.forget(namespace, job)
 
     def forget(self, uid: str) -> None:
         """The job was deleted: stop counting it."""

@@ -46,6 +46,7 @@ from flashrl_operator.attempts import Attempts, Reported, on_failure
 from flashrl_operator.children import SPEC_ANNOTATION, drift_patch, immutable_changes, ownership_conflict
 from flashrl_operator.conditions import find_condition
 from flashrl_operator.errors import ConflictError, RejectedError, TransientError
+from flashrl_operator.goodput_status import fold_attempts, goodput, unreleased
 from flashrl_operator.kinds import FLASHRL_JOB, PERSISTENT_VOLUME_CLAIM, POD
 from flashrl_operator.kube import KubeClient, now_rfc3339
 from flashrl_operator.kuberay import CLUSTER_LABEL, RayClusterView, RayJobView
@@ -207,6 +208,7 @@ class Reconciler:
         wakeup = self._wakeups.pop((namespace, name), None)
         if wakeup is not None:
             wakeup.cancel()
+        self._metrics.forget_goodput(namespace, name)
         if uid:
             self._first_seen.pop(uid, None)
             self._metrics.forget(uid)
@@ -383,6 +385,8 @@ class Reconciler:
             obs = await self._attempts(
                 body, job, obs, attempts, reported, now_dt, created, deleted=deleted, waiting=waiting
             )
+        if rejected is None and not conflicts:
+            obs = await self._goodput(job, obs, created, now)
         status = desired_status(obs, now)
         await self._write_status(body, previous, status, uid, created)
         if (
@@ -561,6 +565,38 @@ class Reconciler:
             ray_job=None,
             ray_cluster=None,
             pod_problems=(),
+        )
+
+    async def _goodput(
+        self, job: FlashRLJob, obs: Observation, created: datetime.datetime, now: str
+    ) -> Observation:
+        """Fold the launcher's phases and the released clusters into the attempts; ``status.goodput``.
+
+        An ended attempt's GPUs are released when its Ray cluster is gone: one LIST by KubeRay's label
+        for each such attempt not yet seen released (none once they all are).
+        """
+        namespace = job.namespace or "default"
+        attempts = Attempts.of(obs.attempts if obs.attempts is not None else obs.previous)
+        released = []
+        for entry in unreleased(attempts)[-2:]:
+            selector = f"{kuberay.ORIGINATED_FROM_NAME}={attempt_ray_job_name(job, entry.attempt)}"
+            try:
+                clusters = await self._kube.list_objects(kuberay.RAY_CLUSTER, namespace, selector)
+            except RejectedError as exc:
+                self._refused_once("list RayClusters", exc, "goodput counts teardown until the next attempt")
+                break
+            if not clusters:
+                released.append(entry.attempt)
+        resources = job.spec.resources
+        admitted = obs.ray_job is not None and not obs.ray_job.spec_suspend  # Kueue admitted it
+        gpus = resources.nodes * resources.gpus_per_node
+        folded = fold_attempts(attempts, obs.previous.get("launcherPhases"), gpus, released, now, admitted)
+        stamp = created.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        ledger = goodput(folded, obs.previous.get("conditions"), stamp)
+        self._metrics.observe_goodput(job.namespace or "default", job.name, ledger)
+        # Unchanged attempts stay as the attempt policy left them (a final job's are not rewritten).
+        return replace(
+            obs, attempts=folded.to_status() if folded != attempts else obs.attempts, goodput=ledger
         )
 
     def _wake_at(self, namespace: str, name: str, attempts: Attempts, now: datetime.datetime) -> None:

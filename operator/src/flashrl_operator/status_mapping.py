@@ -87,6 +87,8 @@ OWNED_KEYS: tuple[str, ...] = (
     # The mismatch guard's streaks (flashrl_api.guard).
     "mismatchGuard",
     "mismatchGuardStep",
+    # Where the GPU-seconds went (flashrl_operator.goodput_status).
+    "goodput",
 )
 #: The attempt keys: kept as they were when a reconcile does not decide them.
 ATTEMPT_KEYS: Final = ("attempt", "attempts", "lostSteps", "nextAttemptTime")
@@ -152,6 +154,10 @@ class Observation:
     attempts: Mapping[str, Any] | None = None
     """The attempt keys (``attempt``, ``attempts``, ``lostSteps``, ``nextAttemptTime``) in wire form;
     ``None`` keeps the previous ones."""
+
+    goodput: Mapping[str, Any] | None = None
+    """``status.goodput`` in wire form (:mod:`flashrl_operator.goodput_status`); ``None`` keeps the
+    previous one."""
 
 
 def _kuberay_phase(obs: Observation, rj: RayJobView) -> PhaseDecision:
@@ -338,6 +344,7 @@ def desired_status(obs: Observation, now: str) -> FlashRLJobStatus:
         message=truncate(decision.message, MAX_STATUS_MESSAGE),
         mismatch_guard=list(obs.guard.streaks) if obs.guard is not None and obs.guard.streaks else None,
         mismatch_guard_step=obs.guard.step if obs.guard is not None else None,
+        goodput=obs.goodput if obs.goodput is not None else prev.get("goodput"),
         **{key: value for key, value in _attempt_fields(obs).items() if value is not None},
     )
 

@@ -22,6 +22,7 @@ from flashrl_operator.report.analysis import (
     summarize,
 )
 from flashrl_operator.report.data import MetricsInputError, RunMetrics, load_run, parse_metrics_argument
+from flashrl_operator.report.goodput import VariantGoodput, goodput_plot, goodput_section, goodput_summaries
 from flashrl_operator.report.html import render_html
 from flashrl_operator.report.plots import Plot, color_of, line_plot, speedup_plot, time_breakdown_plot
 
@@ -32,6 +33,7 @@ PLOT_IDS: Final = (
     "throughput",
     "generation-speedup",
     "time-breakdown",
+    "goodput-phases",
     "mismatch-kl",
     "is-ess",
     "probs-diff",
@@ -50,6 +52,8 @@ class Report:
     notes: list[str] = field(default_factory=list)
     #: Which run the speed-ups are relative to, and how it was chosen.
     baseline_note: str = ""
+    #: Each run's goodput: GPU-hours by phase, end-to-end and generation-only speed-ups.
+    goodput: list[VariantGoodput] = field(default_factory=list)
 
 
 def build_report(
@@ -73,6 +77,7 @@ def build_report(
     for run, summary in zip(runs, summaries, strict=True):
         notes.extend(f"{run.label}: {text}" for text in [*summary.missing, *run.notes])
     speedups = {s.label: s.speedup for s in summaries if s.speedup is not None}
+    goodput, target = goodput_summaries(runs, score, base)
     plots = [
         line_plot(
             runs,
@@ -88,6 +93,7 @@ def build_report(
         line_plot(runs, "throughput", "Throughput", vm.THROUGHPUT, "tokens / s / GPU", wall_time=True),
         speedup_plot(runs, base, speedups),
         time_breakdown_plot(runs),
+        goodput_plot(goodput),
         line_plot(
             runs,
             "mismatch-kl",
@@ -124,8 +130,9 @@ def build_report(
         baseline_note=base_note,
         notes=notes,
         plots=plots,
+        sections=[goodput_section(goodput, target, score, base.label if base is not None else None)],
     )
-    return Report(html, plots, summaries, notes, base_note)
+    return Report(html, plots, summaries, notes, base_note, goodput)
 
 
 def write_report(report: Report, output: str | Path) -> list[Path]:

@@ -22,6 +22,7 @@ from flashrl_api.experiment import (
     parse_experiment,
     variant_jobs,
 )
+from flashrl_api.goodput import ledger_of
 from flashrl_api.history import HISTORY_KEY, add_metrics, history_name
 from flashrl_operator.report.data import MetricsInputError, RunMetrics, parse_lines
 
@@ -71,6 +72,13 @@ def runs_from_objects(namespace: str, objects: Sequence[JobObjects]) -> list[Run
                 f"no per-step history (ConfigMap {namespace}/{history_name(item.name)}): only the latest "
                 "status.metrics are shown"
             )
+        goodput = status.get("goodput")
+        if isinstance(goodput, Mapping) and isinstance(goodput.get("byPhase"), list):
+            run.goodput = ledger_of(goodput["byPhase"])
+        resources = ((item.job or {}).get("spec") or {}).get("resources") or {}
+        nodes, per_node = resources.get("nodes"), resources.get("gpusPerNode")
+        if isinstance(nodes, int) and isinstance(per_node, int):
+            run.gpus = nodes * per_node
         phase = status.get("phase")
         if phase == "Failed":
             reason = status.get("reason")

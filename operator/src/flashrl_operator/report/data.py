@@ -20,6 +20,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from flashrl_api.goodput import Ledger
+
 #: The launcher's per-attempt file names inside a job's metrics directory.
 ATTEMPT_FILE = re.compile(r"^attempt-(?P<k>\d+)\.jsonl$")
 
@@ -39,6 +41,11 @@ class RunMetrics:
     steps: dict[int, dict[str, float]] = field(default_factory=dict)
     #: What was skipped or looked wrong while reading, one sentence each.
     notes: list[str] = field(default_factory=list)
+    #: The job's goodput ledger (``status.goodput``) when the run was read from the cluster: pods,
+    #: start-up, restarts and teardown included. Without it the report splits the steps' own timings.
+    goodput: Ledger | None = None
+    #: GPUs the run held (``resources.nodes × gpusPerNode``), when known.
+    gpus: int | None = None
 
     def names(self) -> set[str]:
         """Every metric name logged at any step."""

@@ -138,8 +138,9 @@ def render_html(
     baseline_note: str,
     notes: Sequence[str],
     plots: Sequence[Plot],
+    sections: Sequence[str] = (),
 ) -> str:
-    """The whole page."""
+    """The whole page; ``sections`` (HTML, already escaped) follow the summary."""
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -169,6 +170,7 @@ def render_html(
         "paired by step (the runs share seed and data), over the steps both logged; its quarters show "
         f"whether it holds over the whole run; {escape(baseline_note)}.</p></section>"
     )
+    parts.extend(sections)
     parts.append('<section id="notes"><h2>Missing or partial data</h2>')
     if notes:
         parts.append('<ul class="notes">' + "".join(f"<li>{escape(n)}</li>" for n in notes) + "</ul>")

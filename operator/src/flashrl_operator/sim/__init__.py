@@ -42,6 +42,7 @@ from flashrl_operator.sim.standins import (
     cluster_status,
     failed,
     image_pull_backoff,
+    timed_verl_step,
     unschedulable,
     verl_step_metrics,
 )
@@ -83,6 +84,7 @@ __all__ = [
     "image_pull_backoff",
     "object_path",
     "resource_key",
+    "timed_verl_step",
     "unschedulable",
     "verl_step_metrics",
     "watch_started",

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Final, TextIO
 
 from flashrl_api import SpecError, load_documents, parse_job
+from flashrl_api.goodput import LauncherClock
 from flashrl_api.spec import DEFAULT_CHECKPOINT_INTERVAL
 from flashrl_api.status import ConditionType, Reason
 from flashrl_jobs.exporter import serve
@@ -37,13 +38,14 @@ from flashrl_jobs.run_metrics import Record, RunState
 from flashrl_operator._yaml import dump
 from flashrl_operator.children import SPEC_ANNOTATION
 from flashrl_operator.kube import COMPONENT
-from flashrl_operator.kuberay import KubeRayReason
+from flashrl_operator.kuberay import ORIGINATED_FROM_NAME, KubeRayReason
 from flashrl_operator.render import attempt_ray_job_name
 from flashrl_operator.sim.apiserver import (
     EVENTS_RESOURCE,
     JOBS_RESOURCE,
     KUBERAY,
     LAUNCHER,
+    RAY_CLUSTERS_RESOURCE,
     RAY_JOBS_RESOURCE,
     SCHEDULER,
     USER,
@@ -373,12 +375,17 @@ async def _play(
         timeline.say(KUBERAY, f"{label}: {_describe(status)}")
         await kuberay.set_status(namespace, name, status)
         await until(what, check)
-    started = time.time()
     # Each attempt's launcher is a new process reading its own attempt-<k>.jsonl: a new run state.
     states: list[RunState] = []
 
+    job_spec = parse_job(manifest).spec
+    gpus = job_spec.resources.nodes * job_spec.resources.gpus_per_node
+
     async def run_steps(attempt: int, steps: range) -> None:
-        state = RunState(total_steps=total)
+        # The launcher's goodput clock runs on the wall-clock: verl's hour-scale timings are split in
+        # proportion over the seconds each emulated step really took.
+        clock = LauncherClock(launched=time.time(), kept_groups=job_spec.training.prompt_batch_size)
+        state = RunState(total_steps=total, clock=clock)
         states.append(state)
         if steps.start > 1:
             state.set_checkpoint(steps.start - 1)  # the launcher finds the checkpoint it resumes from
@@ -390,14 +397,15 @@ async def _play(
                 await kuberay.report_checkpoint(namespace, name, step, path, attempt)
             # verl's file-logger line for the step, as the launcher reads it (step times as on 8xH20).
             metrics = verl_step_metrics(step, total)
-            state.add(Record(step, metrics), now=started + step * metrics["timing_s/step"])
+            seen = time.time()
+            state.add(Record(step, metrics), now=seen)
             timeline.say(
                 LAUNCHER,
                 f"step {step}/{total} (attempt {attempt}) from verl's metrics file: status.progress and "
                 f"status.metrics (rollout_corr/kl {metrics['rollout_corr/kl']:.4f}, "
                 f"perf/throughput {metrics['perf/throughput']:.0f} tokens/s/GPU)",
             )
-            await kuberay.report_metrics(namespace, name, state, attempt)
+            await kuberay.report_goodput_step(namespace, name, state, seen, attempt, gpus)
             await until(f"progress step {step}", lambda s, n=step: (s.get("progress") or {}).get("step") == n)
 
     await run_steps(1, range(1, fails_after + 1))
@@ -415,6 +423,7 @@ async def _play(
     await until(
         f"the second attempt's RayJob {retry}", lambda _s: ("rayjobs", namespace, retry) in server.creations
     )
+    await cluster.garbage_collector.collect()  # the failed attempt's RayCluster follows its deleted RayJob
     timeline.say(KUBERAY, f"creating attempt 2's Ray cluster: {_describe(CLUSTER_STARTING)}")
     await kuberay.set_status(namespace, retry, CLUSTER_STARTING)
     await until(
@@ -436,6 +445,7 @@ async def _play(
         "the Succeeded event",
         lambda _s: any("-> Succeeded" in line for line in _event_lines(server, namespace)),
     )
+    final = await _release_clusters(cluster, timeline, until, namespace, retry)
     await observe()
     progress = final.get("progress") or {}
     timeline.say(
@@ -451,7 +461,45 @@ async def _play(
             f"{entry.get('endStep')}, newest checkpoint {entry.get('checkpointStep')}"
             + (f", ended by {entry['reason']}" if entry.get("reason") else ""),
         )
+    _show_ledger(timeline, final)
     return states[-1]
+
+
+async def _release_clusters(
+    cluster: EmulatedCluster, timeline: Timeline, until: Any, namespace: str, ray_job: str
+) -> dict[str, Any]:
+    """KubeRay deletes the finished job's Ray cluster, the garbage collector the failed attempt's; the
+    operator sees both gone (the end of the goodput ledger)."""
+    await cluster.garbage_collector.collect()
+    for item in await cluster.api.list(RAY_CLUSTERS_RESOURCE, namespace):
+        if (item["metadata"].get("labels") or {}).get(ORIGINATED_FROM_NAME) == ray_job:
+            await cluster.api.as_actor(KUBERAY).delete(
+                RAY_CLUSTERS_RESOURCE, namespace, item["metadata"]["name"]
+            )
+    timeline.say(KUBERAY, "the job finished: its Ray cluster is deleted (shutdownAfterJobFinishes)")
+    await cluster.kuberay.set_status(namespace, ray_job, {**SUCCEEDED, "message": "Ray cluster deleted"})
+    return dict(
+        await until(
+            "every attempt's cluster seen gone",
+            lambda s: all(e.get("releaseTime") for e in s.get("attempts") or [{}]),
+        )
+    )
+
+
+def _show_ledger(timeline: Timeline, status: Mapping[str, Any]) -> None:
+    """status.goodput: where the GPU-seconds of both attempts went."""
+    goodput = status.get("goodput") or {}
+    timeline.say(
+        "result",
+        f"status.goodput: {goodput.get('heldGPUSeconds')} GPU-seconds held, "
+        f"{goodput.get('trainingGPUSeconds')} training, productive fraction "
+        f"{goodput.get('productiveFraction')} "
+        "(phases sum to the held GPU-seconds; docs/observability.md):",
+    )
+    for entry in goodput.get("byPhase") or []:
+        timeline.say(
+            "result", f"  {entry['phase']:<22} {entry['gpuSeconds']:>9.1f} GPU-s  {entry['seconds']:>7.1f} s"
+        )
 
 
 async def _show_metrics(

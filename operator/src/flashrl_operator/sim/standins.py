@@ -407,6 +407,25 @@ class KubeRayStandIn:
         patch = {"status": step_status(replace(step_report(state), attempt=attempt), datetime.now(UTC))}
         await self._launcher.patch(JOBS_RESOURCE, namespace, job, patch, subresource="status")
 
+    async def report_goodput_step(
+        self,
+        namespace: str,
+        job: str,
+        state: RunState,
+        now: float,
+        attempt: int,
+        gpus: int,
+        checkpoint: Mapping[str, Any] | None = None,
+    ) -> None:
+        """What the launcher does after each step with its goodput clock: progress, metrics,
+        ``launcherPhases`` (and the checkpoint verl saved with the step) in one merge patch, built by the
+        launcher's own code from ``state`` (whose clock has seen the step at ``now``)."""
+        report = replace(step_report(state), attempt=attempt, phases=state.phases_wire(now, attempt, gpus))
+        patch = {"status": step_status(report, datetime.now(UTC))}
+        if checkpoint is not None:
+            patch["status"]["checkpoint"] = dict(checkpoint)
+        await self._launcher.patch(JOBS_RESOURCE, namespace, job, patch, subresource="status")
+
     async def report_progress(
         self, namespace: str, job: str, step: int, total: int, attempt: int | None = None
     ) -> None:
@@ -474,6 +493,50 @@ class GarbageCollectorStandIn:
                 )
                 await self._api.delete(key, str(namespace), name)
                 deleted.append(f"{raw.get('kind')} {namespace}/{name}")
+
+
+#: Shares of a step's wall-clock per verl 0.9.1 ``timing_s/*`` key, for a stand-in verl whose steps take
+#: the time they take (the emulated runs last seconds, not hours): FP8 rollout generates faster than BF16
+#: but re-quantizes at every weight sync. The rest of ``timing_s/step`` is verl's own bookkeeping.
+STEP_SHARES: Final[Mapping[str, Mapping[str, float]]] = {
+    "fp8": {
+        "timing_s/gen": 0.46,
+        "timing_s/update_weights": 0.12,
+        "timing_s/reward": 0.02,
+        "timing_s/old_log_prob": 0.09,
+        "timing_s/ref": 0.05,
+        "timing_s/adv": 0.01,
+        "timing_s/update_actor": 0.17,
+    },
+    "bf16": {
+        "timing_s/gen": 0.58,
+        "timing_s/update_weights": 0.03,
+        "timing_s/reward": 0.02,
+        "timing_s/old_log_prob": 0.08,
+        "timing_s/ref": 0.04,
+        "timing_s/adv": 0.01,
+        "timing_s/update_actor": 0.16,
+    },
+}
+
+
+def timed_verl_step(
+    window: float, *, quantization: str = "fp8", save: bool = False, validate: bool = False
+) -> dict[str, float]:
+    """verl's ``timing_s/*`` for a step that took ``window`` seconds of wall-clock (validation and a
+    checkpoint save included when asked), with dynamic sampling's discarded groups (4 of 36)."""
+    testing = 0.1 * window if validate else 0.0
+    step = 0.97 * window - testing
+    saving = 0.08 * step if save else 0.0
+    body = step - saving
+    values = {key: share * body for key, share in STEP_SHARES[quantization].items()}
+    values["timing_s/step"] = step
+    if saving:
+        values["timing_s/save_checkpoint"] = saving
+    if testing:
+        values["timing_s/testing"] = testing
+    values["training/filter_groups/evicted_samples"] = 4.0
+    return values
 
 
 def verl_step_metrics(step: int, total: int) -> dict[str, float]:

@@ -1,0 +1,172 @@
+"""The goodput ledger of a run with one retry and a checkpoint saved at the end, against the real operator.
+
+A stand-in launcher runs the launcher's own goodput clock on the wall-clock and reports a stand-in verl's
+``timing_s/*`` (verl 0.9.1's keys, each a share of the time the step really took); KubeRay and the garbage
+collector are played. Every GPU-second from each attempt's RayJob to its cluster's deletion must land in
+exactly one phase, and the status, the operator's /metrics and the launcher's /metrics must agree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import urllib.request
+from typing import Any
+
+import pytest
+from operator_harness import NAMESPACE, WAIT_S, Cluster, StartOperator, job_manifest
+from prometheus_client.parser import text_string_to_metric_families
+
+from flashrl_api import exported_metrics as names
+from flashrl_api.goodput import LAUNCHER_PHASES, OPERATOR_PHASES, UNHELD, LauncherClock, parse_rfc3339
+from flashrl_jobs.exporter import serve
+from flashrl_jobs.run_metrics import Record, RunState
+from flashrl_operator.kuberay import ORIGINATED_FROM_NAME
+from flashrl_operator.report import build_report
+from flashrl_operator.report.cluster import JobObjects, runs_from_objects
+from flashrl_operator.sim import (
+    JOBS_RESOURCE,
+    RAY_CLUSTERS_RESOURCE,
+    RAY_JOBS_RESOURCE,
+    SUCCEEDED,
+    TRAINING,
+    EmulatedCluster,
+    eventually,
+    failed,
+    timed_verl_step,
+)
+
+pytestmark = pytest.mark.kmock
+
+GPUS = 8  # the default spec: one node of 8 GPUs
+CKPT = "/checkpoints/DAPO-1/{job}/global_step_{step}"
+
+
+async def attempt(
+    cluster: Cluster, job: str, ray_job: str, number: int, steps: range, saves: set[int]
+) -> RunState:
+    """The attempt's cluster comes up, the launcher gates and starts verl, verl runs ``steps``."""
+    await cluster.kuberay.set_status(NAMESPACE, ray_job, TRAINING)
+    await cluster.wait_phase(job, "Running")
+    clock = LauncherClock(launched=time.time(), kept_groups=32)
+    await asyncio.sleep(0.05)  # config composition
+    gate = time.time()
+    await asyncio.sleep(0.1)
+    clock.gate(gate, time.time())
+    await asyncio.sleep(0.15)  # verl start-up: model load, engines, checkpoint load
+    state = RunState(total_steps=steps.stop - 1, clock=clock)
+    last = time.time()
+    for step in steps:
+        await asyncio.sleep(0.1)  # long enough that the smallest phase (reward, 2 %) rounds above 0
+        now = time.time()
+        values = timed_verl_step(now - last, save=step in saves, validate=step % 4 == 0)
+        state.add(Record(step, values), now)
+        checkpoint = None
+        if step in saves:
+            checkpoint = {
+                "step": step,
+                "time": "2026-01-01T00:00:00Z",
+                "path": CKPT.format(job=job, step=step),
+            }
+        await cluster.kuberay.report_goodput_step(NAMESPACE, job, state, now, number, GPUS, checkpoint)
+        last = now
+    return state
+
+
+def held_seconds(status: dict[str, Any]) -> float:
+    """GPUs × (RayJob admitted → cluster gone), summed over the attempts, from the status timestamps."""
+    total = 0.0
+    for entry in status["attempts"]:
+        start = parse_rfc3339(entry.get("admitTime") or entry["startTime"])
+        release = parse_rfc3339(entry["releaseTime"])
+        assert start is not None and release is not None
+        total += entry["gpus"] * (release - start)
+    return total
+
+
+def scrape(url: str) -> dict[tuple[str, str], float]:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == names.GPU_SECONDS:
+                found[(sample.labels["job"], sample.labels["phase"])] = sample.value
+    return found
+
+
+async def test_a_retried_run_accounts_for_every_gpu_second(
+    cluster: Cluster, emulated: EmulatedCluster, start_operator: StartOperator
+) -> None:
+    operator = await start_operator(retry_backoff=0.2)
+    await cluster.api.create(JOBS_RESOURCE, job_manifest("gp", {"lifecycle": {"maxRestarts": 2}}))
+    await cluster.wait_for(RAY_JOBS_RESOURCE, "gp")
+
+    # Attempt 1: checkpoint at step 2, fails during step 4 (step 3 is lost, redone by attempt 2).
+    await attempt(cluster, "gp", "gp", 1, range(1, 4), saves={2})
+    await asyncio.sleep(1.2)  # the step in flight (over a second: the operator's endTime has whole seconds)
+    await cluster.kuberay.set_status(
+        NAMESPACE, "gp", failed("AppFailed", "verl exited with code 1 at step 3")
+    )
+    await cluster.wait_for(RAY_JOBS_RESOURCE, "gp-2")
+    await emulated.garbage_collector.collect()  # the failed attempt's RayCluster follows its RayJob
+
+    # Attempt 2 resumes from step 2 and saves at its last step (the save before the deadline).
+    state = await attempt(cluster, "gp", "gp-2", 2, range(3, 9), saves={4, 8})
+    await cluster.kuberay.set_status(NAMESPACE, "gp-2", SUCCEEDED)
+    await cluster.wait_phase("gp", "Succeeded")
+    await asyncio.sleep(0.2)  # KubeRay shuts the cluster down after the job finished
+    for item in await cluster.api.list(RAY_CLUSTERS_RESOURCE, NAMESPACE):
+        if item["metadata"]["labels"].get(ORIGINATED_FROM_NAME) == "gp-2":
+            await cluster.api.delete(RAY_CLUSTERS_RESOURCE, NAMESPACE, item["metadata"]["name"])
+    await cluster.kuberay.set_status(NAMESPACE, "gp-2", {**SUCCEEDED, "message": "cluster deleted"})
+
+    async def released() -> dict[str, Any] | None:
+        status = await cluster.status("gp")
+        entries = status.get("attempts") or []
+        return status if len(entries) == 2 and all(e.get("releaseTime") for e in entries) else None
+
+    status = await eventually(released, "both attempts' clusters seen gone", WAIT_S)
+    goodput = status["goodput"]
+    by_phase = {e["phase"]: e["gpuSeconds"] for e in goodput["byPhase"]}
+    held = sum(v for p, v in by_phase.items() if p not in UNHELD)
+    assert held == pytest.approx(goodput["heldGPUSeconds"], abs=0.5)
+    assert goodput["heldGPUSeconds"] == pytest.approx(held_seconds(status), rel=0.02)
+    for phase in ("pods_starting", "gpu_gate", "startup", "generation", "discarded_generation",
+                  "weight_sync", "log_prob", "actor_update", "reward", "validation", "checkpoint",
+                  "lost_steps", "lost_in_flight", "teardown"):  # fmt: skip
+        assert by_phase.get(phase, 0) > 0, f"{phase} has no GPU-seconds: {by_phase}"
+    assert 0 < goodput["productiveFraction"] < 1
+    assert goodput["trainingGPUSeconds"] < goodput["heldGPUSeconds"]
+    one, two = status["attempts"]
+    assert one["launcher"]["steps"] == 3 and two["launcher"]["steps"] == 6
+    assert one["gpus"] == two["gpus"] == GPUS
+
+    # Prometheus: the operator's counters are its phases of the status; the launcher's, its own.
+    assert operator.metrics_url is not None
+
+    async def exported() -> dict[tuple[str, str], float] | None:
+        found = await asyncio.to_thread(scrape, operator.metrics_url or "")
+        return found if found.get(("gp", "teardown"), 0) == by_phase["teardown"] else None
+
+    from_operator = await eventually(exported, "the operator's counters to match the status", WAIT_S)
+    for phase in OPERATOR_PHASES:
+        assert from_operator[("gp", str(phase))] == pytest.approx(by_phase.get(str(phase), 0.0), abs=0.1)
+    reported = parse_rfc3339(two["launcher"]["reportTime"]) or 0.0
+    launcher = serve(state, NAMESPACE, "gp", 0, address="127.0.0.1", gpus=GPUS, now=lambda: reported)
+    try:
+        from_launcher = await asyncio.to_thread(scrape, f"http://127.0.0.1:{launcher.port}/metrics")
+    finally:
+        launcher.close()
+    assert {p for _, p in from_launcher} <= {str(p) for p in LAUNCHER_PHASES}
+    attempt_two = {e["phase"]: e["gpuSeconds"] for e in two["launcher"]["phases"]}
+    for (_, phase), value in from_launcher.items():
+        assert value == pytest.approx(attempt_two[phase], abs=0.01)
+
+    # The report reads the same ledger from the FlashRLJob (as `flashrl report --experiment` does).
+    job = await cluster.job("gp")
+    runs = runs_from_objects(NAMESPACE, [JobObjects("gp", "gp", job, None)])
+    (summary,) = build_report(runs).goodput
+    assert summary.whole and summary.held_hours * 3600 == pytest.approx(held_seconds(status), rel=0.02)
+    # byPhase is rounded to 0.1 GPU-s: the fraction read back agrees within that rounding.
+    assert summary.ledger.productive_fraction == pytest.approx(goodput["productiveFraction"], rel=0.02)
