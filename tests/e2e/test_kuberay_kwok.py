@@ -11,6 +11,12 @@ lifecycle (scheduled → Running; a Job's pod → Succeeded when the test says i
 ``e2eexit``). KubeRay asks the Ray dashboard of the head pod for the Ray job's status; that request is
 routed (``HTTP_PROXY``, KubeRay's own HTTP client honours it) to a stand-in on loopback that answers
 what the test tells it, as the real dashboard would report the entrypoint's progress.
+
+Status: not yet passing, so marked ``kwok`` and left out of ``make test`` (run it with ``make e2e-kwok``).
+It gets as far as KubeRay's RayCluster with its head and GPU worker pods scheduled onto the H20 nodes;
+kwok then stops moving pods: its client-go asks for streaming watch lists, which this API server refuses
+on etcd 3.4 (no watch-progress requests), and pods created between two of kwok's relists are not seen.
+An etcd new enough for watch progress (3.5+, not in Debian here) is the likely fix.
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ from envtest.chart import install
 from envtest.control_plane import REPO, TOOLS, ControlPlane, free_ports, running
 from envtest.operator import OperatorProcess
 from envtest.upstream import kuberay_operator_crds
+
+pytestmark = pytest.mark.kwok
 
 NAMESPACE = "rl"
 JOB = "qwen3-8b-dapo-fp8"
@@ -289,7 +297,9 @@ def e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
                     "--node-ip=10.10.0.1",
                     "--cidr=10.11.0.0/16",
                 ],
-                plane.env(),
+                # etcd 3.4 has no watch-progress requests, so the API server refuses client-go's streaming
+                # lists; kwok's client then falls back to list and watch only with this gate off.
+                plane.env() | {"KUBE_FEATURE_WatchListClient": "false"},
                 plane.root / "logs" / "kwok.log",
             )
             # File by file: kubectl does not read a folder reached through a symlink (.tools/crds/kuberay).
@@ -314,6 +324,10 @@ def e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
             )
             for node in H20_NODES:
                 plane.apply_json(_h20_node(node))
+                # The API server taints every new node not-ready; the node lifecycle controller lifts the
+                # taint once the node reports Ready (kwok's node-initialize stage). That controller is not
+                # run here (it would evict pods without kwok's heartbeats), so the test lifts it as it would.
+                plane.kubectl("taint", "node", node, "node.kubernetes.io/not-ready:NoSchedule-", check=False)
             install(plane)
             for name in ("namespace.yaml",):
                 plane.kubectl("apply", "-f", str(REPO / "examples" / "cluster" / name))
