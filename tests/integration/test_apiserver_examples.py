@@ -22,8 +22,9 @@ import pytest
 from envtest.chart import install, installed
 from envtest.control_plane import ControlPlane
 from envtest.upstream import KUBERAY_PINNED_CRDS
-from flashrl_api import load_job_file
+from flashrl_api import load_job_file, parse_job
 from flashrl_api.kubectl_yaml import load_all
+from flashrl_operator.render import render
 from rendered_pods import pods
 
 REPO = Path(__file__).resolve().parents[2]
@@ -153,3 +154,28 @@ def test_the_pod_security_table_is_the_api_servers_verdict(cluster: ControlPlane
             for role, spec in pods(load_job_file(path)).items()
         }
         assert judged == documented[f"examples/{path.name}"], path.name
+
+
+@pytest.mark.parametrize(
+    "name", ["a" * 63, "qwen3-8b-dapo-fp8-blockwise-tis-cap2-h20-node-pool-a-run-000001"]
+)
+def test_every_child_of_a_63_character_job_is_accepted_by_the_api_server(
+    cluster: ControlPlane, name: str
+) -> None:
+    """Every object the operator would create for a job with the longest name a FlashRLJob may have
+    (staging Job included: hf:// sources), created by server dry run: names, labels, everything."""
+    job = parse_job(
+        {
+            "apiVersion": "flashrl.dev/v1alpha1",
+            "kind": "FlashRLJob",
+            "metadata": {"name": name, "namespace": "rl", "uid": "0c8e5d3a-1111-4222-8333-444455556666"},
+            "spec": {},
+        }
+    )
+    objects = render(job)
+    assert {"RayJob", "Job", "ConfigMap", "ServiceAccount", "Role", "RoleBinding"} <= {
+        o["kind"] for o in objects
+    }
+    for obj in objects:
+        out = cluster_create(cluster, obj)
+        assert out.returncode == 0, f"{obj['kind']} {obj['metadata']['name']}: {out.stderr}"
