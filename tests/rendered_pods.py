@@ -5,10 +5,14 @@ admission (tests/integration)."""
 from __future__ import annotations
 
 import copy
+import re
+from pathlib import Path
 from typing import Any
 
 from flashrl_api import FlashRLJob
 from flashrl_operator.render import render
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def pods(job: FlashRLJob) -> dict[str, dict[str, Any]]:
@@ -31,3 +35,13 @@ def pods(job: FlashRLJob) -> dict[str, dict[str, Any]]:
     if stage is not None:
         found["staging"] = copy.deepcopy(stage["spec"]["template"]["spec"])
     return found
+
+
+def documented_levels() -> dict[str, dict[str, str]]:
+    """docs/security.md's table: the Pod Security level of each example's pods, by role."""
+    text = (REPO / "docs" / "security.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `(examples/[^`]+)` \| (\w+) \| (\w+) \| (\w+) \| (\w+|-) \|", text, re.MULTILINE)
+    return {
+        path: {"head": h, "workers": w, "submitter": s, **({"staging": st} if st != "-" else {})}
+        for path, h, w, s, st in rows
+    }

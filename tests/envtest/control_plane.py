@@ -92,11 +92,37 @@ def _openssl(*args: str) -> None:
 
 @dataclass
 class Process:
-    """One started component: its name, process and log file."""
+    """One started process in its own session, its output in a log file; stopped by its process group."""
 
     name: str
     popen: subprocess.Popen[bytes]
     log: Path
+
+    @classmethod
+    def start(cls, name: str, argv: list[str], log: Path, env: dict[str, str] | None = None) -> Process:
+        with log.open("ab") as sink:
+            popen = subprocess.Popen(
+                argv,
+                env=env,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        return cls(name, popen, log)
+
+    def stop(self, sig: int = signal.SIGTERM, grace_s: float = 15.0) -> None:
+        """``sig`` to the process group, then SIGKILL after ``grace_s``."""
+        if self.popen.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.popen.pid, sig)
+        try:
+            self.popen.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.popen.pid, signal.SIGKILL)
+            self.popen.wait(grace_s)
 
     def tail(self, lines: int = 25) -> str:
         try:
@@ -200,15 +226,7 @@ class ControlPlane:
     def stop(self) -> None:
         """End every started process (reverse order): SIGTERM to its session, SIGKILL after 15 s."""
         for proc in reversed(self.processes):
-            if proc.popen.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.popen.pid, signal.SIGTERM)
-                try:
-                    proc.popen.wait(15)
-                except subprocess.TimeoutExpired:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(proc.popen.pid, signal.SIGKILL)
-                    proc.popen.wait(15)
+            proc.stop()
         self.processes.clear()
         with contextlib.suppress(OSError):
             (self.root / "pids").unlink()
@@ -310,14 +328,10 @@ class ControlPlane:
         return out
 
     def _spawn(self, name: str, argv: list[str]) -> None:
-        log = self.root / "logs" / f"{name}.log"
-        with log.open("ab") as sink:
-            popen = subprocess.Popen(
-                argv, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
-            )
-        self.processes.append(Process(name, popen, log))
+        proc = Process.start(name, argv, self.root / "logs" / f"{name}.log")
+        self.processes.append(proc)
         with (self.root / "pids").open("a") as pids:
-            pids.write(f"{name} {popen.pid}\n")
+            pids.write(f"{name} {proc.popen.pid}\n")
 
     def _apiserver_args(self, etcd_port: int) -> list[str]:
         pki = self.pki

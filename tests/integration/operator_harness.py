@@ -76,7 +76,7 @@ LOCAL_SOURCES: dict[str, Any] = {
 
 
 def job_manifest(
-    name: str, spec: dict[str, Any] | None = None, *, hf_sources: bool = False
+    name: str, spec: dict[str, Any] | None = None, *, hf_sources: bool = False, namespace: str = NAMESPACE
 ) -> dict[str, Any]:
     full = dict(spec or {})
     if not hf_sources:
@@ -85,7 +85,7 @@ def job_manifest(
     return {
         "apiVersion": "flashrl.dev/v1alpha1",
         "kind": "FlashRLJob",
-        "metadata": {"name": name, "namespace": NAMESPACE},
+        "metadata": {"name": name, "namespace": namespace},
         "spec": full,
     }
 

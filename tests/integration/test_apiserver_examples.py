@@ -25,7 +25,7 @@ from envtest.upstream import KUBERAY_PINNED_CRDS
 from flashrl_api import load_job_file, parse_job
 from flashrl_api.kubectl_yaml import load_all
 from flashrl_operator.render import render
-from rendered_pods import pods
+from rendered_pods import documented_levels, pods
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
@@ -135,18 +135,9 @@ def cluster_create(plane: ControlPlane, obj: dict[str, Any]) -> Any:
     return plane.kubectl("create", "--dry-run=server", "-f", "-", stdin=json.dumps(obj), check=False)
 
 
-def _documented_levels() -> dict[str, dict[str, str]]:
-    text = (REPO / "docs" / "security.md").read_text(encoding="utf-8")
-    rows = re.findall(r"^\| `(examples/[^`]+)` \| (\w+) \| (\w+) \| (\w+) \| (\w+|-) \|", text, re.MULTILINE)
-    return {
-        path: {"head": h, "workers": w, "submitter": s, **({"staging": st} if st != "-" else {})}
-        for path, h, w, s, st in rows
-    }
-
-
 def test_the_pod_security_table_is_the_api_servers_verdict(cluster: ControlPlane) -> None:
     namespaces = _level_namespaces(cluster)
-    documented = _documented_levels()
+    documented = documented_levels()
     assert set(documented) == {f"examples/{p.name}" for p in JOB_EXAMPLES}
     for path in JOB_EXAMPLES:
         judged = {

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from operator_harness import LOCAL_SOURCES
+from operator_harness import job_manifest
 
 from envtest.chart import NAMESPACE as CHART_NAMESPACE
 from envtest.chart import install, installed
@@ -45,16 +45,7 @@ CHILD_KINDS = ("serviceaccount", "role", "rolebinding", "configmap", "networkpol
 
 
 def manifest(name: str, spec: dict[str, Any] | None = None, *, hf: bool = False) -> dict[str, Any]:
-    full = dict(spec or {})
-    if not hf:
-        for key, value in LOCAL_SOURCES.items():
-            full.setdefault(key, value)
-    return {
-        "apiVersion": "flashrl.dev/v1alpha1",
-        "kind": "FlashRLJob",
-        "metadata": {"name": name, "namespace": NAMESPACE},
-        "spec": full,
-    }
+    return job_manifest(name, spec, hf_sources=hf, namespace=NAMESPACE)
 
 
 def conditions(status: dict[str, Any]) -> dict[str, tuple[str, str]]:

@@ -7,7 +7,6 @@ docs/security.md reports.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ import pytest
 from pod_security import failures, level
 
 from flashrl_api import FlashRLJob, load_job_file, parse_job
-from rendered_pods import pods
+from rendered_pods import documented_levels, pods
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((REPO / "examples").glob("flashrljob*.yaml"))
@@ -114,17 +113,8 @@ def test_the_checker_tells_the_levels_apart(change: Any, expected: str) -> None:
 # --- what the docs report ----------------------------------------------------------------------------
 
 
-def _documented_levels() -> dict[str, dict[str, str]]:
-    text = (REPO / "docs" / "security.md").read_text(encoding="utf-8")
-    rows = re.findall(r"^\| `(examples/[^`]+)` \| (\w+) \| (\w+) \| (\w+) \| (\w+|-) \|", text, re.MULTILINE)
-    return {
-        path: {"head": h, "workers": w, "submitter": s, **({"staging": st} if st != "-" else {})}
-        for path, h, w, s, st in rows
-    }
-
-
 def test_docs_report_each_examples_level() -> None:
-    documented = _documented_levels()
+    documented = documented_levels()
     assert set(documented) == {f"examples/{p.name}" for p in EXAMPLES}
     for path in EXAMPLES:
         assert documented[f"examples/{path.name}"] == levels(load_job_file(path)), path.name
