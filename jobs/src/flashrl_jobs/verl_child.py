@@ -263,6 +263,11 @@ def _audit_hook(roots: tuple[str, ...]) -> Any:
 def _import_roots() -> tuple[str, ...]:
     found = {os.path.realpath(p) for p in sys.path if p and Path(p).is_dir()}
     found.update(os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix))
+    # The project's packages wherever they are installed from (an editable install's source tree).
+    for package in ("flashrl_api", "flashrl_jobs"):
+        spec = importlib.util.find_spec(package)
+        locations = (spec.submodule_search_locations or []) if spec is not None else []
+        found.update(os.path.realpath(p) for p in locations)
     # The root directory itself would admit everything.
     return tuple(sorted(p for p in found if p != os.sep))
 
@@ -275,12 +280,14 @@ def child_main(request: Mapping[str, Any]) -> None:
         if importlib.util.find_spec(name) is not None:
             with contextlib.suppress(ImportError):
                 importlib.import_module(name)
+    # The project's own modules are imported before the lock: an editable install maps them from a
+    # source tree that is on no sys.path entry, so the hook would refuse their files.
+    from flashrl_api.manifest import parse_job
+    from flashrl_jobs.verl_config import VerlConfigUnavailableError, check_config
+
     sys.addaudithook(_audit_hook(_import_roots()))
     answer: dict[str, Any] = {"problems": [], "skipped": []}
     try:
-        from flashrl_api.manifest import parse_job
-        from flashrl_jobs.verl_config import VerlConfigUnavailableError, check_config
-
         job = parse_job(request["job"])
         result = check_config(job, model_files=False, model_config=request.get("model_config"))
         answer["problems"] = [[p.path, p.message] for p in result.problems]
