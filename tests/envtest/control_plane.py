@@ -283,7 +283,8 @@ class ControlPlane:
         deadline = time.monotonic() + deadline_s
         while True:
             out = self.kubectl("get", "crd", *crds, "-o", "json", check=False)
-            items = json.loads(out.stdout)["items"] if out.returncode == 0 else []
+            found = json.loads(out.stdout) if out.returncode == 0 else {}
+            items = found.get("items", [found] if found else [])  # one name: the object, not a List
             established = {
                 item["metadata"]["name"]
                 for item in items

@@ -95,7 +95,9 @@ def test_recursive_alias_is_refused(tmp_path: Path, capsys: pytest.CaptureFixtur
         ("kind: FlashRLJob\n".encode("utf-16"), "not UTF-8 text"),
         (b"apiVersion: flashrl.dev/v1alpha1\x00\n", "not valid YAML"),
         (HEADER.encode() + b"spec: {training: {projectName: \x07bell}}\n", "not valid YAML"),
-        (HEADER.encode() + b"spec: {data: {train: 2024-13-45}}\n", "a value YAML cannot read"),
+        # kubectl reads an untyped date as the string it is (flashrl_api.kubectl_yaml), so an impossible
+        # date is not a YAML error but a value the field refuses, at its path.
+        (HEADER.encode() + b"spec: {data: {train: 2024-13-45}}\n", "spec.data.train: '2024-13-45'"),
         (HEADER.encode() + b"spec: {training: {totalSteps: " + b"9" * 5000 + b"}}\n", "cannot read"),
         (HEADER.encode() + b"spec: {? [a, b] : c}\n", "not valid YAML"),
         (HEADER.encode() + b"spec: {1: 2, true: x}\n", "Keys should be strings"),

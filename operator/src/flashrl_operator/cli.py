@@ -12,6 +12,7 @@ status 2; it never shows a traceback.
 from __future__ import annotations
 
 import argparse
+import importlib
 import io
 import os
 import sys
@@ -97,6 +98,9 @@ def override_problems(job: FlashRLJob, *, start_up_checks: bool = True) -> Confi
     protected = protected_problems(job)
     try:
         from flashrl_jobs.verl_config import VerlConfigUnavailableError, check_user_overrides
+
+        # The sandboxed child starts a fresh interpreter; without Hydra here, it does not run there either.
+        importlib.import_module("hydra")
     except ImportError as exc:
         return ConfigReport(
             protected, _syntax_only_note(exc.name or str(exc)) if job.spec.overrides else None
