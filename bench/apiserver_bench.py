@@ -38,10 +38,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))  # the control-plane helpers the tests use (tests/envtest)
 
 from envtest.chart import NAMESPACE as CHART_NAMESPACE  # noqa: E402
-from envtest.chart import install  # noqa: E402
+from envtest.chart import ready_for_jobs  # noqa: E402
 from envtest.control_plane import ControlPlane, running  # noqa: E402
 from envtest.operator import OperatorProcess, container_service_account  # noqa: E402
-from envtest.upstream import KUBERAY_PINNED_CRDS  # noqa: E402
 
 JOBS = int(os.environ.get("BENCH_REAL_JOBS", "1000"))
 CONCURRENCY = 8
@@ -100,9 +99,8 @@ def measure() -> dict[str, Any]:
 
 
 def _drive(plane: ControlPlane, audit_log: Path) -> dict[str, Any]:
-    install(plane)
+    ready_for_jobs(plane)
     user = f"system:serviceaccount:{CHART_NAMESPACE}:{container_service_account(plane)}"
-    plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(KUBERAY_PINNED_CRDS))
     plane.kubectl("create", "namespace", NAMESPACE)
     base = example_job()
     jobs = []

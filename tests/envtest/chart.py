@@ -13,13 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from envtest.control_plane import REPO, ControlPlane
+from envtest.upstream import KUBERAY_PINNED_CRDS
 
 CHART = REPO / "charts" / "flashrl-operator"
 RELEASE = "flashrl"
 NAMESPACE = "flashrl-system"
 CRD_NAMES = ("flashrljobs.flashrl.dev", "flashrlexperiments.flashrl.dev")
-PROMETHEUS_OPERATOR_CRDS = REPO / "tests" / "data" / "crds" / "prometheus-operator"
-KUBERAY_CRDS = REPO / "tests" / "data" / "crds" / "kuberay"
 
 
 def install(plane: ControlPlane, *values: str) -> str:
@@ -44,13 +43,22 @@ def installed(plane: ControlPlane) -> bool:
 
 
 def apply_crd_dir(plane: ControlPlane, folder: Path) -> None:
-    """Apply every CRD in ``folder`` (server-side: some are larger than a client-side apply allows)."""
+    """Apply every CRD in ``folder`` (files named ``<group>_<plural>.yaml``, as controller-gen writes
+    them; server-side: some are larger than a client-side apply allows) and wait until they are served."""
     files = sorted(folder.glob("*.yaml"))
     plane.kubectl(
         "apply", "--server-side", "--force-conflicts", *(arg for f in files for arg in ("-f", str(f)))
     )
-    names = [p.name.split("_", 1)[-1].removesuffix(".yaml") for p in files]
-    plane.wait_established(*names)
+    plane.wait_established(*(".".join(reversed(f.stem.split("_", 1))) for f in files))
+
+
+def ready_for_jobs(plane: ControlPlane) -> ControlPlane:
+    """The chart with its defaults (installed unless it already is) and KubeRay 1.7.0's CRDs: what a
+    cluster has before its first FlashRLJob."""
+    if not installed(plane):
+        install(plane)
+    apply_crd_dir(plane, KUBERAY_PINNED_CRDS)
+    return plane
 
 
 def deployment(plane: ControlPlane) -> dict[str, Any]:

@@ -19,9 +19,8 @@ from typing import Any
 
 import pytest
 
-from envtest.chart import install, installed
+from envtest.chart import ready_for_jobs
 from envtest.control_plane import ControlPlane
-from envtest.upstream import KUBERAY_PINNED_CRDS
 from flashrl_api import load_job_file, parse_job
 from flashrl_api.kubectl_yaml import load_all
 from flashrl_operator.render import render
@@ -50,10 +49,7 @@ extra:
 
 @pytest.fixture(scope="module")
 def cluster(control_plane: ControlPlane) -> ControlPlane:
-    plane = control_plane
-    if not installed(plane):
-        install(plane)
-    plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(KUBERAY_PINNED_CRDS))
+    plane = ready_for_jobs(control_plane)
     cluster_dir = REPO / "examples" / "cluster"
     for name in CLUSTER_FILES:
         text = (cluster_dir / name).read_text().replace("STORAGE_CLASS", "standard")

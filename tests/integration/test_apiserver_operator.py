@@ -21,10 +21,9 @@ import pytest
 from operator_harness import job_manifest
 
 from envtest.chart import NAMESPACE as CHART_NAMESPACE
-from envtest.chart import install, installed
+from envtest.chart import install, ready_for_jobs
 from envtest.control_plane import ControlPlane
 from envtest.operator import OperatorProcess
-from envtest.upstream import KUBERAY_PINNED_CRDS
 from flashrl_operator.sim import (
     CLUSTER_STARTING,
     JOBS_RESOURCE,
@@ -55,11 +54,7 @@ def conditions(status: dict[str, Any]) -> dict[str, tuple[str, str]]:
 @pytest.fixture(scope="module")
 def chart(control_plane: ControlPlane) -> ControlPlane:
     """The chart with its defaults, KubeRay 1.7.0's CRDs, and the jobs' namespace."""
-    plane = control_plane
-    if not installed(plane):
-        install(plane)
-    plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(KUBERAY_PINNED_CRDS))
-    plane.wait_established("rayjobs.ray.io", "rayclusters.ray.io")
+    plane = ready_for_jobs(control_plane)
     plane.kubectl("create", "namespace", NAMESPACE, check=False)
     return plane
 
