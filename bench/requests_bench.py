@@ -23,8 +23,8 @@ import kmock
 from aiohttp import web
 
 from bench import example_job
-from flashrl_operator.handlers import OperatorConfig
-from flashrl_operator.runner import OperatorThread
+from flashrl_operator.run.handlers import OperatorConfig
+from flashrl_operator.run.runner import OperatorThread
 from flashrl_operator.sim import (
     JOBS_RESOURCE,
     RAY_JOBS_RESOURCE,

@@ -5,7 +5,7 @@ failures, at the same amount of work done (step executions since the run began, 
 included), so they are compared failure for failure:
 
 * **this project**: a checkpoint every ``spec.checkpoint.interval`` steps (default 5) and the operator's
-  own retry decision, :func:`flashrl_operator.retry_policy.decide`, called on every failure exactly as
+  own retry decision, :func:`flashrl_operator.job.retry_policy.decide`, called on every failure exactly as
   the operator calls it (the ledger's checkpoint step, the step reached, the step the attempt resumed
   from), with ``maxRestarts`` 3;
 * **origin recipe**: ``save_freq=-1`` (verl never saves) and KubeRay's ``backoffLimit`` 3: every retry
@@ -29,7 +29,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from flashrl_api.spec import DEFAULT_CHECKPOINT_INTERVAL
-from flashrl_operator.retry_policy import AttemptEnd, PastAttempt, decide, stalls_from
+from flashrl_operator.job.retry_policy import AttemptEnd, PastAttempt, decide, stalls_from
 
 TOTAL_STEPS = 100
 MAX_RESTARTS = 3
@@ -201,7 +201,7 @@ def run() -> str:
         "",
         f"A simulated {TOTAL_STEPS}-step run, {RUNS} runs per row with failures at random points (the same",
         "failures for every row, seeded), maxRestarts 3. The project's rows call the operator's own",
-        "retry decision (`flashrl_operator.retry_policy.decide`) at every failure; the origin row is",
+        "retry decision (`flashrl_operator.job.retry_policy.decide`) at every failure; the origin row is",
         "KubeRay's backoffLimit (every retry from step 0). GPU-hours for one 8-GPU node at 15 min/step,",
         "2 min/checkpoint save, 10 min/restart; run by `bench/resume_bench.py`.",
         "",

@@ -6,7 +6,7 @@
         [--truncate channel-fp8]
 
 writes OUT_DIR/<precision>.jsonl, one per precision, in verl 0.9.1's file-logger format. None of the
-numbers was measured: see flashrl_operator/report/synthetic.py for the shapes they imitate. Then:
+numbers was measured: see flashrl_report/synthetic.py for the shapes they imitate. Then:
 
     .venv/bin/flashrl report --metrics bf16=OUT_DIR/bf16.jsonl --metrics fp8=OUT_DIR/blockwise-fp8.jsonl \
         --banner "Synthetic metrics (scripts/synthetic_metrics.py): shapes only, nothing was measured." \
@@ -21,7 +21,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from flashrl_operator.report.synthetic import PROFILES, jsonl
+from flashrl_report.synthetic import PROFILES, jsonl
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,7 +2,7 @@
 
     .venv/bin/python tests/browser/make_screenshot.py [OUT.png]
 
-The metrics are the synthetic fixture (flashrl_operator/report/synthetic.py), and the page says so.
+The metrics are the synthetic fixture (flashrl_report/synthetic.py), and the page says so.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pathlib import Path
 
 from cdp import inspect_report
 
-from flashrl_operator.report import REPORT_FILE, build_report, load_run, write_report
-from flashrl_operator.report.synthetic import jsonl
+from flashrl_report import REPORT_FILE, build_report, load_run, write_report
+from flashrl_report.synthetic import jsonl
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,7 +35,7 @@ def main() -> int:
         report = build_report(
             runs,
             title="Qwen3-8B-Base DAPO: blockwise FP8 vs per-channel FP8 vs BF16 rollout",
-            banner="SYNTHETIC metrics (flashrl_operator/report/synthetic.py): the shapes of the origin "
+            banner="SYNTHETIC metrics (flashrl_report/synthetic.py): the shapes of the origin "
             "experiment, not a measurement.",
         )
         write_report(report, Path(tmp) / "report")

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 from cdp import inspect_report
 
-from flashrl_operator.report import PLOT_IDS, REPORT_FILE, build_report, load_run, write_report
-from flashrl_operator.report.plots import FIXED_COLORS, PALETTE
-from flashrl_operator.report.synthetic import jsonl
+from flashrl_report import PLOT_IDS, REPORT_FILE, build_report, load_run, write_report
+from flashrl_report.plots import FIXED_COLORS, PALETTE
+from flashrl_report.synthetic import jsonl
 
 pytestmark = pytest.mark.browser
 
-BANNER = "Synthetic metrics (flashrl_operator/report/synthetic.py): shapes only, nothing was measured."
+BANNER = "Synthetic metrics (flashrl_report/synthetic.py): shapes only, nothing was measured."
 
 
 def _report(tmp_path: Path, runs: dict[str, str]) -> Path:

@@ -15,7 +15,7 @@ import yaml
 from chart_support import CHART, NAMESPACE, RELEASE, REPO, one, run_helm, set_args, template
 
 from envtest.upstream import prometheus_operator_crds
-from flashrl_operator.dashboard import dashboard
+from flashrl_operator.generate.dashboard import dashboard
 
 pytestmark = pytest.mark.chart
 

@@ -15,10 +15,10 @@ import yaml
 from chart_support import CHART, find, one, template
 
 from flashrl_api import exported_metrics
-from flashrl_operator import metrics as operator_metrics
-from flashrl_operator.dashboard import dashboard_json
+from flashrl_operator.generate.dashboard import dashboard_json
 from flashrl_operator.render.labels import MANAGED_BY
 from flashrl_operator.render.pod import METRICS_PORT
+from flashrl_operator.vocab import metrics as operator_metrics
 
 pytestmark = pytest.mark.chart
 
@@ -133,7 +133,7 @@ def test_thresholds_follow_values() -> None:
 
 def test_dashboard_file_is_generated_from_code() -> None:
     assert DASHBOARD_FILE.read_text() == dashboard_json(), (
-        "regenerate: .venv/bin/python -m flashrl_operator.dashboard > "
+        "regenerate: .venv/bin/python -m flashrl_operator.generate.dashboard > "
         + str(DASHBOARD_FILE.relative_to(CHART.parents[1]))
     )
 

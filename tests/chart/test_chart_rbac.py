@@ -144,8 +144,8 @@ def test_rbac_and_service_account_can_be_disabled(render: Callable[..., list[dic
 
 
 def test_every_kind_the_operator_applies_or_reads_is_granted(default_docs: list[dict[str, Any]]) -> None:
-    """A child kind added to the renderer (and to flashrl_operator.kinds) needs its rule in the chart."""
-    from flashrl_operator.kinds import ANNOTATED_KINDS, CHILD_KINDS, READ_KINDS
+    """A child kind added to the renderer (and to flashrl_operator.vocab.kinds) needs its chart rule."""
+    from flashrl_operator.vocab.kinds import ANNOTATED_KINDS, CHILD_KINDS, READ_KINDS
 
     (role,) = [
         r for r in find(default_docs, "ClusterRole") if "aggregate-to" not in str(r["metadata"]["labels"])

@@ -90,6 +90,46 @@ def test_copied_sources_exist(name: str) -> None:
             assert (REPO / source).exists(), f"{name}: COPY {source} does not exist"
 
 
+def test_the_operator_image_ships_no_report_tool(tmp_path: Path) -> None:
+    """The operator Dockerfile's build context, built into a wheel as its ``pip install .`` does: the
+    operator and the launcher's packages are in it, the report tool (``flashrl_report``) is not."""
+    context = tmp_path / "context"
+    for line in re.findall(r"^COPY (?!--from)(.+)$", dockerfile("operator"), flags=re.MULTILINE):
+        *sources, dest = line.split()
+        for source in sources:
+            # COPY's own rule: a destination ending in "/" is a folder the source goes into.
+            target = context / dest / Path(source).name if dest.endswith("/") else context / dest
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if (REPO / source).is_dir():
+                shutil.copytree(REPO / source, target, ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                shutil.copy(REPO / source, target)
+    wheels = tmp_path / "wheels"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            wheels,
+            context,
+        ],
+        check=True,
+    )
+    import zipfile
+
+    [wheel] = wheels.glob("*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    packages = {name.split("/")[0] for name in names if name.endswith(".py")}
+    assert {"flashrl_api", "flashrl_jobs", "flashrl_operator"} <= packages
+    assert "flashrl_operator/cli/report.py" in names  # the subcommand says which extra it needs
+    assert "flashrl_report" not in packages, "the operator image would ship the report tool"
+
+
 def test_operator_image_runs_the_operator_as_the_charts_user() -> None:
     text = dockerfile("operator")
     assert 'ENTRYPOINT ["flashrl", "operator"]' in text

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from operator_harness import Cluster, StartOperator
 
-from flashrl_operator.runner import OperatorThread
+from flashrl_operator.run.runner import OperatorThread
 from flashrl_operator.sim import EmulatedCluster, StagingStandIn
 
 

@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from flashrl_operator.runner import OperatorThread
+from flashrl_operator.run.runner import OperatorThread
 from flashrl_operator.sim import (
     JOBS_RESOURCE,
     ApiClient,

@@ -35,7 +35,7 @@ from envtest.control_plane import ControlPlane
 from flashrl_api import FlashRLJobSpec
 from flashrl_api.manifest import without_nulls
 from flashrl_api.rules import violations
-from flashrl_operator.crd import build_crd, spec_schema
+from flashrl_operator.generate.crd import build_crd, spec_schema
 from spec_corpus import HOSTILE, from_crd, mutated
 
 REPO = Path(__file__).resolve().parents[2]

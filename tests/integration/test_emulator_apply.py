@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from flashrl_operator.errors import ConflictError
-from flashrl_operator.kinds import CONFIG_MAP
-from flashrl_operator.kube import KubeClient
-from flashrl_operator.login import Credentials
+from flashrl_operator.client.errors import ConflictError
+from flashrl_operator.client.kube import KubeClient
+from flashrl_operator.client.login import Credentials
 from flashrl_operator.sim import EmulatedCluster
+from flashrl_operator.vocab.kinds import CONFIG_MAP
 
 pytestmark = pytest.mark.kmock
 

@@ -15,8 +15,6 @@ from operator_harness import LOCAL_SOURCES, NAMESPACE, Cluster, StartOperator
 
 from flashrl_api.history import HISTORY_KEY, parse_history
 from flashrl_operator.cli import main
-from flashrl_operator.report import PLOT_IDS
-from flashrl_operator.report.synthetic import records
 from flashrl_operator.sim import (
     CONFIG_MAPS_RESOURCE,
     EXPERIMENTS_RESOURCE,
@@ -28,6 +26,8 @@ from flashrl_operator.sim import (
     eventually,
     failed,
 )
+from flashrl_report import PLOT_IDS
+from flashrl_report.synthetic import records
 
 pytestmark = pytest.mark.kmock
 

@@ -21,9 +21,6 @@ from flashrl_api import exported_metrics as names
 from flashrl_api.goodput import LAUNCHER_PHASES, OPERATOR_PHASES, UNHELD, LauncherClock, parse_rfc3339
 from flashrl_jobs.exporter import serve
 from flashrl_jobs.run_metrics import Record, RunState
-from flashrl_operator.kuberay import ORIGINATED_FROM_NAME
-from flashrl_operator.report import build_report
-from flashrl_operator.report.cluster import JobObjects, runs_from_objects
 from flashrl_operator.sim import (
     JOBS_RESOURCE,
     RAY_CLUSTERS_RESOURCE,
@@ -35,6 +32,9 @@ from flashrl_operator.sim import (
     failed,
     timed_verl_step,
 )
+from flashrl_operator.vocab.kuberay import ORIGINATED_FROM_NAME
+from flashrl_report import build_report
+from flashrl_report.cluster import JobObjects, runs_from_objects
 
 pytestmark = pytest.mark.kmock
 

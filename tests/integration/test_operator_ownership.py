@@ -17,8 +17,7 @@ import pytest
 from operator_harness import NAMESPACE, Cluster, StartOperator, job_manifest
 
 from flashrl_api import parse_job
-from flashrl_operator.kinds import CHILD_KINDS
-from flashrl_operator.policy import AdminPolicy
+from flashrl_operator.job.policy import AdminPolicy
 from flashrl_operator.render import render
 from flashrl_operator.render.network import NetworkSettings
 from flashrl_operator.sim import (
@@ -29,6 +28,7 @@ from flashrl_operator.sim import (
     eventually,
     resource_key,
 )
+from flashrl_operator.vocab.kinds import CHILD_KINDS
 
 pytestmark = pytest.mark.kmock
 

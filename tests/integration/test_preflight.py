@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from flashrl_api.pins import load_pins
-from flashrl_operator.preflight import RAY_JOB_SPEC_FIELDS
+from flashrl_operator.job.preflight import RAY_JOB_SPEC_FIELDS
 from flashrl_operator.sim import EmulatedCluster
 
 pytestmark = pytest.mark.kmock

@@ -24,7 +24,7 @@ from flashrl_api import load_job_file
 from flashrl_jobs import contract
 from flashrl_jobs.deadline import RUNTIME_ENV_KEY
 from flashrl_jobs.verl_args import verl_overrides
-from flashrl_operator.launcher_failure import launcher_failure
+from flashrl_operator.job.status.launcher_failure import launcher_failure
 
 pytestmark = pytest.mark.ray
 

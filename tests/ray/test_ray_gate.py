@@ -11,7 +11,7 @@ import yaml
 from local_ray import LocalRay
 
 from flashrl_jobs import contract
-from flashrl_operator.launcher_failure import launcher_failure
+from flashrl_operator.job.status.launcher_failure import launcher_failure
 
 pytestmark = pytest.mark.ray
 

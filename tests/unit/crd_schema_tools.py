@@ -15,7 +15,7 @@ from typing import Any
 
 import jsonschema
 
-from flashrl_operator.crd import build_crd
+from flashrl_operator.generate.crd import build_crd
 
 _DROPPED = ("description", "default", "nullable")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 
-from flashrl_operator.attempts import MAX_HISTORY, Attempt, Attempts, Reported, on_failure
+from flashrl_operator.job.attempts import MAX_HISTORY, Attempt, Attempts, Reported, on_failure
 
 NOW = datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)
 

@@ -9,14 +9,19 @@ import statistics
 
 import pytest
 
-from flashrl_operator.errors import MAX_RETRY_AFTER_SECONDS, TransientError, classify, retry_after_seconds
-from flashrl_operator.handlers import backoff_delay
-from flashrl_operator.retry_policy import (
+from flashrl_operator.client.errors import (
+    MAX_RETRY_AFTER_SECONDS,
+    TransientError,
+    classify,
+    retry_after_seconds,
+)
+from flashrl_operator.job.retry_policy import (
     BACKOFF_CAP_SECONDS,
     JITTER_FRACTION,
     backoff_seconds,
     jitter,
 )
+from flashrl_operator.run.handlers import backoff_delay
 
 KEYS = [f"team-{i}/job-{i}" for i in range(500)]
 

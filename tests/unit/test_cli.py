@@ -15,7 +15,7 @@ import yaml
 
 from flashrl_api import load_job_file
 from flashrl_operator.cli import EXIT_INVALID, build_parser, main
-from flashrl_operator.crd import crd_yaml
+from flashrl_operator.generate.crd import crd_yaml
 from flashrl_operator.sim.demo import demo_total_steps, ray_job_summary, scrape_excerpt, singular
 
 REPO = Path(__file__).resolve().parents[2]

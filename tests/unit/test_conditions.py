@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from flashrl_operator.conditions import Verdict, find_condition, merge_conditions, truncate
+from flashrl_operator.job.status.conditions import Verdict, find_condition, merge_conditions, truncate
 
 T0 = "2026-01-01T00:00:00Z"
 T1 = "2026-01-01T00:05:00Z"

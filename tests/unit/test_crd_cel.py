@@ -380,7 +380,7 @@ def test_the_lifecycle_knobs_stay_editable(change: dict[str, Any]) -> None:
 
 def test_operator_and_crd_agree_on_what_is_immutable() -> None:
     """The operator's second-line check reports exactly the fields the transition rules refuse."""
-    from flashrl_operator.children import immutable_changes, spec_snapshot
+    from flashrl_operator.render.children import immutable_changes, spec_snapshot
 
     old = apply_defaults(spec_schema(), SEED)
     for change in (

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from flashrl_operator.crd import CHART_CRD_PATH, HEADER, build_crd, crd_yaml
+from flashrl_operator.generate.crd import CHART_CRD_PATH, HEADER, build_crd, crd_yaml
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -25,7 +25,7 @@ from flashrl_api import (
     parse_spec,
 )
 from flashrl_api.pins import default_trainer_image
-from flashrl_operator.crd import build_crd, crd_yaml
+from flashrl_operator.generate.crd import build_crd, crd_yaml
 
 REPO = Path(__file__).resolve().parents[2]
 #: The FlashRLJob examples (the experiment example is checked against its own CRD in test_experiment).

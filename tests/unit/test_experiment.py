@@ -30,7 +30,7 @@ from flashrl_api.experiment import (
     setup_changes_allowed,
     variant_jobs,
 )
-from flashrl_operator.crd_experiment import (
+from flashrl_operator.generate.crd_experiment import (
     CHART_EXPERIMENT_CRD_PATH,
     HEADER,
     build_experiment_crd,

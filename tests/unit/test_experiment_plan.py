@@ -6,7 +6,7 @@ from typing import Any
 
 from flashrl_api import API_VERSION
 from flashrl_api.experiment import EXPERIMENT_KIND, FlashRLExperiment, parse_experiment
-from flashrl_operator.experiment_plan import invalid_status, plan
+from flashrl_operator.experiment.plan import invalid_status, plan
 
 T0 = "2026-01-01T00:00:00Z"
 T1 = "2026-01-01T01:00:00Z"

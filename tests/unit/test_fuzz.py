@@ -35,7 +35,7 @@ from test_render_schema import (
 
 from flashrl_api import SpecError, load_documents, parse_job
 from flashrl_api.manifest import NAME_PATTERN
-from flashrl_operator.cli import protected_problems
+from flashrl_operator.job.overrides import protected_problems
 from flashrl_operator.render import render
 from spec_corpus import HOSTILE, from_crd, mutated
 

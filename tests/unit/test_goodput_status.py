@@ -1,4 +1,4 @@
-"""status.goodput from the status's own data (flashrl_operator.goodput_status): no clock, no I/O."""
+"""status.goodput from the status's own data (flashrl_operator.job.status.goodput): no clock, no I/O."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from flashrl_api.goodput import LauncherClock, launcher_phases, parse_rfc3339, rfc3339
-from flashrl_operator.attempts import Attempts
-from flashrl_operator.goodput_status import fold_attempts, goodput, unreleased
+from flashrl_operator.job.attempts import Attempts
+from flashrl_operator.job.status.goodput import fold_attempts, goodput, unreleased
 
 T0 = parse_rfc3339("2026-01-01T00:00:00Z") or 0.0
 

@@ -9,7 +9,7 @@ import pytest
 
 from flashrl_api import FlashRLJob, SpecError, parse_job, parse_spec
 from flashrl_api.gpus import GFD_LABEL_VALUES, GFD_PRODUCT_LABELS, gpu_family, label_values_for
-from flashrl_operator.preflight import ClusterFacts, cluster_problems, products_carried
+from flashrl_operator.job.preflight import ClusterFacts, cluster_problems, products_carried
 
 
 @pytest.mark.parametrize(

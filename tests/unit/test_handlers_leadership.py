@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from flashrl_operator.handlers import (
+from flashrl_operator.client.login import Credentials
+from flashrl_operator.run.handlers import (
     OperatorConfig,
     OperatorContext,
     reconcile_experiment_with_retries,
@@ -17,8 +18,7 @@ from flashrl_operator.handlers import (
     record_history,
     resync_all,
 )
-from flashrl_operator.leadership import ElectionTiming, Leadership
-from flashrl_operator.login import Credentials
+from flashrl_operator.run.leadership import ElectionTiming, Leadership
 
 
 class Recorder:

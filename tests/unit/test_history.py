@@ -6,7 +6,7 @@ import json
 
 from flashrl_api import verl_metrics as vm
 from flashrl_api.history import add_metrics, add_step, kept, parse_history, render_history
-from flashrl_operator.report.synthetic import records
+from flashrl_report.synthetic import records
 
 
 def test_only_the_reports_metrics_are_kept_and_only_numbers() -> None:

@@ -2,7 +2,7 @@
 
 The credentials come the way they do on a managed cluster: a kubeconfig whose user runs an ``exec``
 credential plugin (a real command here, printing the token it reads from a file, with an expiry),
-loaded by ``kubernetes_asyncio`` through :class:`flashrl_operator.login.Credentials`.
+loaded by ``kubernetes_asyncio`` through :class:`flashrl_operator.client.login.Credentials`.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ import pytest
 import yaml
 from aiohttp import web
 
-from flashrl_operator.errors import TransientError
-from flashrl_operator.kube import KubeClient
-from flashrl_operator.kuberay import RAY_JOB
-from flashrl_operator.login import Credentials
+from flashrl_operator.client.errors import TransientError
+from flashrl_operator.client.kube import KubeClient
+from flashrl_operator.client.login import Credentials
+from flashrl_operator.vocab.kuberay import RAY_JOB
 
 PLUGIN = """
 import json, pathlib, sys

@@ -10,8 +10,8 @@ import pytest
 
 from flashrl_api.kubectl_yaml import BOOLEAN_WORDS, is_boolean_word, load_all
 from flashrl_api.manifest import SpecError, load_job_file
-from flashrl_operator.crd import build_crd
-from flashrl_operator.crd_experiment import build_experiment_crd
+from flashrl_operator.generate.crd import build_crd
+from flashrl_operator.generate.crd_experiment import build_experiment_crd
 
 
 @pytest.mark.parametrize("word", sorted(BOOLEAN_WORDS))

@@ -7,13 +7,13 @@ from typing import Any
 import pytest
 
 from flashrl_jobs import contract
-from flashrl_operator.launcher_failure import LauncherFailure, launcher_failure
-from flashrl_operator.status_mapping import (
+from flashrl_operator.job.status.launcher_failure import LauncherFailure, launcher_failure
+from flashrl_operator.job.status.mapping import (
     Observation,
     RayJobView,
     owned,
 )
-from flashrl_operator.status_mapping import (
+from flashrl_operator.job.status.mapping import (
     desired_status as typed_status,
 )
 

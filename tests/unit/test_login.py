@@ -10,9 +10,9 @@ import pytest
 import yaml
 from aiohttp import web
 
-from flashrl_operator.kube import KubeClient
-from flashrl_operator.kuberay import RAY_JOB
-from flashrl_operator.login import CredentialError, Credentials
+from flashrl_operator.client.kube import KubeClient
+from flashrl_operator.client.login import CredentialError, Credentials
+from flashrl_operator.vocab.kuberay import RAY_JOB
 
 
 def read(path: str) -> str:

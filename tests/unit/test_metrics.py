@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 
-from flashrl_operator.metrics import OperatorMetrics, parse_time
+from flashrl_operator.vocab.metrics import OperatorMetrics, parse_time
 
 
 def test_registries_are_per_operator() -> None:

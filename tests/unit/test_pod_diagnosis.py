@@ -6,8 +6,18 @@ from typing import Any
 
 import pytest
 
-from flashrl_operator.conditions import find_condition
-from flashrl_operator.pod_diagnosis import (
+from flashrl_operator.job.status.conditions import find_condition
+from flashrl_operator.job.status.mapping import (
+    Observation,
+    RayClusterView,
+    RayJobView,
+    owned,
+    should_read_pods,
+)
+from flashrl_operator.job.status.mapping import (
+    desired_status as typed_status,
+)
+from flashrl_operator.job.status.pods import (
     MAX_DETAIL,
     REASON_CONTAINER_CONFIG,
     REASON_CRASH_LOOP,
@@ -19,16 +29,6 @@ from flashrl_operator.pod_diagnosis import (
     problems_summary,
 )
 from flashrl_operator.sim import unschedulable as unschedulable_status
-from flashrl_operator.status_mapping import (
-    Observation,
-    RayClusterView,
-    RayJobView,
-    owned,
-    should_read_pods,
-)
-from flashrl_operator.status_mapping import (
-    desired_status as typed_status,
-)
 
 
 def desired_status(obs: Observation, now: str) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from flashrl_api import FlashRLJob, parse_job
-from flashrl_operator.policy import (
+from flashrl_operator.job.policy import (
     REASON_POLICY_VIOLATION,
     AdminPolicy,
     image_allowed,

@@ -3,7 +3,7 @@ exists before the job is applied, and every command it runs is set up by an earl
 
 The steps are parsed from the README's ``sh`` block (the one after "Quick start"); ``kubectl apply -f``
 (directly or after ``sed``) creates what its files hold, ``kubectl create secret`` its Secret. What
-the job needs is :func:`flashrl_operator.preflight.cluster_needs`, the list ``flashrl preflight``
+the job needs is :func:`flashrl_operator.job.preflight.cluster_needs`, the list ``flashrl preflight``
 checks on a cluster.
 """
 
@@ -17,7 +17,7 @@ import yaml
 
 from flashrl_api import load_job_file
 from flashrl_api.pins import load_pins
-from flashrl_operator.preflight import cluster_needs
+from flashrl_operator.job.preflight import cluster_needs
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -10,10 +10,10 @@ import pytest
 
 from flashrl_api import verl_metrics as vm
 from flashrl_operator.cli import main
-from flashrl_operator.report import PLOT_IDS, REPORT_FILE, build_report, load_run, write_report
-from flashrl_operator.report.analysis import Stat, differs, quarters, speedup, stat, wall_hours
-from flashrl_operator.report.data import MetricsInputError, RunMetrics, parse_lines
-from flashrl_operator.report.synthetic import SCORE_KEY, jsonl
+from flashrl_report import PLOT_IDS, REPORT_FILE, build_report, load_run, write_report
+from flashrl_report.analysis import Stat, differs, quarters, speedup, stat, wall_hours
+from flashrl_report.data import MetricsInputError, RunMetrics, parse_lines
+from flashrl_report.synthetic import SCORE_KEY, jsonl
 
 
 def _write(tmp_path: Path, name: str, text: str) -> Path:

@@ -6,9 +6,9 @@ from typing import Any
 
 from flashrl_api import verl_metrics as vm
 from flashrl_api.history import HISTORY_KEY, add_step, history_name
-from flashrl_operator.report import build_report
-from flashrl_operator.report.cluster import JobObjects, runs_from_objects
-from flashrl_operator.report.synthetic import records
+from flashrl_report import build_report
+from flashrl_report.cluster import JobObjects, runs_from_objects
+from flashrl_report.synthetic import records
 
 
 def _history(precision: str, steps: int, stop: int | None = None, stride: int = 1) -> dict[str, Any]:

@@ -8,10 +8,10 @@ import pytest
 
 from flashrl_api.goodput import AttemptSpan, GoodputPhase, LauncherClock, compare, job_ledger, step_ledger
 from flashrl_api.history import HISTORY_KEY, add_step
-from flashrl_operator.report import build_report
-from flashrl_operator.report.cluster import JobObjects, runs_from_objects
-from flashrl_operator.report.data import RunMetrics, parse_lines
-from flashrl_operator.report.synthetic import SCORE_KEY, jsonl, records
+from flashrl_report import build_report
+from flashrl_report.cluster import JobObjects, runs_from_objects
+from flashrl_report.data import RunMetrics, parse_lines
+from flashrl_report.synthetic import SCORE_KEY, jsonl, records
 
 
 def _run(label: str, precision: str, steps: int = 40) -> RunMetrics:

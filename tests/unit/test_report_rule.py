@@ -7,12 +7,12 @@ import json
 import re
 from pathlib import Path
 
-from flashrl_operator.report import build_report
-from flashrl_operator.report.analysis import Stat, best_stretch, compared
-from flashrl_operator.report.data import RunMetrics, parse_lines
-from flashrl_operator.report.html import HEADERS
-from flashrl_operator.report.plots import FIXED_COLORS, PALETTE, color_of, colors_by_label
-from flashrl_operator.report.synthetic import SCORE_KEY, jsonl
+from flashrl_report import build_report
+from flashrl_report.analysis import Stat, best_stretch, compared
+from flashrl_report.data import RunMetrics, parse_lines
+from flashrl_report.html import HEADERS
+from flashrl_report.plots import FIXED_COLORS, PALETTE, color_of, colors_by_label
+from flashrl_report.synthetic import SCORE_KEY, jsonl
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from flashrl_operator.retry_policy import (
+from flashrl_operator.job.retry_policy import (
     BACKOFF_CAP_SECONDS,
     JITTER_FRACTION,
     AttemptEnd,

@@ -16,8 +16,8 @@ import pytest
 
 from flashrl_api import FlashRLJob, parse_job
 from flashrl_api.spec import MAX_OVERRIDE_LENGTH, MAX_OVERRIDES
-from flashrl_operator.children import spec_snapshot
 from flashrl_operator.render import render
+from flashrl_operator.render.children import spec_snapshot
 
 ANNOTATIONS_LIMIT = 256 * 1024
 CONFIG_MAP_LIMIT = 1024 * 1024

@@ -6,16 +6,16 @@ from typing import Any
 
 from flashrl_api.spec import MismatchGuardSpec
 from flashrl_api.status import WARNING_REASONS, ConditionType, Reason
-from flashrl_operator.handlers import needs_reconcile
-from flashrl_operator.kuberay import RayJobView
-from flashrl_operator.staging import StagingObservation
-from flashrl_operator.status_mapping import (
+from flashrl_operator.job.staging import StagingObservation
+from flashrl_operator.job.status.mapping import (
     Observation,
     desired_status,
     guard_observation,
     owned,
     status_events,
 )
+from flashrl_operator.run.handlers import needs_reconcile
+from flashrl_operator.vocab.kuberay import RayJobView
 
 NOW = "2026-01-01T00:00:00Z"
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from flashrl_api.spec import MismatchGuardSpec
 from flashrl_api.status import FlashRLJobStatus
-from flashrl_operator.status_mapping import (
+from flashrl_operator.job.status.mapping import (
     Observation,
     desired_status,
     guard_conditions,

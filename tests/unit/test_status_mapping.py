@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from flashrl_operator.conditions import find_condition
-from flashrl_operator.status_mapping import (
+from flashrl_operator.job.status.conditions import find_condition
+from flashrl_operator.job.status.mapping import (
     Observation,
     RayJobView,
     decide_phase,
@@ -16,7 +16,7 @@ from flashrl_operator.status_mapping import (
     phase_changed,
     status_patch,
 )
-from flashrl_operator.status_mapping import (
+from flashrl_operator.job.status.mapping import (
     desired_status as typed_status,
 )
 
@@ -198,7 +198,7 @@ def test_no_ray_job_yet() -> None:
 def test_owned_keys_are_fields_of_the_status_model() -> None:
     """The CRD's status schema comes from FlashRLJobStatus; a key outside it would be pruned."""
     from flashrl_api import FlashRLJobStatus
-    from flashrl_operator.status_mapping import OWNED_KEYS
+    from flashrl_operator.job.status.mapping import OWNED_KEYS
 
     aliases = {field.alias for field in FlashRLJobStatus.model_fields.values()}
     assert set(OWNED_KEYS) <= aliases

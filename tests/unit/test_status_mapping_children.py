@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flashrl_operator.children import (
+from flashrl_operator.render.children import (
     SPEC_ANNOTATION,
     drift_patch,
     immutable_changes,

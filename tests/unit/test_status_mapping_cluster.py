@@ -6,9 +6,8 @@ from typing import Any
 
 import pytest
 
-from flashrl_operator.conditions import find_condition
-from flashrl_operator.ray_status import cluster_progress
-from flashrl_operator.status_mapping import (
+from flashrl_operator.job.status.conditions import find_condition
+from flashrl_operator.job.status.mapping import (
     Observation,
     RayClusterView,
     RayJobView,
@@ -17,9 +16,10 @@ from flashrl_operator.status_mapping import (
     owned,
     should_read_cluster,
 )
-from flashrl_operator.status_mapping import (
+from flashrl_operator.job.status.mapping import (
     desired_status as typed_status,
 )
+from flashrl_operator.job.status.ray import cluster_progress
 
 
 def desired_status(obs: Observation, now: str) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 The launcher serves them on the Ray head pod at ``/metrics`` (docs/observability.md); the chart's
 dashboard and alert rules query them by these names, and a test checks that every PromQL expression in
-the chart names a series defined here or by the operator (``flashrl_operator.metrics``).
+the chart names a series defined here or by the operator (``flashrl_operator.vocab.metrics``).
 
 Every series carries the labels ``namespace`` and ``job`` (the FlashRLJob), for a scrape without the
 chart. The chart's PodMonitor does not trust them (the head pod runs the tenant's code): it sets both

@@ -12,7 +12,7 @@ announced as a Warning Event goes in :data:`WARNING_REASONS`.
 
 KubeRay's own failure reasons (``DeadlineExceeded``, ``SubmissionFailed``, ...) are copied verbatim
 into ``status.reason`` and are not members: KubeRay owns that list
-(``flashrl_operator.kuberay.KubeRayReason``), and a newer KubeRay may add to it.
+(``flashrl_operator.vocab.kuberay.KubeRayReason``), and a newer KubeRay may add to it.
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ class Reason(StrEnum):
     STOPPED_EARLY = "StoppedEarly"  #: verl exited 0 before the last step
     CHECKPOINT_UNWRITABLE = "CheckpointUnwritable"  #: the checkpoint directory cannot be written
 
-    # The operator's retry policy (flashrl_operator.retry_policy).
+    # The operator's retry policy (flashrl_operator.job.retry_policy).
     NO_PROGRESS = "NoProgress"  #: attempts from the same checkpoint keep failing without saving a newer one
     RAY_JOB_DELETED = "RayJobDeleted"  #: the RayJob of a running attempt was deleted: a failed attempt
 

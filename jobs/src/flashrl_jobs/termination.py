@@ -4,7 +4,7 @@ A launcher failure prints its one-paragraph reason as its last line of output an
 container's termination-message file. Inside a RayJob the launcher is the Ray job's driver, so the
 line is what counts: Ray puts the output's last lines into the job's message, KubeRay copies that
 into the RayJob, and the operator maps the exit code and this line to the FlashRLJob's reason
-(``flashrl_operator.launcher_failure``). The termination message serves runs where the launcher is
+(``flashrl_operator.job.status.launcher_failure``). The termination message serves runs where the launcher is
 the container's main process.
 """
 

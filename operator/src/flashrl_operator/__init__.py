@@ -1,6 +1,6 @@
 """The FlashRL operator: reconciles FlashRLJobs into KubeRay RayJobs and reports their status.
 
-Layers: ``flashrl_api`` (models) <- ``render`` and ``crd`` (pure) <- ``status_mapping`` and
-``conditions`` (pure) <- ``kube`` (the only module doing I/O) <- ``handlers`` (thin kopf wiring)
-<- ``runner`` / ``cli``.
+Its folders are its layers, top to bottom (docs/architecture.md draws them; an import contract
+keeps them): ``cli`` ─ ``sim`` ─ ``run`` ─ ``experiment`` ─ ``job`` (with its pure ``status``) ─
+``client | render | generate`` ─ ``vocab``. A folder imports only the folders below it.
 """

@@ -8,7 +8,7 @@ Adding a child kind (a NetworkPolicy, a batch/v1 Job, ...) takes:
 
 1. a builder ``<kind>(job) -> dict`` in a module of this package, added to :func:`render` in
    the place it must be applied (objects a pod needs come before the RayJob);
-2. one entry in :data:`flashrl_operator.kinds.CHILD_KINDS` (its REST plural), and the chart's
+2. one entry in :data:`flashrl_operator.vocab.kinds.CHILD_KINDS` (its REST plural), and the chart's
    ClusterRole rule that ``tests/chart/test_chart_rbac.py`` then asks for.
 
 The reconciler applies whatever :func:`render` returns; nothing else changes.
@@ -21,8 +21,6 @@ from dataclasses import dataclass
 from typing import Any, overload
 
 from flashrl_api import FlashRLJob
-from flashrl_operator import kuberay
-from flashrl_operator.kinds import JOB, resource_of
 from flashrl_operator.render.configmap import config_map
 from flashrl_operator.render.labels import (
     ATTEMPT_LABEL,
@@ -46,7 +44,9 @@ from flashrl_operator.render.rayjob import (
 )
 from flashrl_operator.render.rbac import role, role_binding, service_account
 from flashrl_operator.render.staging import staging_job
-from flashrl_operator.resource import Resource
+from flashrl_operator.vocab import kuberay
+from flashrl_operator.vocab.kinds import JOB, resource_of
+from flashrl_operator.vocab.resource import Resource
 
 __all__ = [
     "ATTEMPT_LABEL",
@@ -95,7 +95,7 @@ class Child:
 
     @classmethod
     def of(cls, body: dict[str, Any]) -> Child:
-        """Wrap a rendered manifest (its kind must be in :data:`flashrl_operator.kinds.KINDS`)."""
+        """Wrap a rendered manifest (its kind must be in :data:`flashrl_operator.vocab.kinds.KINDS`)."""
         return cls(resource_of(body), body)
 
 

@@ -16,11 +16,11 @@ from typing import Any, Final
 from flashrl_api import FlashRLJob
 from flashrl_api.pins import ray_version
 from flashrl_jobs.contract import ATTEMPT_ENV, DEFAULT_SPEC_PATH, JOB_START_ENV
-from flashrl_operator import kuberay
-from flashrl_operator.children import SPEC_ANNOTATION, spec_snapshot
+from flashrl_operator.render.children import SPEC_ANNOTATION, spec_snapshot
 from flashrl_operator.render.labels import ATTEMPT_LABEL, KUEUE_QUEUE_LABEL, object_meta
 from flashrl_operator.render.names import MAX_RAY_JOB_NAME, child_names, short_hash
 from flashrl_operator.render.pod import head_template, submitter_template, worker_template
+from flashrl_operator.vocab import kuberay
 
 WORKER_GROUP: Final = "gpu"
 #: Ray's token authentication, which KubeRay v1.7.0 sets up itself (``rayClusterSpec.authOptions``):
@@ -44,7 +44,7 @@ class AttemptContext:
     """Which attempt the RayJob runs, and what its launcher needs to know about the job.
 
     The operator retries by creating a new RayJob per attempt (``backoffLimit: 0``: KubeRay's own
-    retries cannot wait for training progress; :mod:`flashrl_operator.retry_policy` decides).
+    retries cannot wait for training progress; :mod:`flashrl_operator.job.retry_policy` decides).
     """
 
     attempt: int = 1
@@ -109,7 +109,7 @@ def ray_job(job: FlashRLJob, attempt: AttemptContext | None = None) -> dict[str,
     """The RayJob of one attempt: submits :data:`ENTRYPOINT` once the cluster is ready, then tears the
     cluster down. ``backoffLimit`` is 0: the operator decides about retries, each a new RayJob.
 
-    Annotated with the immutable part of the spec (:data:`~flashrl_operator.children.SPEC_ANNOTATION`).
+    Annotated with the immutable part of the spec (:data:`~flashrl_operator.render.children.SPEC_ANNOTATION`).
     """
     attempt = attempt or AttemptContext()
     lifecycle = job.spec.lifecycle

@@ -44,10 +44,10 @@ from aiohttp import web
 
 from flashrl_api import SINGULAR
 from flashrl_api.experiment import EXPERIMENT_SINGULAR
-from flashrl_operator import kuberay
-from flashrl_operator.kinds import CONFIG_MAP, EVENT, FLASHRL_EXPERIMENT, FLASHRL_JOB, POD
-from flashrl_operator.kube import now_rfc3339
-from flashrl_operator.resource import Resource
+from flashrl_operator.client.kube import now_rfc3339
+from flashrl_operator.vocab import kuberay
+from flashrl_operator.vocab.kinds import CONFIG_MAP, EVENT, FLASHRL_EXPERIMENT, FLASHRL_JOB, POD
+from flashrl_operator.vocab.resource import Resource
 
 
 def resource_key(resource: Resource) -> str:

@@ -35,11 +35,10 @@ from flashrl_api.spec import DEFAULT_CHECKPOINT_INTERVAL
 from flashrl_api.status import ConditionType, Reason
 from flashrl_jobs.exporter import serve
 from flashrl_jobs.run_metrics import Record, RunState
-from flashrl_operator._yaml import dump
-from flashrl_operator.children import SPEC_ANNOTATION
-from flashrl_operator.kube import COMPONENT
-from flashrl_operator.kuberay import ORIGINATED_FROM_NAME, KubeRayReason
+from flashrl_operator.client.kube import COMPONENT
+from flashrl_operator.generate._yaml import dump
 from flashrl_operator.render import attempt_ray_job_name
+from flashrl_operator.render.children import SPEC_ANNOTATION
 from flashrl_operator.sim.apiserver import (
     EVENTS_RESOURCE,
     JOBS_RESOURCE,
@@ -63,6 +62,7 @@ from flashrl_operator.sim.standins import (
     unschedulable,
     verl_step_metrics,
 )
+from flashrl_operator.vocab.kuberay import ORIGINATED_FROM_NAME, KubeRayReason
 
 #: The example FlashRLJob shipped with the package (``examples/flashrljob.yaml`` in the repository).
 EXAMPLE: Final[Traversable] = resources.files("flashrl_operator.sim") / "example.yaml"

@@ -2,7 +2,7 @@
 
 The operator is the real one; the API server is the emulator, KubeRay and the launcher are played,
 and the per-step metrics the launcher reports are SYNTHETIC
-(:mod:`flashrl_operator.report.synthetic`), as the output and the report's banner say. After both
+(:mod:`flashrl_report.synthetic`), as the output and the report's banner say. After both
 variants finish, their Ray clusters are deleted (as KubeRay does ``ttlSecondsAfterFinished`` after
 the end) and the report is read the way a user's ``flashrl report --experiment`` reads it: from the
 jobs' history ConfigMaps, over the API.
@@ -16,9 +16,6 @@ from pathlib import Path
 from typing import Any, Final, TextIO
 
 from flashrl_api.history import HISTORY_KEY, history_name, parse_history
-from flashrl_operator.report import build_report, write_report
-from flashrl_operator.report.cluster import load_cluster_runs
-from flashrl_operator.report.synthetic import records
 from flashrl_operator.sim.apiserver import (
     CONFIG_MAPS_RESOURCE,
     EXPERIMENTS_RESOURCE,
@@ -30,6 +27,9 @@ from flashrl_operator.sim.apiserver import (
 from flashrl_operator.sim.harness import EmulatedCluster
 from flashrl_operator.sim.staging import BATCH_JOBS_RESOURCE
 from flashrl_operator.sim.standins import SUCCEEDED, TRAINING
+from flashrl_report import build_report, write_report
+from flashrl_report.cluster import load_cluster_runs
+from flashrl_report.synthetic import records
 
 NAMESPACE: Final = "rl"
 NAME: Final = "fp8-vs-bf16"
@@ -57,7 +57,7 @@ REPORTED: Final = (
 )
 BANNER: Final = (
     "Emulated run: the API server and KubeRay were emulated and every metric is SYNTHETIC "
-    "(flashrl_operator/report/synthetic.py); nothing was trained or measured."
+    "(flashrl_report/synthetic.py); nothing was trained or measured."
 )
 
 

@@ -11,7 +11,7 @@
 :class:`EmulatedCluster` starts the emulated API server (:mod:`flashrl_operator.sim.apiserver`) on
 127.0.0.1, a user's client to it (``api``) and the stand-in for KubeRay, the scheduler, the kubelet and
 the launcher (``kuberay``). :meth:`EmulatedCluster.start_operator` starts the real operator (kopf,
-its own thread and loop, :class:`~flashrl_operator.runner.OperatorThread`) with settings fit for
+its own thread and loop, :class:`~flashrl_operator.run.runner.OperatorThread`) with settings fit for
 an emulator (:meth:`EmulatedCluster.operator_config`), and returns once it is ready and watching.
 :meth:`EmulatedCluster.start_operator_process` runs ``flashrl operator`` as its own process instead
 (credentials from a kubeconfig it writes; the two-replica test kills one with SIGKILL).
@@ -36,8 +36,8 @@ from typing import Any
 import kmock
 import yaml
 
-from flashrl_operator.handlers import OperatorConfig
-from flashrl_operator.runner import OperatorThread
+from flashrl_operator.run.handlers import OperatorConfig
+from flashrl_operator.run.runner import OperatorThread
 from flashrl_operator.sim.apiserver import (
     EXPERIMENTS_RESOURCE,
     JOBS_RESOURCE,

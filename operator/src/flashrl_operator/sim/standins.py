@@ -8,7 +8,7 @@ would. The RayCluster status is made up step by step by whoever drives it; pods 
 is told to make one that cannot start (:meth:`KubeRayStandIn.stuck_pod`, with the status the
 scheduler or the kubelet would have written). Each write names who would have made it (KubeRay, the
 scheduler, the kubelet, the launcher), so the emulator's record and the demo's timeline say so.
-Every name of KubeRay's it writes comes from :mod:`flashrl_operator.kuberay`.
+Every name of KubeRay's it writes comes from :mod:`flashrl_operator.vocab.kuberay`.
 """
 
 from __future__ import annotations
@@ -22,8 +22,22 @@ from typing import Any, Final
 from flashrl_jobs.progress import step_status
 from flashrl_jobs.run_metrics import RunState
 from flashrl_jobs.run_observer import step_report
-from flashrl_operator.kube import now_rfc3339
-from flashrl_operator.kuberay import (
+from flashrl_operator.client.kube import now_rfc3339
+from flashrl_operator.sim.apiserver import (
+    GARBAGE_COLLECTOR,
+    JOBS_RESOURCE,
+    KUBELET,
+    KUBERAY,
+    LAUNCHER,
+    PODS_RESOURCE,
+    RAY_CLUSTERS_RESOURCE,
+    RAY_JOBS_RESOURCE,
+    SCHEDULER,
+    ApiClient,
+    EmulatedApiServer,
+    resource_key,
+)
+from flashrl_operator.vocab.kuberay import (
     CLUSTER_LABEL,
     CLUSTER_STATE_READY,
     GROUP_LABEL,
@@ -40,21 +54,7 @@ from flashrl_operator.kuberay import (
     NodeType,
     desired_worker_replicas,
 )
-from flashrl_operator.resource import Resource
-from flashrl_operator.sim.apiserver import (
-    GARBAGE_COLLECTOR,
-    JOBS_RESOURCE,
-    KUBELET,
-    KUBERAY,
-    LAUNCHER,
-    PODS_RESOURCE,
-    RAY_CLUSTERS_RESOURCE,
-    RAY_JOBS_RESOURCE,
-    SCHEDULER,
-    ApiClient,
-    EmulatedApiServer,
-    resource_key,
-)
+from flashrl_operator.vocab.resource import Resource
 
 #: KubeRay's RayJob status at each step of a normal run (see docs/operator.md for the mapping).
 CLUSTER_STARTING: Final = {"jobDeploymentStatus": DeploymentStatus.INITIALIZING, "jobStatus": JobStatus.NEW}

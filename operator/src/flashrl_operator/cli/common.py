@@ -1,0 +1,86 @@
+"""What every subcommand shares: reading a job, the one-line summary, and reporting problems.
+
+Bad input of any kind ends with one ``field.path: message`` line per problem on stderr and exit
+status 2 (:data:`EXIT_INVALID`); it never shows a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, TextIO
+
+from flashrl_api import FlashRLJob, Problem, SpecError, load_documents, load_job_file, parse_job
+from flashrl_api.manifest import MAX_MANIFEST_BYTES, capped, decode_manifest
+
+if TYPE_CHECKING:
+    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
+
+#: Exit status for input the user must fix (argparse uses the same for bad arguments).
+EXIT_INVALID: Final = 2
+STDIN: Final = "-"
+
+#: A subcommand's body: its parsed arguments in, its exit status out.
+Handler = Callable[[argparse.Namespace], int]
+
+
+def read_job(source: str, stdin: TextIO | None = None) -> FlashRLJob:
+    """Load one FlashRLJob from a file, or from standard input when ``source`` is ``-``."""
+    if source != STDIN:
+        return load_job_file(source)
+    stream = stdin if stdin is not None else sys.stdin
+    buffer = getattr(stream, "buffer", None)
+    try:
+        if buffer is not None:
+            text = decode_manifest(buffer.read(MAX_MANIFEST_BYTES + 1), "standard input")
+        else:
+            text = stream.read(MAX_MANIFEST_BYTES + 1)
+    except UnicodeDecodeError:
+        raise SpecError([Problem("", "standard input is not UTF-8 text")]) from None
+    docs = load_documents(text, "standard input")
+    if len(docs) != 1:
+        raise SpecError(
+            [Problem("", f"standard input must hold one FlashRLJob, found {len(docs)} documents")]
+        )
+    return parse_job(docs[0])
+
+
+def summary(job: FlashRLJob) -> str:
+    """What a valid job will run, in one parenthesised phrase."""
+    spec = job.spec
+    tis = spec.correction.tis
+    correction = "TIS off" if tis.level == "off" else f"{tis.level} TIS C={tis.cap}"
+    res = spec.resources
+    parts = [spec.rollout.quantization, correction, f"{res.nodes}x{res.gpus_per_node} {res.gpu_product}"]
+    if spec.dry_run:
+        parts.append("dry run")
+    return f"({', '.join(parts)})"
+
+
+def source_name(source: str) -> str:
+    """How messages name a source: its path, or standard input."""
+    return "standard input" if source == STDIN else source
+
+
+def report_problems(problems: Sequence[Problem], err: TextIO) -> int:
+    """One line per problem (capped), and the exit status for input the user must fix."""
+    for problem in capped(problems):
+        print(problem, file=err)
+    return EXIT_INVALID
+
+
+def read_text(source: str) -> str:
+    """A manifest's text from a file or standard input; unreadable input is a :class:`SpecError`."""
+    if source == STDIN:
+        try:
+            return sys.stdin.read()
+        except UnicodeDecodeError:
+            raise SpecError([Problem("", "standard input is not UTF-8 text")]) from None
+    try:
+        return Path(source).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError([Problem("", f"cannot read {source}: {exc.strerror or exc}")]) from None
+    except UnicodeDecodeError:
+        raise SpecError([Problem("", f"{source} is not UTF-8 text")]) from None

@@ -1,0 +1,110 @@
+"""``flashrl report``: runs compared side by side in one HTML page (the ``report`` extra)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+from flashrl_operator.cli.common import EXIT_INVALID, Handler
+
+if TYPE_CHECKING:
+    from flashrl_operator.cli.common import Subparsers
+
+
+def add(sub: Subparsers) -> Handler:
+    """Register ``flashrl report``; returns its body."""
+    p = sub.add_parser(
+        "report",
+        help="compare two or more runs side by side in an HTML report",
+        description="Write DIR/report.html (self-contained: figures inlined) and one PNG per figure, "
+        "comparing runs from verl's per-step metrics (its `file` logger's JSONL): validation score, "
+        "response length, throughput, where the step time goes, the generation speed-up over the "
+        "baseline, rollout/trainer mismatch, importance-sampling ESS and probability difference, and a "
+        "summary table. Each figure states how many steps it averages; differences smaller than the "
+        "step-to-step spread are reported as no clear difference. Missing metrics, runs of different "
+        "lengths and truncated files are reported on the page, and the rest is still drawn.",
+    )
+    p.add_argument(
+        "--metrics",
+        action="append",
+        default=[],
+        metavar="LABEL=PATH",
+        help="a run: its label and its verl JSONL metrics file, or a directory of attempt-<k>.jsonl files "
+        "(one per attempt, later attempts win for repeated steps); repeat for each run",
+    )
+    p.add_argument(
+        "--experiment",
+        metavar="NAME",
+        help="a FlashRLExperiment on the cluster: each variant's job is a run. Uses the current kubeconfig "
+        "context, as kubectl does, and reads the jobs' metrics history ConfigMaps, so it works after the "
+        "Ray clusters are gone and needs no Prometheus",
+    )
+    p.add_argument(
+        "--job",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a FlashRLJob on the cluster, labelled by its name; repeat for each run",
+    )
+    p.add_argument("-n", "--namespace", default="default", help="namespace of --experiment and --job")
+    p.add_argument(
+        "--output", required=True, metavar="DIR", help="directory to write report.html and PNGs into"
+    )
+    p.add_argument(
+        "--baseline",
+        metavar="LABEL",
+        help="the run speed-ups are measured against (default: the one run whose label contains bf16)",
+    )
+    p.add_argument(
+        "--title", help="the page title (default: names the experiment or says FlashRL comparison)"
+    )
+    p.add_argument("--banner", help="a line shown above everything, e.g. to mark synthetic data")
+    return run
+
+
+def run(args: argparse.Namespace) -> int:
+    """The body of ``flashrl report``."""
+    try:
+        from flashrl_report import (
+            MetricsInputError,
+            RunMetrics,
+            build_report,
+            load_run,
+            parse_metrics_argument,
+            write_report,
+        )
+    except ImportError as exc:
+        print(
+            f"flashrl report needs the report extra (pip install 'flashrl-k8s[report]'): {exc}",
+            file=sys.stderr,
+        )
+        return 1
+    if not args.metrics and not args.experiment and not args.job:
+        print(
+            "flashrl report: give --experiment NAME, --job NAME or --metrics LABEL=PATH (at least one run)",
+            file=sys.stderr,
+        )
+        return EXIT_INVALID
+    title = args.title
+    try:
+        runs: list[RunMetrics] = []
+        if args.experiment or args.job:
+            from flashrl_report.cluster import load_cluster_runs
+
+            runs, cluster_title = load_cluster_runs(args.namespace, args.experiment, args.job)
+            title = title or cluster_title
+        sources = [parse_metrics_argument(value) for value in args.metrics]
+        runs += [load_run(label, path) for label, path in sources]
+        report = build_report(
+            runs, title=title or "FlashRL comparison", banner=args.banner, baseline=args.baseline
+        )
+    except MetricsInputError as exc:
+        print(f"flashrl report: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    written = write_report(report, args.output)
+    for note in report.notes:
+        print(f"note: {note}", file=sys.stderr)
+    drawn = sum(1 for plot in report.plots if plot.png is not None)
+    print(f"{written[-1]}: {len(runs)} runs, {drawn} of {len(report.plots)} figures")
+    return 0

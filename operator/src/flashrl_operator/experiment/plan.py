@@ -1,0 +1,232 @@
+"""What a FlashRLExperiment needs next, and what its status says (pure).
+
+Given the experiment and the variants' FlashRLJobs as last read from the API server, :func:`plan`
+returns the jobs to create now (all of them, or as many as ``spec.parallelism`` leaves room for,
+in the variants' order) and the experiment's status. A finished variant frees its slot whether it
+succeeded or failed: the others still answer the comparison, and the status says which failed.
+
+With Kueue (``scheduling.queueName`` in the template) and no parallelism, every job is created at
+once and each waits, suspended, for Kueue to admit it; Kueue decides what runs together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from flashrl_api import FlashRLJob
+from flashrl_api.experiment import (
+    ExperimentPhase,
+    FlashRLExperiment,
+    FlashRLExperimentStatus,
+    VariantMetric,
+    VariantPhase,
+    VariantStatus,
+    variant_jobs,
+    variants_of,
+)
+from flashrl_api.status import Condition
+from flashrl_operator.experiment.goodput import with_goodput
+
+TERMINAL: Final = frozenset({"Succeeded", "Failed"})
+ACTIVE: Final = frozenset({"Starting", "Running"})
+
+#: Reasons of the experiment's status and conditions.
+REASON_WAITING: Final = "WaitingForVariants"
+REASON_RUNNING: Final = "VariantsRunning"
+REASON_SUCCEEDED: Final = "AllVariantsSucceeded"
+REASON_VARIANT_FAILED: Final = "VariantFailed"
+REASON_INVALID: Final = "InvalidSpec"
+#: A variant's FlashRLJob was deleted after the experiment created it (it is not created again).
+REASON_JOB_DELETED: Final = "JobDeleted"
+#: A FlashRLJob with a variant's name exists and is not this experiment's (another experiment's, or a
+#: user's): it is left alone, never adopted, and the variant waits.
+REASON_JOB_NAME_TAKEN: Final = "JobNameTaken"
+#: The API server refused a variant's FlashRLJob.
+REASON_JOB_REJECTED: Final = "JobRejected"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The jobs to create now and the status to write."""
+
+    create: list[FlashRLJob]
+    status: FlashRLExperimentStatus
+
+
+def _variant_status(name: str, job_name: str, child: Mapping[str, Any] | None) -> VariantStatus:
+    if child is None:
+        return VariantStatus(name=name, job_name=job_name, phase="Waiting")
+    status = child.get("status") or {}
+    phase: VariantPhase = status.get("phase") or "Pending"
+    progress = status.get("progress") or {}
+    metrics = [
+        VariantMetric.model_validate(m)
+        for m in status.get("metrics") or []
+        if isinstance(m, Mapping)
+        and isinstance(m.get("name"), str)
+        and isinstance(m.get("value"), int | float)
+    ]
+    return VariantStatus(
+        name=name,
+        job_name=job_name,
+        phase=phase,
+        step=progress.get("step"),
+        total_steps=progress.get("totalSteps"),
+        reason=status.get("reason"),
+        metrics=metrics,
+    )
+
+
+def _condition(
+    kind: str, holds: bool, reason: str, message: str, now: str, previous: Sequence[Condition]
+) -> Condition:
+    status = "True" if holds else "False"
+    before = next((c for c in previous if c.type == kind), None)
+    since = before.last_transition_time if before is not None and before.status == status else now
+    return Condition(type=kind, status=status, reason=reason, message=message, last_transition_time=since)
+
+
+def experiment_status(
+    experiment: FlashRLExperiment, variants: Sequence[VariantStatus], now: str
+) -> FlashRLExperimentStatus:
+    """Phase, finished count, conditions and message from the variants' states."""
+    finished = [v for v in variants if v.phase in TERMINAL]
+    failed = [v for v in variants if v.phase == "Failed"]
+    phase: ExperimentPhase
+    if len(finished) == len(variants):
+        phase = "Failed" if failed else "Succeeded"
+    elif any(v.phase in ACTIVE for v in variants) or finished:
+        phase = "Running"
+    else:
+        phase = "Pending"
+    if phase == "Succeeded":
+        reason, message = REASON_SUCCEEDED, f"all {len(variants)} variants succeeded"
+    elif failed:
+        reason = REASON_VARIANT_FAILED
+        message = "; ".join(f"{v.name} failed" + (f" ({v.reason})" if v.reason else "") for v in failed)
+    elif phase == "Running":
+        reason = REASON_RUNNING
+        message = ", ".join(
+            f"{v.name} {v.phase}"
+            + (f" {v.step}/{v.total_steps}" if v.step is not None and v.total_steps else "")
+            for v in variants
+        )
+    else:
+        reason, message = REASON_WAITING, "no variant is running yet"
+    previous = experiment.status.conditions if experiment.status is not None else []
+    conditions = [
+        _condition("Accepted", True, "Accepted", f"{len(variants)} variants", now, previous),
+        _condition(
+            "Succeeded",
+            phase == "Succeeded",
+            reason if phase == "Succeeded" else "NotSucceeded",
+            message if phase == "Succeeded" else "",
+            now,
+            previous,
+        ),
+        _condition(
+            "Failed",
+            phase == "Failed",
+            reason if phase == "Failed" else "NotFailed",
+            message if phase == "Failed" else "",
+            now,
+            previous,
+        ),
+    ]
+    return FlashRLExperimentStatus(
+        phase=phase,
+        finished=f"{len(finished)}/{len(variants)}",
+        variants=list(variants),
+        reason=reason if phase in ("Failed", "Pending") or failed else None,
+        message=message,
+        conditions=conditions,
+        observed_generation=experiment.metadata.get("generation"),
+    )
+
+
+def plan(
+    experiment: FlashRLExperiment,
+    children: Mapping[str, Mapping[str, Any]],
+    now: str,
+    raw_template: Mapping[str, Any] | None = None,
+) -> Plan:
+    """The jobs to create now (respecting ``spec.parallelism``) and the experiment's status.
+
+    ``children`` maps job names to the FlashRLJobs that exist (as read from the API server).
+    """
+    jobs = variant_jobs(experiment, raw_template)
+    names = [v.name for v in variants_of(experiment.spec)]
+    before = {v.name: v for v in (experiment.status.variants if experiment.status is not None else [])}
+    statuses = []
+    for variant, job in zip(names, jobs, strict=True):
+        status = _variant_status(variant, job.name, children.get(job.name))
+        earlier = before.get(variant)
+        if status.phase == "Waiting" and earlier is not None and earlier.phase != "Waiting":
+            # Created before and gone now: someone deleted it. Re-running a whole training run is not
+            # the controller's call; the variant is reported failed, with its last known progress.
+            status = earlier.model_copy(update={"phase": "Failed", "reason": REASON_JOB_DELETED})
+        statuses.append(status)
+    statuses = with_goodput(statuses, jobs, children)
+    limit = experiment.spec.parallelism or len(jobs)
+    busy = sum(1 for s in statuses if s.phase not in TERMINAL and s.phase != "Waiting")
+    create: list[FlashRLJob] = []
+    for job, status in zip(jobs, statuses, strict=True):
+        if status.phase == "Waiting" and busy + len(create) < limit:
+            create.append(job)
+    # A job about to be created is Pending, not Waiting, in the status written with it.
+    created = {job.name for job in create}
+    shown = [s.model_copy(update={"phase": "Pending"}) if s.job_name in created else s for s in statuses]
+    return Plan(create, experiment_status(experiment, shown, now))
+
+
+def controlled_by(job: Mapping[str, Any], uid: str | None) -> bool:
+    """Whether ``job``'s controller ownerReference is the experiment with this UID (a name, a label or
+    a non-controller reference does not make a FlashRLJob the experiment's)."""
+    refs = (job.get("metadata") or {}).get("ownerReferences") or []
+    return uid is not None and any(
+        isinstance(ref, Mapping)
+        and ref.get("controller") is True
+        and ref.get("kind") == "FlashRLExperiment"
+        and str(ref.get("uid")) == uid
+        for ref in refs
+    )
+
+
+def name_taken(job_name: str, live: Mapping[str, Any]) -> str:
+    """The status message for a variant whose FlashRLJob name is held by ``live``, naming its owner."""
+    owner = "it has no controller"
+    for ref in (live.get("metadata") or {}).get("ownerReferences") or []:
+        if isinstance(ref, Mapping) and ref.get("controller") is True:
+            owner = f"its controller is {ref.get('kind')} {ref.get('name')} (uid {ref.get('uid')})"
+            break
+    return (
+        f"a FlashRLJob named {job_name} exists and is not this experiment's ({owner}); it is left "
+        "alone: rename the experiment or the variant"
+    )
+
+
+def invalid_status(
+    experiment_meta: Mapping[str, Any], problems: Sequence[str], now: str
+) -> FlashRLExperimentStatus:
+    """The status of an experiment whose spec was refused: Failed, InvalidSpec, every problem listed."""
+    message = "; ".join(problems)
+    return FlashRLExperimentStatus(
+        phase="Failed",
+        reason=REASON_INVALID,
+        message=message,
+        conditions=[
+            Condition(
+                type="Accepted",
+                status="False",
+                reason=REASON_INVALID,
+                message=message,
+                last_transition_time=now,
+            )
+        ],
+        observed_generation=experiment_meta.get("generation"),
+    )
+
+
+__all__ = ["Plan", "controlled_by", "experiment_status", "invalid_status", "name_taken", "plan"]

@@ -1,0 +1,236 @@
+"""The FlashRLExperiment controller, and each job's per-step history (I/O; decisions are pure).
+
+One reconcile of an experiment reads it and its FlashRLJobs (by the ``flashrl.dev/experiment``
+label, kept only when they are owned by this experiment's uid), asks :func:`experiment_plan.plan`
+what to create and what the status is, creates the missing jobs by server-side apply (owned by the
+experiment: Kubernetes' garbage collector deletes them with it), and writes the status when it
+changed. Triggers: the experiment's own events, any event of one of its jobs (a variant finishing
+starts the next one under ``spec.parallelism``), and the operator's periodic resync.
+
+:class:`HistoryRecorder` keeps each job's ``<job>-metrics`` ConfigMap (:mod:`flashrl_api.history`)
+up to date from the ``status.metrics`` the launcher reports: one apply per new step at most, none
+when nothing new was reported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from flashrl_api import API_VERSION, KIND, FlashRLJob
+from flashrl_api.experiment import EXPERIMENT_KIND, EXPERIMENT_LABEL, EXPERIMENT_PLURAL, experiment_problems
+from flashrl_api.history import HISTORY_KEY, add_metrics, history_name
+from flashrl_api.status import Reason
+from flashrl_operator.client.errors import ConflictError, RejectedError
+from flashrl_operator.client.kube import KubeClient, now_rfc3339
+from flashrl_operator.experiment.plan import (
+    REASON_JOB_NAME_TAKEN,
+    REASON_JOB_REJECTED,
+    controlled_by,
+    invalid_status,
+    name_taken,
+    plan,
+)
+from flashrl_operator.render import JOB_LABEL
+from flashrl_operator.render.children import ownership_conflict
+from flashrl_operator.vocab.kinds import CONFIG_MAP, FLASHRL_EXPERIMENT, FLASHRL_JOB
+
+logger = logging.getLogger(__name__)
+
+
+__all__ = ["EXPERIMENT_PLURAL", "ExperimentReconciler", "HistoryRecorder", "experiment_of", "job_object"]
+
+
+def job_object(job: FlashRLJob) -> dict[str, Any]:
+    """A variant's FlashRLJob as sent to the API server."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": dict(job.metadata),
+        "spec": job.spec.to_wire(),
+    }
+
+
+def experiment_of(job: Mapping[str, Any]) -> str | None:
+    """The experiment that owns a FlashRLJob (by its controller ownerReference), or None."""
+    for ref in (job.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("kind") == EXPERIMENT_KIND and ref.get("controller"):
+            return str(ref.get("name"))
+    return None
+
+
+def history_is_ours(live: Mapping[str, Any], uid: str) -> bool:
+    """Whether a ConfigMap under a job's history name is that job's: its controller is the job (by UID),
+    or, as the operator wrote it before it marked itself controller, it has no controller and a
+    FlashRLJob reference with the job's UID."""
+    if ownership_conflict("", live, uid) is None:
+        return True
+    refs = (live.get("metadata") or {}).get("ownerReferences") or []
+    return not any(isinstance(r, Mapping) and r.get("controller") is True for r in refs) and any(
+        isinstance(r, Mapping) and r.get("kind") == KIND and str(r.get("uid")) == uid for r in refs
+    )
+
+
+def _comparable(status: Mapping[str, Any] | None) -> dict[str, Any]:
+    return dict(status or {})
+
+
+class ExperimentReconciler:
+    """Converges FlashRLExperiments; one per operator, in the operator's event loop."""
+
+    def __init__(self, kube: KubeClient, now: Callable[[], str] = now_rfc3339) -> None:
+        self._kube = kube
+        self._now = now
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+
+    async def reconcile(self, namespace: str, name: str, body: Mapping[str, Any] | None = None) -> None:
+        """Bring one experiment's jobs and status up to date (idempotent)."""
+        lock = self._locks.setdefault((namespace, name), asyncio.Lock())
+        async with lock:
+            await self._reconcile(namespace, name)
+
+    def forget(self, namespace: str, name: str) -> None:
+        """Drop per-experiment state after a deletion."""
+        self._locks.pop((namespace, name), None)
+
+    async def _reconcile(self, namespace: str, name: str) -> None:
+        raw = await self._kube.get(FLASHRL_EXPERIMENT, namespace, name)
+        if raw is None or (raw.get("metadata") or {}).get("deletionTimestamp"):
+            return
+        experiment, problems = experiment_problems(raw)
+        if experiment is None:
+            refused = invalid_status(raw.get("metadata") or {}, [str(p) for p in problems], self._now())
+            await self._write_status(raw, refused.to_wire())
+            return
+        listed = await self._kube.list_objects(FLASHRL_JOB, namespace, f"{EXPERIMENT_LABEL}={name}")
+        # Only jobs this experiment controls (by UID) are its children: a user's job, or another
+        # experiment's, with a variant's name and label is never adopted.
+        children = {str(job["metadata"]["name"]): job for job in listed if controlled_by(job, experiment.uid)}
+        template = (raw.get("spec") or {}).get("template") or {}
+        decided = plan(experiment, children, self._now(), template)
+        status: dict[str, Any] = decided.status.to_wire()
+        for job in decided.create:
+            # The same field manager's apply would take over a job it did not create (another
+            # experiment's with a colliding name, or a user's): look first, and leave a foreign one be.
+            live = await self._kube.get(FLASHRL_JOB, namespace, job.name)
+            if live is not None and not controlled_by(live, experiment.uid):
+                status = self._taken(status, job.name, live)
+                continue
+            try:
+                await self._kube.apply(job_object(job), force=False)
+                logger.info("FlashRLExperiment %s/%s: created FlashRLJob %s", namespace, name, job.name)
+            except ConflictError:
+                live = await self._kube.get(FLASHRL_JOB, namespace, job.name)
+                status = self._taken(status, job.name, live or {})
+            except RejectedError as exc:
+                status = {**status, "reason": REASON_JOB_REJECTED, "message": f"FlashRLJob {job.name}: {exc}"}
+        await self._write_status(raw, status)
+
+    @staticmethod
+    def _taken(status: dict[str, Any], job_name: str, live: Mapping[str, Any]) -> dict[str, Any]:
+        """The status with the variant shown waiting and the name's other owner named."""
+        variants = [
+            {**v, "phase": "Waiting"} if v.get("jobName") == job_name else v
+            for v in status.get("variants") or []
+        ]
+        return {
+            **status,
+            "variants": variants,
+            "reason": REASON_JOB_NAME_TAKEN,
+            "message": name_taken(job_name, live),
+        }
+
+    async def _write_status(self, raw: Mapping[str, Any], status: Mapping[str, Any]) -> None:
+        if _comparable(raw.get("status")) == _comparable(status):
+            return
+        meta = raw.get("metadata") or {}
+        # Keys the new status no longer has are removed (a merge patch sets them to null).
+        patch = {key: None for key in (raw.get("status") or {}) if key not in status}
+        patch.update(status)
+        await self._kube.patch_status(
+            FLASHRL_EXPERIMENT, str(meta.get("namespace")), str(meta.get("name")), patch
+        )
+
+
+class HistoryRecorder:
+    """Appends each job's reported metrics to its ``<job>-metrics`` ConfigMap."""
+
+    def __init__(self, kube: KubeClient) -> None:
+        self._kube = kube
+        #: The history text last written or read per job: an unchanged status costs no request.
+        self._known: dict[tuple[str, str], str] = {}
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+
+    def forget(self, namespace: str, name: str) -> None:
+        """Drop the cached history of a deleted job."""
+        self._known.pop((namespace, name), None)
+        self._locks.pop((namespace, name), None)
+
+    async def record(self, job: Mapping[str, Any]) -> bool:
+        """Merge the job's ``status.metrics`` into its history; True when the ConfigMap was written."""
+        metrics = ((job.get("status") or {}).get("metrics")) or []
+        meta = job.get("metadata") or {}
+        if not isinstance(metrics, list) or not metrics or not meta.get("uid"):
+            return False
+        key = (str(meta.get("namespace") or "default"), str(meta.get("name")))
+        uid = str(meta["uid"])
+        async with self._locks.setdefault(key, asyncio.Lock()):
+            known = self._known.get(key)
+            if known is None:
+                current = await self._kube.get(CONFIG_MAP, key[0], history_name(key[1]))
+                if current is not None and not history_is_ours(current, uid):
+                    await self._refuse(job, current)
+                    return False
+                known = str(((current or {}).get("data") or {}).get(HISTORY_KEY) or "")
+                self._known[key] = known
+            updated = add_metrics(known, [m for m in metrics if isinstance(m, Mapping)])
+            if updated == known:
+                return False
+            try:
+                # Not forced: a ConfigMap someone else wrote under the name in the meantime conflicts
+                # instead of being taken over.
+                await self._kube.apply(self._config_map(key[0], key[1], uid, updated), force=False)
+            except ConflictError:
+                self._known.pop(key, None)
+                current = await self._kube.get(CONFIG_MAP, key[0], history_name(key[1]))
+                await self._refuse(job, current or {})
+                return False
+            self._known[key] = updated
+            return True
+
+    async def _refuse(self, job: Mapping[str, Any], live: Mapping[str, Any]) -> None:
+        """Leave a foreign ConfigMap under the history's name untouched, and say so on the job."""
+        meta = job.get("metadata") or {}
+        description = f"ConfigMap {meta.get('namespace')}/{history_name(str(meta.get('name')))}"
+        why = (
+            ownership_conflict(description, live, str(meta.get("uid"))) or f"{description} is not this job's"
+        )
+        logger.warning("Metrics history not written: %s", why)
+        await self._kube.create_event(
+            job, "Warning", Reason.CHILD_CONFLICT, f"{why}; the metrics history is not recorded"
+        )
+
+    @staticmethod
+    def _config_map(namespace: str, job: str, uid: str, text: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": history_name(job),
+                "namespace": namespace,
+                "labels": {JOB_LABEL: job, "app.kubernetes.io/part-of": "flashrl"},
+                "ownerReferences": [
+                    {
+                        "apiVersion": API_VERSION,
+                        "kind": KIND,
+                        "name": job,
+                        "uid": uid,
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
+            },
+            "data": {HISTORY_KEY: text},
+        }

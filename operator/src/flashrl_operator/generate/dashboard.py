@@ -1,0 +1,354 @@
+"""The Grafana dashboard the chart ships (``files/dashboards/flashrl-jobs.json``), built from code.
+
+Code rather than hand-kept JSON because every query names series from one place
+(:mod:`flashrl_api.exported_metrics` for the launcher, :mod:`flashrl_operator.vocab.metrics` for the
+operator): a renamed metric changes the dashboard with it, and a test checks every expression against
+the names actually exported and through ``promtool``. The JSON is Grafana's dashboard model (schema
+version 39, Grafana 10/11; https://grafana.com/docs/grafana/latest/dashboards/build-dashboards/view-dashboard-json-model/),
+loaded by the kube-prometheus-stack Grafana sidecar from a ConfigMap labelled ``grafana_dashboard: "1"``.
+
+Regenerate after a change (the drift test says the same)::
+
+    .venv/bin/python -m flashrl_operator.generate.dashboard \
+        > charts/flashrl-operator/files/dashboards/flashrl-jobs.json
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, Final
+
+from flashrl_api import exported_metrics as m
+from flashrl_api.goodput import TRAINING
+from flashrl_operator.vocab import metrics as op
+
+UID: Final = "flashrl-jobs"
+#: Every job-level query is restricted to the selected namespaces and jobs (multi-select: an FP8 and a
+#: BF16 job overlay in one panel).
+SEL: Final = 'namespace=~"$namespace", job=~"$job"'
+LEGEND: Final = "{{namespace}}/{{job}}"
+
+
+def _target(expr: str, legend: str = LEGEND, ref: str = "A", table: bool = False) -> dict[str, Any]:
+    """A Prometheus query; ``table``: the current value of each series as a row (an instant query in
+    table format), not a range of samples a table would show as one row per timestamp."""
+    target: dict[str, Any] = {
+        "datasource": {"type": "prometheus", "uid": "${datasource}"},
+        "expr": expr,
+        "legendFormat": legend,
+        "refId": ref,
+    }
+    if table:
+        target.update({"instant": True, "range": False, "format": "table"})
+    return target
+
+
+def _panel(
+    title: str,
+    targets: list[dict[str, Any]],
+    grid: tuple[int, int, int, int],
+    unit: str = "short",
+    kind: str = "timeseries",
+    description: str = "",
+    overrides: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    x, y, w, h = grid
+    for i, target in enumerate(targets):
+        target["refId"] = chr(ord("A") + i)
+    return {
+        "type": kind,
+        "title": title,
+        "description": description,
+        "datasource": {"type": "prometheus", "uid": "${datasource}"},
+        "gridPos": {"x": x, "y": y, "w": w, "h": h},
+        "fieldConfig": {"defaults": {"unit": unit}, "overrides": overrides or []},
+        "options": {"legend": {"displayMode": "list", "placement": "bottom"}},
+        "targets": targets,
+    }
+
+
+def _row(title: str, y: int) -> dict[str, Any]:
+    return {"type": "row", "title": title, "collapsed": False, "gridPos": {"x": 0, "y": y, "w": 24, "h": 1}}
+
+
+#: Grafana has no tokens unit; a custom unit ("suffix:<text>", Grafana's own syntax) appends the text.
+TOKENS_PER_SECOND: Final = "suffix: tokens/s"
+
+
+def _unit_override(ref: str, unit: str, right_axis: bool = False) -> dict[str, Any]:
+    """Another unit for one query's series (so seconds and a rate never share an axis)."""
+    properties: list[dict[str, Any]] = [{"id": "unit", "value": unit}]
+    if right_axis:
+        properties.append({"id": "custom.axisPlacement", "value": "right"})
+    return {"matcher": {"id": "byFrameRefID", "options": ref}, "properties": properties}
+
+
+def panels() -> list[dict[str, Any]]:
+    """The dashboard's panels, top to bottom."""
+    return [
+        _row("Progress", 0),
+        _panel(
+            "Progress",
+            [_target(f"100 * {m.TRAINING_STEP}{{{SEL}}} / {m.TRAINING_TOTAL_STEPS}{{{SEL}}}")],
+            (0, 1, 6, 7),
+            unit="percent",
+            description="Completed training steps over the run's total.",
+        ),
+        _panel(
+            "Time left",
+            [_target(f"{m.TRAINING_REMAINING_SECONDS}{{{SEL}}}")],
+            (6, 1, 6, 7),
+            unit="s",
+            kind="stat",
+            description="Steps left times the mean of the last 10 step durations.",
+        ),
+        _panel(
+            "Seconds since the last step",
+            [_target(f"time() - {m.TRAINING_LAST_STEP_TIMESTAMP}{{{SEL}}}")],
+            (12, 1, 6, 7),
+            unit="s",
+            description="FlashRLJobStalled fires when this exceeds a multiple of the step time.",
+        ),
+        _panel(
+            "Steps since the last checkpoint",
+            [_target(f"{m.TRAINING_STEP}{{{SEL}}} - {m.CHECKPOINT_STEP}{{{SEL}}}")],
+            (18, 1, 6, 7),
+            description="Completed steps a failure now would lose (the retry resumes from "
+            "flashrl_checkpoint_step); at most spec.checkpoint.interval - 1.",
+        ),
+        _row("Quality", 8),
+        _panel(
+            "Validation score",
+            [
+                _target(
+                    f'{m.VALIDATION_SCORE}{{{SEL}, metric=~".*/mean@.*"}}',
+                    "{{job}} {{data_source}} {{metric}}",
+                )
+            ],
+            (0, 9, 12, 8),
+            unit="percentunit",
+            description="verl's val-core/<data source>/<variable>/mean@N (AIME-2024 in the origin recipe).",
+        ),
+        _panel(
+            "Response length",
+            [
+                _target(f'{m.RESPONSE_LENGTH}{{{SEL}, stat="mean"}}', "{{job}} mean"),
+                _target(f'{m.RESPONSE_LENGTH}{{{SEL}, stat="max"}}', "{{job}} max"),
+            ],
+            (12, 9, 6, 8),
+            description="Response tokens per step (verl response_length/mean and /max).",
+        ),
+        _panel(
+            "Responses cut at the maximum length",
+            [_target(f'{m.RESPONSE_LENGTH}{{{SEL}, stat="clip_ratio"}}')],
+            (18, 9, 6, 8),
+            unit="percentunit",
+            description="verl response_length/clip_ratio.",
+        ),
+        _row("Speed", 17),
+        _panel(
+            "Throughput per GPU",
+            [_target(f"{m.THROUGHPUT}{{{SEL}}}")],
+            (0, 18, 8, 8),
+            unit=TOKENS_PER_SECOND,
+            description="verl perf/throughput: prompt and response tokens per second per GPU, whole step.",
+        ),
+        _panel(
+            "Step time",
+            [_target(f"{m.TRAINING_STEP_SECONDS}{{{SEL}}}")],
+            (8, 18, 8, 8),
+            unit="s",
+            description="verl timing_s/step.",
+        ),
+        _panel(
+            "Phase timings",
+            [_target(f"{m.PHASE_SECONDS}{{{SEL}}}", "{{job}} {{phase}}")],
+            (16, 18, 8, 8),
+            unit="s",
+            description="verl timing_s/<phase>: generation (gen), weight sync (update_weights), "
+            "actor update (update_actor) ...",
+        ),
+        _row("Rollout/trainer mismatch", 26),
+        _panel(
+            "Mismatch KL",
+            [_target(f"{m.MISMATCH_KL}{{{SEL}}}")],
+            (0, 27, 8, 8),
+            description="verl rollout_corr/kl; verl's docs warn above |0.1|. Watch for upward drift.",
+        ),
+        _panel(
+            "IS effective sample size",
+            [_target(f"{m.IS_ESS}{{{SEL}}}")],
+            (8, 27, 8, 8),
+            unit="percentunit",
+            description="verl rollout_corr/rollout_is_eff_sample_size; verl's docs warn below 0.3.",
+        ),
+        _panel(
+            "IS weights and probability gap",
+            [
+                _target(f"{m.IS_MEAN}{{{SEL}}}", "{{job}} IS mean"),
+                _target(f"{m.IS_CLIPPED_FRACTION}{{{SEL}}}", "{{job}} clipped fraction"),
+                _target(f"{m.PROBS_DIFF_MEAN}{{{SEL}}}", "{{job}} probs diff mean"),
+            ],
+            (16, 27, 8, 8),
+            description="Mean truncated IS weight, fraction clipped at the cap, "
+            "mean |p_rollout - p_trainer|.",
+        ),
+        _row("Operator", 35),
+        _panel(
+            "Jobs",
+            [
+                _target(
+                    f"{op.JOB_INFO}{{{SEL}}}", "{{namespace}}/{{job}} {{phase}} {{quantization}}", table=True
+                )
+            ],
+            (0, 36, 8, 8),
+            kind="table",
+            description="flashrl_job_info: one series per FlashRLJob with its phase and quantization.",
+        ),
+        _panel(
+            "Jobs by phase",
+            [_target(f"sum by (phase) ({op.JOBS})", "{{phase}}")],
+            (8, 36, 8, 8),
+        ),
+        _panel(
+            "Reconcile",
+            [
+                _target(
+                    "histogram_quantile(0.9, sum by (le) "
+                    f"(rate({op.RECONCILE_DURATION}_bucket[$__rate_interval])))",
+                    "p90 duration",
+                ),
+                _target(
+                    f"sum by (reason) (rate({op.RECONCILE_ERRORS}[$__rate_interval]))", "errors {{reason}}"
+                ),
+            ],
+            (16, 36, 8, 8),
+            unit="s",
+            description="p90 reconcile duration (seconds, left axis) and reconcile errors per second by "
+            "reason (right axis).",
+            overrides=[_unit_override("B", "cps", right_axis=True)],
+        ),
+    ]
+
+
+#: The goodput phases that trained the model, as a PromQL regex (flashrl_api.goodput.TRAINING).
+_TRAINING_RE: Final = "|".join(sorted(str(p) for p in TRAINING))
+
+
+def _stacked(panel: dict[str, Any]) -> dict[str, Any]:
+    """A timeseries panel whose series stack (one band per phase)."""
+    panel["fieldConfig"]["defaults"]["custom"] = {
+        "stacking": {"mode": "normal", "group": "A"},
+        "fillOpacity": 60,
+    }
+    return panel
+
+
+def goodput_panels(y: int) -> list[dict[str, Any]]:
+    """The row "Where the GPU-hours go": ``flashrl_gpu_seconds_total{phase}`` from the launcher and the
+    operator (each phase counted by one of them), per job."""
+    gpu = m.GPU_SECONDS
+    return [
+        _row("Where the GPU-hours go", y),
+        _stacked(
+            _panel(
+                "GPUs by phase",
+                [
+                    _target(
+                        f"sum by (namespace, job, phase) (rate({gpu}{{{SEL}}}[$__rate_interval]))",
+                        "{{job}} {{phase}}",
+                    )
+                ],
+                (0, y + 1, 12, 9),
+                unit="short",
+                description="GPUs held, stacked by goodput phase (docs/observability.md): the rate of "
+                "flashrl_gpu_seconds_total. Pick one job to read its bands; the top is the GPUs it held.",
+            )
+        ),
+        _panel(
+            "GPU-hours by phase",
+            [
+                _target(
+                    f"sum by (job, phase) (increase({gpu}{{{SEL}}}[$__range])) / 3600",
+                    "{{job}} {{phase}}",
+                )
+            ],
+            (12, y + 1, 6, 9),
+            unit="short",
+            kind="barchart",
+            description="GPU-hours each phase took over the dashboard's time range.",
+        ),
+        _panel(
+            "Productive fraction",
+            [
+                _target(
+                    f"sum by (namespace, job) "
+                    f'(rate({gpu}{{{SEL}, phase=~"{_TRAINING_RE}"}}[$__rate_interval]))'
+                    f" / sum by (namespace, job) (rate({gpu}{{{SEL}}}[$__rate_interval]))"
+                )
+            ],
+            (18, y + 1, 6, 9),
+            unit="percentunit",
+            description="Share of the held GPU-seconds spent in the steps that trained the model "
+            "(status.goodput.productiveFraction over the job's whole life).",
+        ),
+    ]
+
+
+def _variable(name: str, query: str, label: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "label": label,
+        "type": "query",
+        "datasource": {"type": "prometheus", "uid": "${datasource}"},
+        "query": {"query": query, "refId": name},
+        "definition": query,
+        "multi": True,
+        "includeAll": True,
+        "refresh": 2,
+        "sort": 1,
+        "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
+    }
+
+
+def dashboard() -> dict[str, Any]:
+    """The whole dashboard model."""
+    return {
+        "uid": UID,
+        "title": "FlashRL jobs",
+        "description": "FP8-rollout RL jobs: progress, validation score, response length, throughput, "
+        "phase timings and the rollout/trainer mismatch (docs/observability.md).",
+        "tags": ["flashrl", "verl", "rl"],
+        "schemaVersion": 39,
+        "editable": True,
+        "graphTooltip": 1,
+        "time": {"from": "now-24h", "to": "now"},
+        "refresh": "1m",
+        "templating": {
+            "list": [
+                {
+                    "name": "datasource",
+                    "label": "Data source",
+                    "type": "datasource",
+                    "query": "prometheus",
+                    "current": {"selected": True, "text": "Prometheus", "value": "prometheus"},
+                },
+                _variable("namespace", f"label_values({m.TRAINING_STEP}, namespace)", "Namespace"),
+                _variable("job", f'label_values({m.TRAINING_STEP}{{namespace=~"$namespace"}}, job)', "Job"),
+            ]
+        },
+        # Grafana keys panel state (links, repeat, library panels) by id: every panel, rows included.
+        "panels": [
+            {"id": number, **panel} for number, panel in enumerate([*panels(), *goodput_panels(44)], 1)
+        ],
+    }
+
+
+def dashboard_json() -> str:
+    """The file's exact text."""
+    return json.dumps(dashboard(), indent=2, sort_keys=False) + "\n"
+
+
+if __name__ == "__main__":
+    sys.stdout.write(dashboard_json())

@@ -1,0 +1,279 @@
+"""Attempts: one Ray cluster each, a bounded history in the status, and what happens when one ends (pure).
+
+The operator, not KubeRay, retries a FlashRLJob (KubeRay's ``backoffLimit`` cannot wait for training
+progress): attempt ``k`` is its own RayJob (``backoffLimit: 0``, named by
+``flashrl_operator.render.attempt_ray_job_name``, label ``flashrl.dev/attempt``, ``FLASHRL_ATTEMPT=k``
+in its pods). The status carries
+
+* ``attempt``: the current attempt, from 1;
+* ``attempts``: the last :data:`MAX_HISTORY` attempts, ``{attempt, startStep, endStep, checkpointStep,
+  reason, startTime, endTime}``; the current one is the last entry, without ``endTime``;
+* ``lostSteps``: the steps all failures so far cost (completed after the newest checkpoint, redone);
+* ``nextAttemptTime``: while waiting out the backoff before the next attempt's RayJob is created.
+
+Everything here reads the previous status and returns the next one; the reconciler does the I/O.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Final
+
+from flashrl_api.status import Reason
+from flashrl_operator.job.retry_policy import (
+    BACKOFF_BASE_SECONDS,
+    AttemptEnd,
+    PastAttempt,
+    RetryDecision,
+    decide,
+    stalls_from,
+)
+from flashrl_operator.vocab.kuberay import as_int, as_text
+
+#: Attempts kept in ``status.attempts``.
+MAX_HISTORY: Final = 10
+#: Status keys this module owns.
+ATTEMPT_KEYS: Final = ("attempt", "attempts", "lostSteps", "nextAttemptTime")
+
+
+def _int(value: Any, default: int = 0) -> int:
+    number = as_int(value)
+    return default if number is None else number
+
+
+def _opt_str(value: Any) -> str | None:
+    return as_text(value) or None
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One ``status.attempts`` entry."""
+
+    attempt: int
+    start_step: int = 0
+    end_step: int | None = None
+    checkpoint_step: int | None = None
+    reason: str | None = None
+    start_time: str | None = None
+    end_time: str | None = None
+    #: Goodput (:mod:`flashrl_operator.job.status.goodput`): when its RayJob was first seen unsuspended, when
+    #: its cluster was seen gone, its GPUs, and
+    #: the launcher's newest ``status.launcherPhases`` of this attempt.
+    admit_time: str | None = None
+    release_time: str | None = None
+    gpus: int | None = None
+    launcher: Mapping[str, Any] | None = None
+
+    @classmethod
+    def of(cls, raw: Mapping[str, Any]) -> Attempt:
+        """Read an entry as stored (camelCase)."""
+        launcher = raw.get("launcher")
+        return cls(
+            attempt=max(1, _int(raw.get("attempt"), 1)),
+            start_step=_int(raw.get("startStep")),
+            end_step=as_int(raw.get("endStep")),
+            checkpoint_step=as_int(raw.get("checkpointStep")),
+            reason=_opt_str(raw.get("reason")),
+            start_time=_opt_str(raw.get("startTime")),
+            end_time=_opt_str(raw.get("endTime")),
+            admit_time=_opt_str(raw.get("admitTime")),
+            release_time=_opt_str(raw.get("releaseTime")),
+            gpus=as_int(raw.get("gpus")),
+            launcher=launcher if isinstance(launcher, Mapping) else None,
+        )
+
+    def to_wire(self) -> dict[str, Any]:
+        """The entry as stored; absent values are left out."""
+        wire: dict[str, Any] = {"attempt": self.attempt, "startStep": self.start_step}
+        for key, value in (
+            ("endStep", self.end_step),
+            ("checkpointStep", self.checkpoint_step),
+            ("reason", self.reason),
+            ("startTime", self.start_time),
+            ("endTime", self.end_time),
+            ("admitTime", self.admit_time),
+            ("releaseTime", self.release_time),
+            ("gpus", self.gpus),
+            ("launcher", dict(self.launcher) if self.launcher is not None else None),
+        ):
+            if value is not None:
+                wire[key] = value
+        return wire
+
+
+@dataclass(frozen=True)
+class Reported:
+    """What the launcher reported: its last step (and which attempt completed it), the newest checkpoint."""
+
+    step: int = 0
+    step_attempt: int | None = None
+    checkpoint_step: int = 0
+
+    @classmethod
+    def of(cls, status: Mapping[str, Any]) -> Reported:
+        """From ``status.progress`` and ``status.checkpoint``."""
+        progress = status.get("progress") or {}
+        checkpoint = status.get("checkpoint") or {}
+        if not isinstance(progress, Mapping):
+            progress = {}
+        if not isinstance(checkpoint, Mapping):
+            checkpoint = {}
+        return cls(
+            step=_int(progress.get("step")),
+            step_attempt=as_int(progress.get("attempt")),
+            checkpoint_step=_int(checkpoint.get("step")),
+        )
+
+    def step_of(self, attempt: Attempt) -> int:
+        """The last step ``attempt`` completed; its start step when it reported none."""
+        if self.step_attempt is None or self.step_attempt != attempt.attempt:
+            return attempt.start_step
+        return max(attempt.start_step, self.step)
+
+
+@dataclass(frozen=True)
+class Attempts:
+    """The attempt-owned part of the status."""
+
+    attempt: int = 1
+    history: tuple[Attempt, ...] = ()
+    lost_steps: int = 0
+    next_attempt_time: str | None = None
+
+    @classmethod
+    def of(cls, status: Mapping[str, Any]) -> Attempts:
+        """Read it from the previous status (a fresh job has attempt 1 and no history)."""
+        raw = status.get("attempts")
+        history = tuple(Attempt.of(e) for e in raw if isinstance(e, Mapping)) if isinstance(raw, list) else ()
+        return cls(
+            attempt=max(1, _int(status.get("attempt"), 1)),
+            history=history,
+            lost_steps=_int(status.get("lostSteps")),
+            next_attempt_time=_opt_str(status.get("nextAttemptTime")),
+        )
+
+    @property
+    def current(self) -> Attempt:
+        """The current attempt's entry (a fresh one when it has none yet)."""
+        for entry in reversed(self.history):
+            if entry.attempt == self.attempt:
+                return entry
+        return Attempt(attempt=self.attempt)
+
+    @property
+    def created(self) -> bool:
+        """The current attempt's RayJob was observed to exist (it has a start time)."""
+        return self.current.start_time is not None and self.current.end_time is None
+
+    def _with_current(self, entry: Attempt) -> tuple[Attempt, ...]:
+        others = [e for e in self.history if e.attempt != entry.attempt]
+        return tuple(sorted([*others, entry], key=lambda e: e.attempt))[-MAX_HISTORY:]
+
+    def started(self, now: str, checkpoint_step: int) -> Attempts:
+        """The current attempt's RayJob exists: record when, and the checkpoint it resumes from."""
+        if self.created:
+            return self
+        entry = replace(self.current, start_time=self.current.start_time or now, end_time=None)
+        if self.attempt == 1 and not self.history:
+            entry = replace(entry, start_step=checkpoint_step)
+        return replace(self, history=self._with_current(entry), next_attempt_time=None)
+
+    def finished(self, now: str, reported: Reported, reason: str | None) -> Attempts:
+        """The current attempt ended (succeeded, or failed for good with ``reason``)."""
+        current = self.current
+        if current.end_time is not None:
+            return self
+        entry = replace(
+            current,
+            end_step=reported.step_of(current),
+            checkpoint_step=reported.checkpoint_step,
+            reason=reason,
+            start_time=current.start_time or now,
+            end_time=now,
+        )
+        return replace(self, history=self._with_current(entry), next_attempt_time=None)
+
+    def to_status(self) -> dict[str, Any]:
+        """The keys of :data:`ATTEMPT_KEYS` (``None`` removes one)."""
+        return {
+            "attempt": self.attempt,
+            "attempts": [e.to_wire() for e in self.history] or None,
+            "lostSteps": self.lost_steps,
+            "nextAttemptTime": self.next_attempt_time,
+        }
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A failed attempt: the verdict, the next attempt state, and what to tell the user."""
+
+    decision: RetryDecision
+    attempts: Attempts
+    event_reason: str
+    event_message: str
+
+
+def _rfc3339(moment: datetime.datetime) -> str:
+    return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def on_failure(
+    state: Attempts,
+    reported: Reported,
+    reason: str,
+    message: str,
+    max_restarts: int,
+    now: datetime.datetime,
+    deadline_left_seconds: float | None = None,
+    backoff_base: float = BACKOFF_BASE_SECONDS,
+    jitter_key: str = "",
+) -> Failure:
+    """Decide on the current attempt's failure (:func:`~flashrl_operator.job.retry_policy.decide`).
+
+    On a retry the failed attempt is closed, the next one opened with the checkpoint it will resume
+    from and a ``nextAttemptTime`` after the backoff; on a final failure the attempt is closed.
+    Either way ``lostSteps`` grows by what this failure cost.
+    """
+    current = state.current
+    step = reported.step_of(current)
+    history = [
+        PastAttempt(e.attempt, e.start_step, e.end_step or e.start_step, e.checkpoint_step or 0)
+        for e in state.history
+        if e.end_time is not None and e.attempt != current.attempt
+    ]
+    end = AttemptEnd(
+        attempt=current.attempt,
+        reason=reason,
+        message=message,
+        start_step=current.start_step,
+        step=step,
+        checkpoint_step=reported.checkpoint_step,
+        deadline_left_seconds=deadline_left_seconds,
+        earlier_stalls=stalls_from(history, current.start_step),
+    )
+    decision = decide(end, max_restarts, backoff_base, jitter_key)
+    stamp = _rfc3339(now)
+    closed = replace(
+        current,
+        end_step=step,
+        checkpoint_step=reported.checkpoint_step,
+        reason=reason,
+        start_time=current.start_time or stamp,
+        end_time=stamp,
+    )
+    after = replace(
+        state, history=state._with_current(closed), lost_steps=state.lost_steps + decision.lost_steps
+    )
+    if decision.action == "retry":
+        resume_from = max(reported.checkpoint_step, current.start_step)
+        nxt = Attempt(attempt=current.attempt + 1, start_step=resume_from)
+        after = replace(
+            after,
+            attempt=nxt.attempt,
+            history=tuple([*after.history, nxt][-MAX_HISTORY:]),
+            next_attempt_time=_rfc3339(now + datetime.timedelta(seconds=decision.backoff_seconds)),
+        )
+        return Failure(decision, after, Reason.RETRYING, decision.message)
+    return Failure(decision, after, decision.reason, decision.message)

@@ -1,0 +1,167 @@
+"""``status.goodput`` from what the status already holds (pure): the attempts and the launcher's phases.
+
+The operator's share of the goodput ledger is timestamps it writes anyway: each attempt's ``startTime``
+(its RayJob observed), ``endTime`` (it ended) and, new, ``releaseTime`` (its Ray cluster seen gone). The
+launcher's share is ``status.launcherPhases``, which this module copies into the attempt it belongs to
+(``attempts[].launcher``) so it outlives the attempt. :func:`goodput` then hands both to the pure
+arithmetic of :mod:`flashrl_api.goodput`.
+
+Only timestamps in the data are used, never the reconcile's clock: the ledger of a live attempt runs
+up to the launcher's newest report, so an unchanged job's resync computes the same ledger and writes
+nothing.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from flashrl_api.goodput import AttemptSpan, job_ledger, parse_rfc3339
+from flashrl_api.status import ConditionType, Reason
+from flashrl_operator.job.attempts import Attempt, Attempts
+from flashrl_operator.job.status.conditions import find_condition
+
+
+def fold_attempts(
+    attempts: Attempts,
+    launcher: object,
+    gpus: int,
+    released: Iterable[int],
+    now: str,
+    admitted: bool = True,
+) -> Attempts:
+    """The attempts with their GPU count, admission, the launcher's newest phases and the release times
+    seen now. ``admitted``: the current attempt's RayJob is not suspended (Kueue admitted it).
+
+    ``launcher`` is ``status.launcherPhases`` as read (anything); it goes to the attempt it names (the
+    current one when it names none) when it is newer than what that attempt holds. ``released`` are the
+    ended attempts whose Ray cluster the operator found gone.
+    """
+    gone = set(released)
+    report = launcher if isinstance(launcher, Mapping) else None
+    target = attempts.attempt
+    if report is not None and isinstance(report.get("attempt"), int):
+        target = int(report["attempt"])
+    history = []
+    for entry in attempts.history:
+        if entry.start_time is not None and entry.gpus is None:
+            entry = replace(entry, gpus=gpus)
+        live = entry.attempt == attempts.attempt and entry.start_time is not None and entry.end_time is None
+        if live and admitted and entry.admit_time is None:
+            start = parse_rfc3339(entry.start_time) or 0.0
+            entry = replace(
+                entry, admit_time=now if (parse_rfc3339(now) or 0.0) >= start else entry.start_time
+            )
+        if report is not None and entry.attempt == target and _newer(report, entry.launcher):
+            entry = replace(entry, launcher=dict(report))
+        if entry.attempt in gone and entry.end_time is not None and entry.release_time is None:
+            entry = replace(entry, release_time=now)
+        history.append(entry)
+    return replace(attempts, history=tuple(history))
+
+
+def _newer(report: Mapping[str, Any], held: Mapping[str, Any] | None) -> bool:
+    new = parse_rfc3339(report.get("reportTime"))
+    if new is None:
+        return False
+    old = parse_rfc3339(held.get("reportTime")) if held is not None else None
+    return old is None or new > old
+
+
+def unreleased(attempts: Attempts) -> list[Attempt]:
+    """Ended attempts whose cluster has not been seen gone (the reconciler looks for their clusters)."""
+    return [e for e in attempts.history if e.end_time is not None and e.release_time is None]
+
+
+def held_from(entry: Attempt) -> float | None:
+    """When the attempt's GPUs were requested: its admission (records written before admissions were
+    kept: its RayJob's creation); ``None`` while it is queued or if it never was admitted."""
+    if entry.admit_time is not None:
+        return parse_rfc3339(entry.admit_time)
+    if entry.launcher is not None or entry.release_time is not None:
+        return parse_rfc3339(entry.start_time)
+    return None
+
+
+def spans(history: Sequence[Attempt]) -> list[AttemptSpan]:
+    """The attempts that held GPUs, as the ledger's spans.
+
+    An attempt whose cluster was never seen gone is taken as released when the next one started (one
+    Ray cluster per job at a time). Lost steps: a failed attempt's completed steps after its checkpoint.
+    """
+    started = sorted((e for e in history if parse_rfc3339(e.start_time) is not None), key=lambda e: e.attempt)
+    out = []
+    for index, entry in enumerate(started):
+        start = held_from(entry)
+        if start is None:
+            continue  # still queued, or ended before Kueue admitted it: no GPU was held
+        release = parse_rfc3339(entry.release_time)
+        if release is None and index + 1 < len(started):
+            release = parse_rfc3339(started[index + 1].start_time)
+        launcher = entry.launcher or {}
+        phases: dict[str, float] = {}
+        for item in launcher.get("phases") or []:
+            if isinstance(item, Mapping) and isinstance(item.get("seconds"), int | float):
+                phases[str(item.get("phase"))] = float(item["seconds"])
+        failed = entry.end_time is not None and entry.reason is not None
+        end_step = entry.end_step if entry.end_step is not None else entry.start_step
+        kept = max(entry.checkpoint_step or 0, entry.start_step)
+        steps = launcher.get("steps")
+        out.append(
+            AttemptSpan(
+                attempt=entry.attempt,
+                gpus=entry.gpus or 1,
+                start=start,
+                launched=parse_rfc3339(launcher.get("launchTime")),
+                reported=parse_rfc3339(launcher.get("reportTime")),
+                launcher=phases,
+                steps=steps if isinstance(steps, int) else 0,
+                end=parse_rfc3339(entry.end_time),
+                release=release,
+                failed=failed,
+                lost_steps=max(0, end_step - kept) if failed else 0,
+            )
+        )
+    return out
+
+
+def goodput(attempts: Attempts, conditions: object, created: str) -> dict[str, Any] | None:
+    """``status.goodput`` (wire form), or ``None`` while nothing has happened to account for.
+
+    Staging runs from the job's creation to the ``Staged`` condition turning True by a staging Job;
+    backoff from an attempt's release (or end) to the next one's start.
+    """
+    history = spans(attempts.history)
+    times = [t for s in history for t in (s.start, s.launched, s.reported, s.end, s.release) if t is not None]
+    staging = 0.0
+    staged = find_condition(conditions if isinstance(conditions, list) else [], ConditionType.STAGED)
+    created_at = parse_rfc3339(created)
+    if staged is not None and staged.get("status") == "True" and staged.get("reason") == Reason.STAGED:
+        done = parse_rfc3339(staged.get("lastTransitionTime"))
+        if done is not None and created_at is not None:
+            staging = max(0.0, done - created_at)
+            times.append(done)
+    queued = 0.0
+    for entry in attempts.history:
+        created_at = parse_rfc3339(entry.start_time)
+        if created_at is None:
+            continue
+        held = held_from(entry)
+        until = held if held is not None else parse_rfc3339(entry.end_time)
+        if until is None:
+            until = max([*times, created_at])
+        queued += max(0.0, until - created_at)
+        times.append(created_at)
+    if not times:
+        return None
+    backoff = 0.0
+    ordered = sorted(attempts.history, key=lambda e: e.attempt)
+    for before, after in itertools.pairwise(ordered):
+        freed = parse_rfc3339(before.release_time) or parse_rfc3339(before.end_time)
+        created_next = parse_rfc3339(after.start_time)
+        if freed is not None and created_next is not None:
+            backoff += max(0.0, created_next - freed)
+    ledger = job_ledger(history, max(times), staging=staging, backoff=backoff, queued=queued)
+    return ledger.to_wire()

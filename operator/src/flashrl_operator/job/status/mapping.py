@@ -1,0 +1,478 @@
+"""From what one reconcile observed to the FlashRLJob status, and the Events it announces. Pure.
+
+The operator's own findings (an invalid spec, a child the API server rejected, an immutable field
+edited on a running job) win over KubeRay's; KubeRay's state is translated by
+:mod:`flashrl_operator.job.status.ray`. :func:`desired_status` returns the typed
+:class:`~flashrl_api.FlashRLJobStatus`; :func:`status_patch` turns it into the merge patch of the
+keys the operator owns, and :func:`status_events` is the one rule that turns a status transition
+into Events. Every decision is a small function so each can be tested from a table.
+
+The operator writes only the keys in :data:`OWNED_KEYS`; ``status.progress``, ``status.checkpoint``,
+``status.metrics`` and ``status.validationScore`` belong to the launcher inside the job and are never
+part of a patch computed here. The operator reads ``status.metrics`` for the mismatch guard
+(:func:`guard_observation`, over the pure :func:`flashrl_api.guard.evaluate`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from flashrl_api import TERMINAL_PHASES, FlashRLJobStatus
+from flashrl_api.guard import GuardResult, evaluate
+from flashrl_api.spec import MismatchGuardSpec
+from flashrl_api.status import (
+    POD_PROBLEMS,
+    RECOVERABLE_FAILURES,
+    WARNING_REASONS,
+    ConditionType,
+    GuardStreak,
+    MetricValue,
+    Reason,
+)
+from flashrl_operator.job.staging import StagingObservation, staged_verdict
+from flashrl_operator.job.status.conditions import Verdict, find_condition, merge_conditions, truncate
+from flashrl_operator.job.status.pods import PodProblem
+from flashrl_operator.job.status.ray import (
+    PhaseDecision,
+    cluster_status_check,
+    is_final,
+    ray_phase,
+    should_read_cluster,
+    should_read_pods,
+    suspended_decision,
+)
+from flashrl_operator.vocab.kuberay import CLUSTER_STATE_READY, DeploymentStatus, RayClusterView, RayJobView
+
+_M = TypeVar("_M", bound=BaseModel)
+
+__all__ = [
+    "OWNED_KEYS",
+    "Announcement",
+    "Observation",
+    "PhaseDecision",
+    "RayClusterView",
+    "RayJobView",
+    "decide_phase",
+    "desired_status",
+    "is_final",
+    "owned",
+    "phase_changed",
+    "should_read_cluster",
+    "should_read_pods",
+    "status_events",
+    "status_patch",
+]
+
+#: The status keys the operator owns. ``progress`` and ``checkpoint`` are deliberately absent.
+OWNED_KEYS: tuple[str, ...] = (
+    "phase",
+    "conditions",
+    "observedGeneration",
+    "rayJobName",
+    "rayClusterName",
+    "dashboardUrl",
+    "startTime",
+    "completionTime",
+    "reason",
+    "message",
+    # The attempts (flashrl_operator.job.attempts).
+    "attempt",
+    "attempts",
+    "lostSteps",
+    "nextAttemptTime",
+    # The mismatch guard's streaks (flashrl_api.guard).
+    "mismatchGuard",
+    "mismatchGuardStep",
+    # Where the GPU-seconds went (flashrl_operator.job.status.goodput).
+    "goodput",
+)
+#: The attempt keys: kept as they were when a reconcile does not decide them.
+ATTEMPT_KEYS: Final = ("attempt", "attempts", "lostSteps", "nextAttemptTime")
+
+#: Status ``message`` is for people; keep it readable in ``kubectl describe``.
+MAX_STATUS_MESSAGE: Final = 1024
+
+
+@dataclass(frozen=True)
+class Observation:
+    """Everything one reconcile learned that the status depends on."""
+
+    generation: int | None = None
+    """``metadata.generation`` of the FlashRLJob."""
+
+    spec_problems: tuple[str, ...] = ()
+    """``field.path: message`` for an invalid spec (nothing is created then)."""
+
+    rejected: str | None = None
+    """The API server refused a child object (which one and why)."""
+
+    policy_problems: tuple[str, ...] = ()
+    """``field.path: message`` for each rule of the admin's policy the spec breaks (nothing is created)."""
+
+    conflicts: tuple[str, ...] = ()
+    """Objects under a child's name that this job does not own (the job waits; nothing is written)."""
+
+    immutable_changes: tuple[str, ...] = ()
+    """Spec paths edited on a running job that cannot be applied to it."""
+
+    suspend_requested: bool = False
+    """``spec.lifecycle.suspend``."""
+
+    queued: bool = False
+    """``spec.scheduling.queueName`` is set: Kueue admits the job by clearing the RayJob's suspend."""
+
+    ray_job_name: str | None = None
+    """The RayJob the job runs as (known even before it exists)."""
+
+    ray_job: RayJobView | None = None
+    """The live RayJob, or ``None`` when it does not exist."""
+
+    ray_cluster: RayClusterView | None = None
+    """The RayCluster the RayJob names, or ``None`` (not named yet, not read, or gone)."""
+
+    pod_problems: tuple[PodProblem, ...] = ()
+    """Why some of the cluster's pods are not starting (read only while the cluster starts)."""
+
+    staging: StagingObservation | None = None
+    """The staging Job's progress and outcome; ``None`` when not looked at (the previous Staged
+    condition stands)."""
+
+    previous: Mapping[str, Any] = field(default_factory=dict)
+    """The status as last written (any keys; only owned ones are read)."""
+
+    guard: GuardResult | None = None
+    """spec.correction.guard evaluated on the launcher's status.metrics (None: no metrics yet)."""
+
+    attempt_decision: PhaseDecision | None = None
+    """The operator's retry policy overrides KubeRay's verdict: a retry (Starting, Retrying) or a
+    final failure with the policy's reason (``NoProgress``, ...)."""
+
+    attempts: Mapping[str, Any] | None = None
+    """The attempt keys (``attempt``, ``attempts``, ``lostSteps``, ``nextAttemptTime``) in wire form;
+    ``None`` keeps the previous ones."""
+
+    goodput: Mapping[str, Any] | None = None
+    """``status.goodput`` in wire form (:mod:`flashrl_operator.job.status.goodput`); ``None`` keeps the
+    previous one."""
+
+
+def _kuberay_phase(obs: Observation, rj: RayJobView) -> PhaseDecision:
+    return ray_phase(
+        rj,
+        queued=obs.queued,
+        suspend_requested=obs.suspend_requested,
+        cluster=obs.ray_cluster,
+        pod_problems=obs.pod_problems,
+    )
+
+
+def decide_phase(obs: Observation) -> PhaseDecision:
+    """Pick the phase. Our own findings win over KubeRay's, and a final phase never regresses."""
+    if obs.spec_problems:
+        return PhaseDecision("Failed", Reason.INVALID_SPEC, "Invalid spec: " + "; ".join(obs.spec_problems))
+    if obs.policy_problems:
+        return PhaseDecision(
+            "Failed",
+            Reason.POLICY_VIOLATION,
+            "Refused by the cluster's policy: " + "; ".join(obs.policy_problems),
+        )
+    if obs.rejected:
+        return PhaseDecision("Failed", Reason.CHILD_REJECTED, obs.rejected)
+    if obs.conflicts and not is_final(obs.previous):
+        return PhaseDecision("Pending", Reason.CHILD_CONFLICT, _conflict_message(obs.conflicts))
+    if obs.attempt_decision is not None:
+        return obs.attempt_decision
+    prev = obs.previous
+    if is_final(prev) and (
+        obs.ray_job is None or _kuberay_phase(obs, obs.ray_job).phase not in TERMINAL_PHASES
+    ):
+        return PhaseDecision(
+            prev["phase"], str(prev.get("reason") or prev["phase"]), str(prev.get("message") or "")
+        )
+    if obs.staging is not None and obs.ray_job is None:
+        staged = staged_verdict(obs.staging)
+        if staged.reason == Reason.STAGING_FAILED:
+            return PhaseDecision("Failed", Reason.STAGING_FAILED, f"Staging failed: {staged.message}")
+        if staged.status != "True" and not obs.suspend_requested:
+            return PhaseDecision("Staging", Reason.STAGING, staged.message)
+    if obs.ray_job is None:
+        if obs.suspend_requested:
+            return suspended_decision(queued=False, suspend_requested=True)
+        return PhaseDecision("Pending", Reason.CREATING, f"Creating RayJob {obs.ray_job_name or ''}".rstrip())
+    return _kuberay_phase(obs, obs.ray_job)
+
+
+def _conflict_message(conflicts: tuple[str, ...]) -> str:
+    return (
+        "Waiting: " + "; ".join(conflicts) + ". The operator never changes, adopts or deletes an object it "
+        "does not own: delete or rename it, or rename this FlashRLJob"
+    )
+
+
+def accepted_check(obs: Observation) -> Verdict:
+    """Accepted: the spec is valid, its children were admitted, and no refused edit is pending."""
+    if obs.spec_problems:
+        return Verdict("False", Reason.INVALID_SPEC, "; ".join(obs.spec_problems))
+    if obs.policy_problems:
+        return Verdict("False", Reason.POLICY_VIOLATION, "; ".join(obs.policy_problems))
+    if obs.rejected:
+        return Verdict("False", Reason.CHILD_REJECTED, obs.rejected)
+    if obs.conflicts:
+        return Verdict("False", Reason.CHILD_CONFLICT, _conflict_message(obs.conflicts))
+    if obs.immutable_changes:
+        return Verdict(
+            "False",
+            Reason.IMMUTABLE_FIELD_CHANGED,
+            "These fields cannot change on an existing job and were not applied: "
+            + ", ".join(obs.immutable_changes)
+            + ". Revert them, or delete and recreate the FlashRLJob",
+        )
+    return Verdict("True", Reason.ACCEPTED, "Spec is valid and its objects are in place")
+
+
+def cluster_ready_check(obs: Observation, decision: PhaseDecision) -> Verdict:
+    """ClusterReady: the Ray cluster is up, every pod ready (KubeRay only submits then).
+
+    The RayCluster's own status decides when it is known; otherwise the RayJob's.
+    """
+    rj = obs.ray_job
+    if decision.phase in TERMINAL_PHASES and (rj is None or rj.deployment != DeploymentStatus.RUNNING):
+        return Verdict("False", Reason.JOB_FINISHED, "The job finished")
+    if rj is None:
+        return Verdict("False", Reason.CLUSTER_NOT_CREATED, "The RayJob does not exist yet")
+    if decision.phase == "Suspended":
+        return Verdict(
+            "False", Reason.CLUSTER_SUSPENDED, "The Ray cluster is deleted while the job is suspended"
+        )
+    if obs.ray_cluster is not None:
+        verdict = cluster_status_check(obs.ray_cluster, rj, obs.pod_problems)
+        if verdict is not None:
+            return verdict
+    if rj.deployment == DeploymentStatus.RUNNING or (
+        rj.cluster_state == CLUSTER_STATE_READY and decision.phase in ("Starting", "Running")
+    ):
+        name = rj.cluster_name or "the Ray cluster"
+        return Verdict("True", Reason.CLUSTER_READY, f"{name} is ready")
+    return Verdict("False", Reason.CLUSTER_STARTING, "Waiting for the Ray cluster's pods to be ready")
+
+
+def staged_check(obs: Observation) -> Verdict | None:
+    """Staged: the model and data are on the job's volumes. Without a look at staging this reconcile
+    (a final job, an invalid spec), the previous condition stands."""
+    if obs.staging is not None:
+        return staged_verdict(obs.staging)
+    old = find_condition(obs.previous.get("conditions") or [], ConditionType.STAGED)
+    if old is None or obs.spec_problems:
+        return None
+    return Verdict(
+        old.get("status", "Unknown"), str(old.get("reason") or Reason.STAGING), str(old.get("message") or "")
+    )
+
+
+#: The conditions that restate the phase: which phase makes each hold, and its reason when it holds
+#: (``None``: the phase's own reason, e.g. the failure reason) and when it does not.
+_PHASE_CONDITIONS: Final[dict[ConditionType, tuple[str, Reason | None, Reason]]] = {
+    ConditionType.RUNNING: ("Running", Reason.JOB_RUNNING, Reason.NOT_RUNNING),
+    ConditionType.SUCCEEDED: ("Succeeded", Reason.JOB_SUCCEEDED, Reason.NOT_SUCCEEDED),
+    ConditionType.FAILED: ("Failed", None, Reason.NOT_FAILED),
+    ConditionType.SUSPENDED: ("Suspended", None, Reason.NOT_SUSPENDED),
+}
+
+
+def phase_conditions(decision: PhaseDecision) -> dict[str, Verdict]:
+    """Running, Succeeded, Failed, Suspended: each holds exactly when the phase is its own (one rule).
+
+    ``Running`` turns to ``JobFinished`` (not ``NotRunning``) once the job ended, so a finished job
+    says so on every condition a tool might wait on.
+    """
+    verdicts: dict[str, Verdict] = {}
+    lower = decision.phase.lower()
+    for ctype, (phase, held, not_held) in _PHASE_CONDITIONS.items():
+        if decision.phase == phase:
+            verdicts[ctype] = Verdict("True", held or decision.reason, decision.message)
+        elif ctype == ConditionType.RUNNING and decision.phase in TERMINAL_PHASES:
+            verdicts[ctype] = Verdict("False", Reason.JOB_FINISHED, f"The job {lower}")
+        else:
+            verdicts[ctype] = Verdict("False", not_held, f"The job is {lower}")
+    return verdicts
+
+
+def desired_status(obs: Observation, now: str) -> FlashRLJobStatus:
+    """The operator-owned status for this observation (the launcher's keys are left unset)."""
+    decision = decide_phase(obs)
+    verdicts = {
+        ConditionType.ACCEPTED: accepted_check(obs),
+        ConditionType.CLUSTER_READY: cluster_ready_check(obs, decision),
+        **phase_conditions(decision),
+        **guard_conditions(obs.guard),
+    }
+    staged = staged_check(obs)
+    if staged is not None:
+        verdicts[ConditionType.STAGED] = staged
+    prev = obs.previous
+    previous_conditions = prev.get("conditions") or []
+    rj = obs.ray_job
+    terminal = decision.phase in TERMINAL_PHASES
+
+    def keep(key: str, fresh: str | None) -> str | None:
+        """Prefer what KubeRay reports now; keep what we knew once the RayJob is gone."""
+        if fresh:
+            return fresh
+        old = prev.get(key)
+        return str(old) if old and (rj is None or terminal) else None
+
+    completion = None
+    if terminal and decision.reason not in RECOVERABLE_FAILURES:
+        completion = (rj.end_time if rj else "") or str(prev.get("completionTime") or "") or now
+    shown_reason = decision.is_failure or decision.reason in POD_PROBLEMS
+    return FlashRLJobStatus(
+        phase=decision.phase,
+        conditions=merge_conditions(  # dicts, validated into Condition models
+            previous_conditions if isinstance(previous_conditions, list) else [], verdicts, now
+        ),
+        observed_generation=obs.generation,
+        ray_job_name=obs.ray_job_name if (rj is not None or not obs.spec_problems) else None,
+        ray_cluster_name=keep("rayClusterName", rj.cluster_name if rj else None),
+        dashboard_url=keep("dashboardUrl", rj.dashboard_url if rj else None),
+        start_time=keep("startTime", rj.start_time if rj else None),
+        completion_time=completion,
+        reason=str(decision.reason) if shown_reason else None,
+        message=truncate(decision.message, MAX_STATUS_MESSAGE),
+        mismatch_guard=list(obs.guard.streaks) if obs.guard is not None and obs.guard.streaks else None,
+        mismatch_guard_step=obs.guard.step if obs.guard is not None else None,
+        goodput=obs.goodput if obs.goodput is not None else prev.get("goodput"),
+        **{key: value for key, value in _attempt_fields(obs).items() if value is not None},
+    )
+
+
+def guard_observation(guard: MismatchGuardSpec, previous: Mapping[str, Any]) -> GuardResult | None:
+    """spec.correction.guard over the launcher's ``status.metrics`` and the stored streaks; ``None``
+    before the launcher has reported any metric (the guard has nothing to judge, no condition yet).
+    Malformed entries (someone else's writes) are skipped."""
+    metrics = [m for raw in previous.get("metrics") or [] if (m := _model(MetricValue, raw)) is not None]
+    if not metrics:
+        return None
+    streaks = [
+        s for raw in previous.get("mismatchGuard") or [] if (s := _model(GuardStreak, raw)) is not None
+    ]
+    return evaluate(guard, metrics, streaks)
+
+
+def _model(model: type[_M], raw: object) -> _M | None:
+    try:
+        return model.model_validate(raw)
+    except ValidationError:
+        return None
+
+
+def guard_conditions(result: GuardResult | None) -> dict[str, Verdict]:
+    """``RolloutMismatch``: True with ``MismatchDrift`` naming each metric, value and threshold."""
+    if result is None:
+        return {}
+    if result.tripped:
+        message = "; ".join(b.message() for b in result.breaches)
+        return {ConditionType.ROLLOUT_MISMATCH: Verdict("True", Reason.MISMATCH_DRIFT, message)}
+    watching = ", ".join(s.metric for s in result.streaks)
+    message = "Every guarded mismatch metric is within spec.correction.guard's bounds"
+    if watching:
+        message += f" or not yet out of them for consecutiveSteps steps ({watching} out of bounds)"
+    return {ConditionType.ROLLOUT_MISMATCH: Verdict("False", Reason.MISMATCH_WITHIN_BOUNDS, message)}
+
+
+def guard_tripped_now(previous: Mapping[str, Any], desired: FlashRLJobStatus) -> bool:
+    """Whether this update turns ``RolloutMismatch`` to ``MismatchDrift`` (the moment to act once)."""
+    now = next((c for c in desired.conditions if c.type == ConditionType.ROLLOUT_MISMATCH), None)
+    if now is None or now.reason != Reason.MISMATCH_DRIFT:
+        return False
+    before = find_condition(previous.get("conditions") or [], ConditionType.ROLLOUT_MISMATCH) or {}
+    return before.get("reason") != Reason.MISMATCH_DRIFT
+
+
+def _attempt_fields(obs: Observation) -> dict[str, Any]:
+    """The attempt keys for the model (by alias): the observation's, else the previous status's."""
+    source = obs.attempts if obs.attempts is not None else obs.previous
+    return {key: source.get(key) for key in ATTEMPT_KEYS}
+
+
+def owned(status: FlashRLJobStatus | Mapping[str, Any]) -> dict[str, Any]:
+    """The operator-owned keys of ``status`` in wire form (``None`` for absent ones)."""
+    wire = (
+        status.model_dump(mode="json", by_alias=True, exclude_none=True)
+        if isinstance(status, FlashRLJobStatus)
+        else status
+    )
+    return {key: wire.get(key) for key in OWNED_KEYS}
+
+
+def status_patch(
+    previous: Mapping[str, Any], desired: FlashRLJobStatus | Mapping[str, Any]
+) -> dict[str, Any]:
+    """The JSON merge patch turning ``previous`` into ``desired`` over the owned keys only.
+
+    Empty when nothing changed, so the caller can skip the write. Keys that should disappear are
+    sent as ``null``. ``progress``, ``checkpoint`` and any key the operator does not own are never
+    included.
+    """
+    patch: dict[str, Any] = {}
+    for key, new in owned(desired).items():
+        old = previous.get(key)
+        if new is None:
+            if old is not None:
+                patch[key] = None
+        elif new != old:
+            patch[key] = new
+    return patch
+
+
+def phase_changed(previous: Mapping[str, Any], desired: FlashRLJobStatus | Mapping[str, Any]) -> bool:
+    """Whether this status update moves the job to another phase."""
+    return bool(previous.get("phase") != owned(desired)["phase"])
+
+
+@dataclass(frozen=True)
+class Announcement:
+    """One Event to post about the job."""
+
+    type: Literal["Normal", "Warning"]
+    reason: str
+    message: str
+
+
+def status_events(previous: Mapping[str, Any], desired: FlashRLJobStatus) -> list[Announcement]:
+    """The Events a status transition announces: the one rule (as JobSet's ``setCondition`` does).
+
+    * A phase change is announced once: reason the new phase (the failure reason when Failed, then
+      a Warning), message ``Phase <old> -> <new>: <why>``.
+    * A condition that turns (from another status or reason) to a reason in
+      :data:`~flashrl_api.status.WARNING_REASONS` is announced as a Warning with that reason and
+      the condition's message, unless the phase's Event of the same transition carries that reason.
+
+    A repeated reconcile of an unchanged job changes nothing, so it announces nothing.
+    """
+    events: list[Announcement] = []
+    if phase_changed(previous, desired):
+        old, new = previous.get("phase") or "New", str(desired.phase)
+        failed = new == "Failed"
+        reason = str(desired.reason or new) if failed else new
+        message = f"Phase {old} -> {new}: {desired.message or ''}".rstrip(": ")
+        events.append(Announcement("Warning" if failed else "Normal", reason, message))
+    old_conditions = previous.get("conditions") or []
+    for cond in desired.conditions:
+        if cond.reason not in WARNING_REASONS or any(e.reason == cond.reason for e in events):
+            continue
+        before = find_condition(old_conditions, cond.type) or {}
+        if (before.get("status"), before.get("reason")) != (cond.status, cond.reason):
+            events.append(Announcement("Warning", cond.reason, cond.message))
+    return events
+
+
+def condition_changes(
+    previous: Sequence[Mapping[str, Any]], desired: Sequence[Mapping[str, Any]]
+) -> list[Mapping[str, Any]]:
+    """The conditions whose status or reason differ from before (for the timeline and logs)."""
+    old = {c.get("type"): (c.get("status"), c.get("reason")) for c in previous}
+    return [c for c in desired if old.get(c.get("type")) != (c.get("status"), c.get("reason"))]

@@ -1,0 +1,427 @@
+"""Thin kopf wiring: which events reach the reconciler, and the operator's startup and cleanup.
+
+Handlers are registered on a registry built per operator run (:func:`build_registry`) rather than
+kopf's global one, so an operator can be started, stopped and started again in one process (tests
+restart it mid-way; the demo and the benchmark run it next to an emulated API server). Handler
+bodies do nothing but find the job and call :meth:`Reconciler.reconcile`.
+
+Only kopf's event handlers are used (no ``on.create``/``on.update``/``on.resume``): the reconcile is
+level-based, so kopf's per-object bookkeeping (annotations it would patch after every handler) buys
+nothing and costs a write per change. Which events reconcile is :func:`needs_reconcile`; transient
+failures are retried here (:func:`reconcile_with_retries`), the one place the operator's
+:class:`~flashrl_operator.client.errors.TransientError` meets kopf's control flow. No handler needs a
+finalizer, so deleting a FlashRLJob never waits for the operator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import kopf
+
+from flashrl_api import GROUP, KIND, PLURAL, VERSION
+from flashrl_api.status import ConditionType
+from flashrl_operator.client.errors import TransientError
+from flashrl_operator.client.kube import KubeClient
+from flashrl_operator.client.login import CredentialError, Credentials
+from flashrl_operator.experiment.reconciler import (
+    EXPERIMENT_PLURAL,
+    ExperimentReconciler,
+    HistoryRecorder,
+    experiment_of,
+)
+from flashrl_operator.job.policy import AdminPolicy
+from flashrl_operator.job.reconciler import Reconciler
+from flashrl_operator.job.retry_policy import jittered
+from flashrl_operator.job.staging import progress_line
+from flashrl_operator.job.status.conditions import find_condition
+from flashrl_operator.render import JOB_LABEL, MANAGED_BY
+from flashrl_operator.render.children import owner_name
+from flashrl_operator.render.labels import MANAGED_BY_LABEL
+from flashrl_operator.render.network import NetworkSettings
+from flashrl_operator.run.leadership import ElectionTiming, Leadership, default_identity, default_namespace
+from flashrl_operator.run.metrics_server import MetricsServer
+from flashrl_operator.vocab import kuberay
+from flashrl_operator.vocab.metrics import OperatorMetrics
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class OperatorConfig:
+    """Everything that shapes one operator run (CLI flags, or test and demo settings)."""
+
+    namespaces: tuple[str, ...] = ()
+    """Namespaces to watch; empty means all (cluster-wide)."""
+
+    metrics_port: int | None = 8080
+    """Port for ``/metrics``; ``0`` picks a free port, ``None`` disables it."""
+
+    health_port: int | None = 8081
+    """Port for kopf's liveness endpoint ``/healthz``; ``None`` disables it."""
+
+    bind_host: str = "0.0.0.0"  # noqa: S104  (a pod must be reachable by its probes and Prometheus)
+    """Address the metrics and health endpoints listen on."""
+
+    server: str | None = None
+    """Explicit API server URL (tests, demo); otherwise service account, then kubeconfig."""
+
+    request_timeout: float = 30.0
+    """Seconds before an API request counts as failed (and is retried)."""
+
+    retry_delay: float = 5.0
+    """Seconds before the first retry after a transient API error; doubles per attempt."""
+
+    max_retry_delay: float = 300.0
+    """Upper bound of the retry backoff."""
+
+    retry_backoff: float = 30.0
+    """Seconds before the second attempt of a failed job; doubles per attempt (capped at 10 minutes)."""
+
+    resync_interval: float = 60.0
+    """Seconds between periodic reconciles of every job (catches missed events)."""
+
+    scanning: bool = True
+    """Let kopf scan CRDs and namespaces (off against emulators, which serve no CRD objects)."""
+
+    check_overrides: bool = True
+    """Compose spec.overrides against the verl config when hydra and verl are importable."""
+
+    default_trainer_image: str | None = None
+    """The trainer image for jobs that name none (their spec holds the API's pinned default); e.g. the
+    same image in a private mirror. None: the pinned one (``images.trainer`` in images/pins.yaml)."""
+
+    leader_election: bool = False
+    """Reconcile only while holding the Lease (for two or more replicas; see ``leadership.py``)."""
+
+    lease_duration: int = 15
+    """Seconds without renewal after which another replica takes the Lease."""
+
+    lease_namespace: str | None = None
+    """Namespace of the Lease (default: ``$POD_NAMESPACE``, else ``default``)."""
+
+    identity: str | None = None
+    """This replica's name in the Lease (default: ``$POD_NAME``, else host and process)."""
+
+    policy: AdminPolicy = field(default_factory=AdminPolicy)
+    """The admin's policy every job is checked against before anything is created."""
+
+    network: NetworkSettings = field(default_factory=NetworkSettings)
+    """The NetworkPolicy rendered for every job's Ray pods."""
+
+
+@dataclass
+class OperatorContext:
+    """State of one operator run, shared by its handlers; clients live in the operator's loop."""
+
+    config: OperatorConfig
+    metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
+    kube: KubeClient | None = None
+    reconciler: Reconciler | None = None
+    metrics_server: MetricsServer | None = None
+    known_jobs: set[tuple[str, str]] = field(default_factory=set)
+    resync_task: asyncio.Task[None] | None = None
+    leadership: Leadership | None = None
+    election_task: asyncio.Task[None] | None = None
+    experiments: ExperimentReconciler | None = None
+    history: HistoryRecorder | None = None
+    known_experiments: set[tuple[str, str]] = field(default_factory=set)
+
+    @property
+    def may_reconcile(self) -> bool:
+        """This replica reconciles: it is alone (no leader election) or holds the Lease."""
+        return self.leadership is None or self.leadership.leading
+
+    def require_reconciler(self) -> Reconciler:
+        """The reconciler (set up by the startup handler)."""
+        if self.reconciler is None:
+            raise TransientError("the operator is still starting", delay=1)
+        return self.reconciler
+
+
+def backoff_delay(base: float, retry: int, cap: float, key: str = "") -> float:
+    """Exponential backoff for transient errors: ``base``, 2x, 4x, ... at most ``cap`` seconds, shortened
+    by the jitter ``key`` (the object's namespace/name) draws, so that the jobs an API server outage
+    failed together do not all come back at the same instant."""
+    return jittered(float(min(cap, base * 2 ** min(retry, 16))), key, retry)
+
+
+def needs_reconcile(event_type: str | None, body: Mapping[str, Any]) -> bool:
+    """Whether a FlashRLJob watch event calls for a reconcile (pure).
+
+    Every job listed when the operator starts (``event_type`` None) is reconciled, as is any job
+    whose ``metadata.generation`` the status has not observed yet: a new job or a spec edit.
+    Changes to the status (the operator's own writes, the launcher's progress) and to metadata do
+    not; the RayJob's changes and the periodic resync cover the rest (the mismatch guard judges the
+    launcher's ``status.metrics`` at each of those reconciles: a step takes minutes, the resync one).
+    The job itself carries the only bookkeeping there is (``status.observedGeneration``): kopf stores
+    nothing on it.
+    """
+    if event_type == "DELETED":
+        return False
+    if event_type is None:
+        return True
+    meta = body.get("metadata") or {}
+    if meta.get("deletionTimestamp"):
+        return False
+    status = body.get("status") or {}
+    if status.get("observedGeneration") != meta.get("generation"):
+        return True
+    return staging_progress_unshown(status)
+
+
+def staging_progress_unshown(status: Mapping[str, Any]) -> bool:
+    """The stage command reported progress the Staged condition does not show yet (pure): the one
+    status change from inside the job that the operator re-reads, so the condition tracks it."""
+    if status.get("phase") != "Staging":
+        return False
+    line = progress_line(status.get("staging"))
+    staged = find_condition(status.get("conditions") or [], ConditionType.STAGED) or {}
+    return bool(line) and line not in str(staged.get("message") or "")
+
+
+async def reconcile_with_retries(
+    ctx: OperatorContext, namespace: str, name: str, body: Mapping[str, Any] | None
+) -> None:
+    """Reconcile one job, retrying transient failures with a growing delay until it succeeds.
+
+    The server's Retry-After (in :attr:`TransientError.delay`) is a floor, never shortened. Any
+    other error is logged and left to the next event or resync: retrying a bug does not fix it.
+    """
+    config = ctx.config
+    for attempt in itertools.count():
+        if not ctx.may_reconcile:
+            return  # another replica leads; this one resyncs everything when it takes over
+        try:
+            await ctx.require_reconciler().reconcile(namespace, name, body)
+            return
+        except TransientError as exc:
+            backoff = backoff_delay(
+                config.retry_delay, attempt, config.max_retry_delay, f"{namespace}/{name}"
+            )
+            delay = max(exc.delay, backoff)
+            logger.warning("FlashRLJob %s/%s: will retry in %.1fs: %s", namespace, name, delay, exc)
+            await asyncio.sleep(delay)
+            body = None  # read it again: it may have changed meanwhile
+        except Exception:
+            logger.exception("FlashRLJob %s/%s: reconcile failed", namespace, name)
+            return
+
+
+async def resync_forever(ctx: OperatorContext) -> None:
+    """Reconcile every known job every ``resync_interval`` seconds: catches missed watch events.
+
+    This is one operator-wide loop rather than a kopf timer per object, because kopf protects
+    per-object timers with a finalizer, and a finalizer would block deleting a FlashRLJob whenever
+    the operator is not running.
+    """
+    while True:
+        await asyncio.sleep(ctx.config.resync_interval)
+        await resync_all(ctx)
+
+
+async def resync_all(ctx: OperatorContext) -> None:
+    """Reconcile every known job once (at most eight at a time); nothing when another replica leads."""
+    limit = asyncio.Semaphore(8)
+
+    async def one(namespace: str, name: str) -> None:
+        async with limit:
+            if not ctx.may_reconcile:
+                return
+            try:
+                await ctx.require_reconciler().reconcile(namespace, name)
+            except Exception as exc:  # One job's trouble must not stop the others' resync.
+                logger.warning("Resync of FlashRLJob %s/%s failed: %s", namespace, name, exc)
+
+    async def experiment(namespace: str, name: str) -> None:
+        async with limit:
+            if not ctx.may_reconcile:
+                return
+            try:
+                if ctx.experiments is not None:
+                    await ctx.experiments.reconcile(namespace, name)
+            except Exception as exc:
+                logger.warning("Resync of FlashRLExperiment %s/%s failed: %s", namespace, name, exc)
+
+    await asyncio.gather(*(one(ns, name) for ns, name in sorted(ctx.known_jobs)))
+    await asyncio.gather(*(experiment(ns, name) for ns, name in sorted(ctx.known_experiments)))
+
+
+async def reconcile_experiment_with_retries(ctx: OperatorContext, namespace: str, name: str) -> None:
+    """Reconcile one FlashRLExperiment, retrying transient failures like a job's reconcile."""
+    config = ctx.config
+    for attempt in itertools.count():
+        if not ctx.may_reconcile:
+            return  # another replica leads
+        try:
+            if ctx.experiments is None:
+                raise TransientError("the operator is still starting", delay=1)
+            await ctx.experiments.reconcile(namespace, name)
+            return
+        except TransientError as exc:
+            backoff = backoff_delay(
+                config.retry_delay, attempt, config.max_retry_delay, f"{namespace}/{name}"
+            )
+            delay = max(exc.delay, backoff)
+            logger.warning("FlashRLExperiment %s/%s: will retry in %.1fs: %s", namespace, name, delay, exc)
+            await asyncio.sleep(delay)
+        except Exception:
+            logger.exception("FlashRLExperiment %s/%s: reconcile failed", namespace, name)
+            return
+
+
+async def record_history(ctx: OperatorContext, body: Mapping[str, Any]) -> None:
+    """Keep the job's per-step history ConfigMap; a failure is logged, never retried in a loop (the
+    next step's report writes the missed steps too, the status keeps the latest)."""
+    if ctx.history is None or not ctx.may_reconcile:
+        return
+    try:
+        await ctx.history.record(body)
+    except Exception as exc:
+        meta = body.get("metadata") or {}
+        logger.warning(
+            "Metrics history of FlashRLJob %s/%s not written: %s",
+            meta.get("namespace"),
+            meta.get("name"),
+            exc,
+        )
+
+
+def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
+    """Register every handler of one operator run on a fresh registry."""
+    registry = kopf.OperatorRegistry()
+    config = ctx.config
+
+    credentials = Credentials(config.server)
+
+    @kopf.on.login(registry=registry)
+    async def login(**_: Any) -> kopf.ConnectionInfo:
+        # An explicit login handler also disables kopf's implicit logins: no accidental clusters.
+        # kopf calls it again when the credentials expire or are refused; it gets what the
+        # operator's own client uses (flashrl_operator.client.login).
+        try:
+            return await credentials.connection_info()
+        except CredentialError as exc:
+            raise kopf.LoginError(str(exc)) from exc
+
+    @kopf.on.startup(registry=registry)
+    async def startup(**_: Any) -> None:
+        try:
+            ctx.kube = await KubeClient.connect(
+                credentials, request_timeout=config.request_timeout, retry_delay=config.retry_delay
+            )
+        except CredentialError as exc:
+            raise kopf.PermanentError(str(exc)) from exc
+        ctx.reconciler = Reconciler(
+            ctx.kube,
+            ctx.metrics,
+            check_overrides=config.check_overrides,
+            policy=config.policy,
+            network=config.network,
+            retry_backoff=config.retry_backoff,
+            default_trainer_image=config.default_trainer_image,
+        )
+        ctx.experiments = ExperimentReconciler(ctx.kube)
+        ctx.history = HistoryRecorder(ctx.kube)
+        if config.metrics_port is not None:
+            ctx.metrics_server = MetricsServer(ctx.metrics, config.bind_host, config.metrics_port)
+            url = await ctx.metrics_server.start()
+            logger.info("Serving metrics on %s", url)
+        ctx.resync_task = asyncio.create_task(resync_forever(ctx), name="flashrl-resync")
+        if config.leader_election:
+
+            async def elected() -> None:
+                await resync_all(ctx)  # the previous leader may have left work undone
+
+            ctx.leadership = Leadership(
+                credentials,
+                namespace=config.lease_namespace or default_namespace(),
+                identity=config.identity or default_identity(),
+                timing=ElectionTiming(config.lease_duration),
+                on_elected=elected,
+            )
+            ctx.election_task = asyncio.create_task(ctx.leadership.run(), name="flashrl-election")
+
+    @kopf.on.cleanup(registry=registry)
+    async def cleanup(**_: Any) -> None:
+        if ctx.election_task is not None:
+            ctx.election_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await ctx.election_task
+        if ctx.resync_task is not None:
+            ctx.resync_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await ctx.resync_task
+        if ctx.metrics_server is not None:
+            await ctx.metrics_server.stop()
+        if ctx.kube is not None:
+            await ctx.kube.close()
+
+    @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
+    async def job_event(
+        type: str | None, body: kopf.Body, namespace: str | None, name: str | None, uid: str | None, **_: Any
+    ) -> None:
+        key = (namespace or "default", str(name))
+        owner = experiment_of(body)
+        if type == "DELETED":
+            ctx.known_jobs.discard(key)
+            if ctx.reconciler is not None:
+                ctx.reconciler.forget(*key, uid)
+            if ctx.history is not None:
+                ctx.history.forget(*key)
+            if owner is not None:
+                await reconcile_experiment_with_retries(ctx, key[0], owner)
+            return
+        ctx.known_jobs.add(key)
+        if needs_reconcile(type, body):
+            await reconcile_with_retries(ctx, *key, dict(body))
+        await record_history(ctx, body)
+        if owner is not None:
+            # The variant's phase, step or metrics changed: the experiment's status (and, under
+            # spec.parallelism, whether the next variant starts) follows.
+            await reconcile_experiment_with_retries(ctx, key[0], owner)
+
+    @kopf.on.event(GROUP, VERSION, EXPERIMENT_PLURAL, registry=registry)
+    async def experiment_event(type: str | None, namespace: str | None, name: str | None, **_: Any) -> None:
+        key = (namespace or "default", str(name))
+        if type == "DELETED":
+            # Its FlashRLJobs go with it: they are owned by it (Kubernetes' garbage collector).
+            ctx.known_experiments.discard(key)
+            if ctx.experiments is not None:
+                ctx.experiments.forget(*key)
+            return
+        ctx.known_experiments.add(key)
+        await reconcile_experiment_with_retries(ctx, *key)
+
+    @kopf.on.event(
+        kuberay.GROUP,
+        kuberay.VERSION,
+        kuberay.RAY_JOB.plural,
+        labels={MANAGED_BY_LABEL: MANAGED_BY},
+        registry=registry,
+    )
+    async def ray_job_event(body: kopf.Body, type: str | None, namespace: str | None, **_: Any) -> None:
+        # A RayJob appearing (listed at start, or just created by a reconcile) brings nothing new:
+        # the job's own reconcile covers it. Changes and deletions are what matter.
+        if type not in ("MODIFIED", "DELETED"):
+            return
+        owner = owner_name(body, KIND, JOB_LABEL)
+        if owner is not None and ctx.reconciler is not None:
+            await reconcile_with_retries(ctx, namespace or "default", owner, None)
+
+    @kopf.on.event("batch", "v1", "jobs", labels={MANAGED_BY_LABEL: MANAGED_BY}, registry=registry)
+    async def staging_job_event(body: kopf.Body, type: str | None, namespace: str | None, **_: Any) -> None:
+        # The staging Job finishing is what lets the RayJob be created (or fails the job).
+        if type != "MODIFIED":
+            return
+        owner = owner_name(body, KIND, JOB_LABEL)
+        if owner is not None and ctx.reconciler is not None:
+            await reconcile_with_retries(ctx, namespace or "default", owner, None)
+
+    return registry

@@ -1,0 +1,164 @@
+"""``flashrl report``: a side-by-side comparison of two or more training runs.
+
+The input is verl's per-step metrics, one :class:`RunMetrics` per run, from wherever they were kept
+(local JSONL files here; the cluster path reads the same records and hands them in). Everything
+after loading is pure: :func:`build_report` computes the summaries and figures and :func:`write_report`
+writes ``report.html`` (self-contained) and one PNG per figure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from flashrl_api import verl_metrics as vm
+from flashrl_report.analysis import (
+    VariantSummary,
+    choose_baseline,
+    mismatch_key,
+    score_key,
+    summarize,
+)
+from flashrl_report.data import MetricsInputError, RunMetrics, load_run, parse_metrics_argument
+from flashrl_report.goodput import VariantGoodput, goodput_plot, goodput_section, goodput_summaries
+from flashrl_report.html import render_html
+from flashrl_report.plots import Plot, color_of, line_plot, speedup_plot, time_breakdown_plot
+
+#: Every figure of a report, in page order (the browser test checks each is on the page).
+PLOT_IDS: Final = (
+    "validation-score",
+    "response-length",
+    "throughput",
+    "generation-speedup",
+    "time-breakdown",
+    "goodput-phases",
+    "mismatch-kl",
+    "is-ess",
+    "probs-diff",
+)
+REPORT_FILE: Final = "report.html"
+
+
+@dataclass
+class Report:
+    """A built report: the page and its figures."""
+
+    html: str
+    plots: list[Plot]
+    summaries: list[VariantSummary]
+    #: What is missing or partial, one sentence each (also on the page).
+    notes: list[str] = field(default_factory=list)
+    #: Which run the speed-ups are relative to, and how it was chosen.
+    baseline_note: str = ""
+    #: Each run's goodput: GPU-hours by phase, end-to-end and generation-only speed-ups.
+    goodput: list[VariantGoodput] = field(default_factory=list)
+
+
+def build_report(
+    runs: Sequence[RunMetrics],
+    *,
+    title: str = "FlashRL comparison",
+    banner: str | None = None,
+    baseline: str | None = None,
+) -> Report:
+    """Summaries, figures and the page for ``runs`` (labels must be unique)."""
+    labels = [run.label for run in runs]
+    if len(set(labels)) != len(labels):
+        raise MetricsInputError(f"run labels must be unique, got {labels}")
+    base, base_note = choose_baseline(runs, baseline)
+    score = score_key(runs)
+    longest = max((run.last_step for run in runs), default=0)
+    summaries = [summarize(run, score, base, longest) for run in runs]
+    notes: list[str] = []
+    if len(runs) < 2:
+        notes.append("only one run was given: there is nothing to compare it with")
+    for run, summary in zip(runs, summaries, strict=True):
+        notes.extend(f"{run.label}: {text}" for text in [*summary.missing, *run.notes])
+    speedups = {s.label: s.speedup for s in summaries if s.speedup is not None}
+    goodput, target = goodput_summaries(runs, score, base)
+    plots = [
+        line_plot(
+            runs,
+            "validation-score",
+            "Validation score",
+            score or "val-core/*",
+            "score",
+            wall_time=True,
+            smooth=False,
+            markers=True,
+        ),
+        line_plot(runs, "response-length", "Mean response length", vm.RESPONSE_LENGTH_MEAN, "tokens"),
+        line_plot(runs, "throughput", "Throughput", vm.THROUGHPUT, "tokens / s / GPU", wall_time=True),
+        speedup_plot(runs, base, speedups),
+        time_breakdown_plot(runs),
+        goodput_plot(goodput),
+        line_plot(
+            runs,
+            "mismatch-kl",
+            "Rollout/trainer mismatch KL",
+            mismatch_key,
+            "KL(rollout ‖ trainer)",
+            what="rollout_corr/kl (or rollout_corr/k3_kl)",
+        ),
+        line_plot(
+            runs,
+            "is-ess",
+            "Importance-sampling effective sample size",
+            vm.IS_ESS,
+            "ESS fraction",
+            hline=(0.3, "verl's health threshold 0.3"),
+        ),
+        line_plot(
+            runs,
+            "probs-diff",
+            "Rollout vs trainer token-probability difference",
+            vm.PROBS_DIFF_MEAN,
+            "mean |p_rollout − p_train|",
+        ),
+    ]
+    assert tuple(p.id for p in plots) == PLOT_IDS
+    html = render_html(
+        title=title,
+        banner=banner,
+        sources=[(run.label, run.sources) for run in runs],
+        summaries=summaries,
+        colors=[color_of(runs, run) for run in runs],
+        baseline=base.label if base is not None else None,
+        score_key=score,
+        baseline_note=base_note,
+        notes=notes,
+        plots=plots,
+        sections=[goodput_section(goodput, target, score, base.label if base is not None else None)],
+    )
+    return Report(html, plots, summaries, notes, base_note, goodput)
+
+
+def write_report(report: Report, output: str | Path) -> list[Path]:
+    """Write ``report.html`` and the figures' PNGs into ``output`` (created); return the files written."""
+    out = Path(output)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for plot in report.plots:
+        if plot.png is not None:
+            path = out / f"{plot.id}.png"
+            path.write_bytes(plot.png)
+            written.append(path)
+    page = out / REPORT_FILE
+    page.write_text(report.html, encoding="utf-8")
+    written.append(page)
+    return written
+
+
+__all__ = [
+    "PLOT_IDS",
+    "REPORT_FILE",
+    "MetricsInputError",
+    "Report",
+    "RunMetrics",
+    "build_report",
+    "load_run",
+    "parse_metrics_argument",
+    "write_report",
+]

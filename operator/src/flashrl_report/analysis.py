@@ -1,0 +1,382 @@
+"""The comparison's numbers (pure): per-variant summaries and the FP8-over-BF16 speed-up.
+
+Statistics are kept honest in two ways. Every figure carries the number of steps it averages and
+their step-to-step standard deviation. And a difference is only called one when it is larger than
+that spread: a speed-up whose distance from 1 is within the standard deviation of the per-step
+ratios is reported as "no clear difference", whatever its mean says.
+
+Runs of one experiment share seed, data and step count, so step k of one variant trained on the
+same prompts as step k of another (until dynamic sampling diverges): the speed-up is computed as a
+per-step paired ratio over the steps both runs logged, and its spread is the spread of those ratios.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from flashrl_api import verl_metrics as vm
+from flashrl_report.data import RunMetrics
+
+#: Fewer steps than this and a run's quarters are too short to compare (two steps per quarter).
+MIN_STEPS_FOR_QUARTERS: Final = 8
+#: Steps in a rolling mean drawn over the per-step values.
+ROLLING_WINDOW: Final = 5
+
+
+@dataclass(frozen=True)
+class Stat:
+    """A mean over ``n`` steps, with the sample standard deviation of the per-step values."""
+
+    mean: float
+    std: float | None
+    n: int
+    first_step: int
+    last_step: int
+
+    def text(self, digits: int = 3, unit: str = "") -> str:
+        """``1.23 ± 0.05 (n=37, steps 1–37)``."""
+        spread = f" ± {_fmt(self.std, digits)}" if self.std is not None else ""
+        return (
+            f"{_fmt(self.mean, digits)}{unit}{spread} (n={self.n}, steps {self.first_step}–{self.last_step})"
+        )
+
+    @property
+    def spread(self) -> float:
+        """The standard deviation, 0 for a single step (nothing to compare it with)."""
+        return self.std or 0.0
+
+
+def _fmt(value: float, digits: int) -> str:
+    if value != 0 and (abs(value) >= 10**digits or abs(value) < 10 ** -(digits - 1)):
+        return f"{value:.{digits - 1}e}"
+    return f"{value:.{digits}g}"
+
+
+def stat(steps: Sequence[int], values: Sequence[float]) -> Stat | None:
+    """The :class:`Stat` of a series, None when it is empty."""
+    if not values:
+        return None
+    std = statistics.stdev(values) if len(values) > 1 else None
+    return Stat(statistics.fmean(values), std, len(values), steps[0], steps[-1])
+
+
+def quarters(steps: Sequence[int], values: Sequence[float]) -> tuple[Stat, Stat] | None:
+    """Stats of the first and the last quarter of a series (None when it is too short to split)."""
+    if len(values) < MIN_STEPS_FOR_QUARTERS:
+        return None
+    q = math.ceil(len(values) / 4)
+    first = stat(steps[:q], values[:q])
+    last = stat(steps[-q:], values[-q:])
+    assert first is not None and last is not None
+    return first, last
+
+
+def rolling_mean(values: Sequence[float], window: int = ROLLING_WINDOW) -> list[float]:
+    """Mean of each value and up to ``window - 1`` before it."""
+    out: list[float] = []
+    total = 0.0
+    for i, value in enumerate(values):
+        total += value
+        if i >= window:
+            total -= values[i - window]
+        out.append(total / min(i + 1, window))
+    return out
+
+
+def best_stretch(steps: Sequence[int], values: Sequence[float]) -> Stat | None:
+    """The best mean over a quarter of the validations in a row (as many as "late" averages), with its
+    spread and n: one lucky validation is a spike, not a best (a run of four or fewer validations has
+    stretches of one, and the report says there is no spread to judge them by)."""
+    if not values:
+        return None
+    q = max(1, math.ceil(len(values) / 4))
+    start = max(range(len(values) - q + 1), key=lambda i: (statistics.fmean(values[i : i + q]), -steps[i]))
+    return stat(steps[start : start + q], values[start : start + q])
+
+
+def late_stretch(steps: Sequence[int], values: Sequence[float]) -> Stat | None:
+    """The mean of the last quarter of the validations (at least one)."""
+    q = max(1, math.ceil(len(values) / 4))
+    return stat(steps[-q:], values[-q:])
+
+
+def compared(value: Stat | None, baseline: Stat | None, name: str) -> str | None:
+    """The verdict on ``value`` against the baseline's (named ``name``), by the rule the speed-up
+    follows: higher or lower only when the means are further apart than the larger step-to-step
+    spread, and never from a single value (no spread to judge by). None without both."""
+    if value is None or baseline is None:
+        return None
+    if value.std is None or baseline.std is None:
+        return f"no clear difference from {name} (n=1: no spread to judge by)"
+    if not differs(value, baseline):
+        return f"no clear difference from {name} (within the spread)"
+    return f"{'higher' if value.mean > baseline.mean else 'lower'} than {name}"
+
+
+def differs(a: Stat, b: Stat) -> bool:
+    """Whether two means are further apart than the larger of their step-to-step spreads."""
+    return abs(a.mean - b.mean) > max(a.spread, b.spread)
+
+
+def wall_hours(run: RunMetrics) -> dict[int, float]:
+    """Hours of training and validation after each step: the running sum of ``timing_s/step`` and
+    ``timing_s/testing``. Start-up, the initial validation and time lost to restarts are not in verl's
+    metrics and are not counted; steps after one without ``timing_s/step`` have no wall time."""
+    out: dict[int, float] = {0: 0.0} if 0 in run.steps else {}
+    total = 0.0
+    for step in run.training_steps():
+        values = run.steps[step]
+        if vm.TIMING_STEP not in values:
+            break
+        total += values[vm.TIMING_STEP] + values.get(vm.TIMING_TESTING, 0.0)
+        out[step] = total / 3600.0
+    return out
+
+
+def score_key(runs: Sequence[RunMetrics]) -> str | None:
+    """The validation score every run is compared on: the first ``val-core`` ``mean@N`` most runs logged."""
+    counts: dict[str, int] = {}
+    for run in runs:
+        for key in vm.val_core_keys(run.names()):
+            counts[key] = counts.get(key, 0) + 1
+    if not counts:
+        return None
+    ranked = vm.val_core_keys(counts)
+    return max(ranked, key=lambda k: (counts[k], -ranked.index(k)))
+
+
+def mismatch_key(run: RunMetrics) -> str | None:
+    """verl's direct KL estimate of the rollout/trainer mismatch, else its k3 estimate."""
+    names = run.names()
+    for key in (vm.MISMATCH_KL, vm.MISMATCH_K3_KL):
+        if key in names:
+            return key
+    return None
+
+
+def generation_speed(run: RunMetrics) -> tuple[str, dict[int, float]]:
+    """Per-step generation cost to compare engines on, lower is faster, and what it is.
+
+    ``timing_per_token_ms/gen`` (milliseconds per response token) does not depend on how long the
+    responses are; without it, ``timing_s/gen`` (seconds per step) is used and the report says so.
+    """
+    for key in (vm.GEN_MS_PER_TOKEN, vm.TIMING_GEN):
+        xs, ys = run.series(key, training_only=True)
+        if xs:
+            return key, {x: y for x, y in zip(xs, ys, strict=True) if y > 0}
+    return "", {}
+
+
+@dataclass(frozen=True)
+class SpeedupWindow:
+    """The paired generation speed-up over a stretch of steps."""
+
+    stat: Stat
+
+    @property
+    def verdict(self) -> str:
+        """faster, slower, or no clear difference (distance from 1 within the spread)."""
+        if abs(self.stat.mean - 1.0) <= self.stat.spread or self.stat.n < 2:
+            return "no clear difference"
+        return "faster" if self.stat.mean > 1.0 else "slower"
+
+    def text(self) -> str:
+        """``faster, 1.14× ± 0.04 (n=37, steps 1–37)``."""
+        return f"{self.verdict}, {self.stat.text(unit='×')}"
+
+
+@dataclass
+class Speedup:
+    """Generation speed-up of one variant over the baseline: baseline cost / variant cost, per step."""
+
+    metric: str
+    steps: list[int]
+    ratios: list[float]
+    overall: Stat
+    windows: list[SpeedupWindow]
+
+    def change(self) -> str:
+        """Where the verdict changes over the run, in words ('' when the run is too short to tell)."""
+        if not self.windows:
+            return ""
+        first = self.windows[0]
+        for window in self.windows[1:]:
+            if window.verdict != first.verdict:
+                return (
+                    f"{first.verdict} in steps {first.stat.first_step}–{first.stat.last_step} "
+                    f"({first.stat.mean:.3g}×), {window.verdict} from step {window.stat.first_step} "
+                    f"({window.stat.mean:.3g}× ± {window.stat.spread:.2g})"
+                )
+        return f"{first.verdict} in every quarter of the run"
+
+
+def speedup(variant: RunMetrics, baseline: RunMetrics) -> Speedup | None:
+    """The paired per-step generation speed-up of ``variant`` over ``baseline`` (None without data)."""
+    key_v, cost_v = generation_speed(variant)
+    key_b, cost_b = generation_speed(baseline)
+    if not cost_v or not cost_b or key_v != key_b:
+        return None
+    steps = sorted(set(cost_v) & set(cost_b))
+    if not steps:
+        return None
+    ratios = [cost_b[s] / cost_v[s] for s in steps]
+    overall = stat(steps, ratios)
+    assert overall is not None
+    windows: list[SpeedupWindow] = []
+    if len(steps) >= MIN_STEPS_FOR_QUARTERS:
+        q = math.ceil(len(steps) / 4)
+        for start in range(0, len(steps), q):
+            window = stat(steps[start : start + q], ratios[start : start + q])
+            if window is not None:
+                windows.append(SpeedupWindow(window))
+    return Speedup(key_v, steps, ratios, overall, windows)
+
+
+@dataclass
+class VariantSummary:
+    """One row of the summary table."""
+
+    label: str
+    training_steps: int
+    last_step: int
+    #: The best quarter of validations in a row (:func:`best_stretch`), not the best single value.
+    best_score: Stat | None = None
+    final_score: tuple[float, int] | None = None
+    late_score: Stat | None = None
+    #: best_score and late_score against the baseline's (:func:`compared`); None for the baseline.
+    best_verdict: str | None = None
+    late_verdict: str | None = None
+    throughput: Stat | None = None
+    late_throughput: Stat | None = None
+    speedup: Speedup | None = None
+    weight_sync_share: tuple[float, int] | None = None
+    mismatch_key: str | None = None
+    mismatch_quarters: tuple[Stat, Stat] | None = None
+    #: What this run did not log, or where it stopped, one sentence each.
+    missing: list[str] = field(default_factory=list)
+
+    def mismatch_drift(self) -> tuple[str, str] | None:
+        """``("0.011 → 0.036, rises", "± 0.002 / ± 0.004, n=38 steps each")``; None without two quarters."""
+        if self.mismatch_quarters is None:
+            return None
+        first, last = self.mismatch_quarters
+        if not differs(first, last):
+            trend = "no clear drift"
+        else:
+            trend = "rises" if last.mean > first.mean else "falls"
+        return (
+            f"{_fmt(first.mean, 3)} → {_fmt(last.mean, 3)}, {trend}",
+            f"± {_fmt(first.spread, 2)} / ± {_fmt(last.spread, 2)}; "
+            f"steps {first.first_step}–{first.last_step} vs {last.first_step}–{last.last_step} "
+            f"(n={first.n}, {last.n})",
+        )
+
+
+#: Metric groups whose absence the report points out, with what they feed.
+_GROUPS: Final[tuple[tuple[str, str], ...]] = (
+    (vm.VAL_CORE_PREFIX, "validation score (val-core/*)"),
+    (vm.RESPONSE_LENGTH_MEAN, "response length"),
+    (vm.THROUGHPUT, "throughput (perf/throughput)"),
+    (vm.TIMING_PREFIX, "step time breakdown (timing_s/*)"),
+    ("rollout_corr/", "mismatch and importance-sampling metrics (rollout_corr/*)"),
+    ("training/rollout_probs_diff", "rollout/trainer probability difference (training/rollout_probs_diff_*)"),
+)
+
+
+def _missing_groups(run: RunMetrics) -> list[str]:
+    names = run.names()
+    return [
+        f"logged no {what}"
+        for prefix, what in _GROUPS
+        if not any(name == prefix or name.startswith(prefix) for name in names)
+    ]
+
+
+def summarize(
+    run: RunMetrics, score: str | None, baseline: RunMetrics | None, longest: int
+) -> VariantSummary:
+    """The summary row of one run; ``longest`` is the last step the longest run reached."""
+    steps = run.training_steps()
+    out = VariantSummary(run.label, len(steps), run.last_step, missing=_missing_groups(run))
+    if run.last_step < longest:
+        out.missing.append(
+            f"stops at step {run.last_step} while another run reaches step {longest} "
+            "(failed, stopped or still running): its late-run figures cover fewer steps"
+        )
+    if score is not None:
+        xs, ys = run.series(score)
+        if xs:
+            out.best_score = best_stretch(xs, ys)
+            out.final_score = (ys[-1], xs[-1])
+            out.late_score = late_stretch(xs, ys)
+            if baseline is not None and baseline is not run:
+                bx, by = baseline.series(score)
+                out.best_verdict = compared(out.best_score, best_stretch(bx, by), baseline.label)
+                out.late_verdict = compared(out.late_score, late_stretch(bx, by), baseline.label)
+        elif not any(m.startswith("logged no validation") for m in out.missing):
+            out.missing.append(f"logged no {score}")
+    xs, ys = run.series(vm.THROUGHPUT, training_only=True)
+    out.throughput = stat(xs, ys)
+    split = quarters(xs, ys)
+    out.late_throughput = split[1] if split else None
+    if baseline is not None and baseline is not run:
+        out.speedup = speedup(run, baseline)
+    sync_total = step_total = 0.0
+    counted = 0
+    for step in steps:
+        values = run.steps[step]
+        if vm.TIMING_UPDATE_WEIGHTS in values and vm.TIMING_STEP in values:
+            sync_total += values[vm.TIMING_UPDATE_WEIGHTS]
+            step_total += values[vm.TIMING_STEP]
+            counted += 1
+    if counted and step_total > 0:
+        out.weight_sync_share = (sync_total / step_total, counted)
+    out.mismatch_key = mismatch_key(run)
+    if out.mismatch_key is not None:
+        out.mismatch_quarters = quarters(*run.series(out.mismatch_key, training_only=True))
+    return out
+
+
+def choose_baseline(runs: Sequence[RunMetrics], requested: str | None) -> tuple[RunMetrics | None, str]:
+    """The run speed-ups are measured against, and a note on how it was chosen.
+
+    ``requested`` names it (``--baseline``); otherwise the one run whose label contains ``bf16``.
+    """
+    if requested is not None:
+        for run in runs:
+            if run.label == requested:
+                return run, f"speed-ups are relative to {requested} (--baseline)"
+        return None, f"--baseline {requested!r} names no run; speed-ups are not computed"
+    candidates = [run for run in runs if "bf16" in run.label.lower()]
+    if len(candidates) == 1:
+        return candidates[0], f"speed-ups are relative to {candidates[0].label} (the run labelled bf16)"
+    if not candidates:
+        return None, "no run is labelled bf16 and no --baseline was given; speed-ups are not computed"
+    return None, "several runs are labelled bf16; name the baseline with --baseline"
+
+
+__all__ = [
+    "ROLLING_WINDOW",
+    "Speedup",
+    "SpeedupWindow",
+    "Stat",
+    "VariantSummary",
+    "best_stretch",
+    "choose_baseline",
+    "compared",
+    "differs",
+    "generation_speed",
+    "late_stretch",
+    "mismatch_key",
+    "quarters",
+    "rolling_mean",
+    "score_key",
+    "speedup",
+    "stat",
+    "summarize",
+    "wall_hours",
+]

@@ -1,0 +1,151 @@
+"""``flashrl report`` from a cluster: an experiment or a list of jobs, with the user's kubeconfig.
+
+The per-step numbers come from each job's history ConfigMap, ``<job>-metrics``
+(:mod:`flashrl_api.history` says why it lives there): it is owned by the FlashRLJob, so it outlives
+the Ray cluster and needs neither Prometheus nor access to the checkpoint volume. A job without one
+(an operator that predates it, or a job that never reached its first step) contributes its latest
+``status.metrics`` instead, and the report says so. Reading is :func:`fetch_runs` (the only I/O);
+turning the objects into runs is :func:`runs_from_objects` (pure).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from flashrl_api.experiment import (
+    EXPERIMENT_KIND,
+    VARIANT_LABEL,
+    FlashRLExperiment,
+    parse_experiment,
+    variant_jobs,
+)
+from flashrl_api.goodput import ledger_of
+from flashrl_api.history import HISTORY_KEY, add_metrics, history_name
+from flashrl_report.data import MetricsInputError, RunMetrics, parse_lines
+
+#: Where a run's numbers were read, as the report's header shows it.
+SOURCE_HISTORY: Final = "ConfigMap {namespace}/{name}"
+
+
+@dataclass(frozen=True)
+class JobObjects:
+    """What the cluster holds for one run: its label, the FlashRLJob and its history ConfigMap."""
+
+    label: str
+    name: str
+    job: Mapping[str, Any] | None
+    history: Mapping[str, Any] | None
+
+
+def runs_from_objects(namespace: str, objects: Sequence[JobObjects]) -> list[RunMetrics]:
+    """One run per job, from its history (or its latest status metrics), with notes on what is missing."""
+    runs: list[RunMetrics] = []
+    for item in objects:
+        run = RunMetrics(label=item.label)
+        status = (item.job or {}).get("status") or {}
+        if item.job is None:
+            run.notes.append(
+                f"FlashRLJob {namespace}/{item.name} does not exist (not created yet, or deleted)"
+            )
+        text = ((item.history or {}).get("data") or {}).get(HISTORY_KEY)
+        if isinstance(text, str) and text.strip():
+            source = SOURCE_HISTORY.format(namespace=namespace, name=history_name(item.name))
+            run.sources.append(source)
+            parse_lines(run, text.splitlines(), source)
+            steps = run.training_steps()
+            if steps and len(steps) < steps[-1] - steps[0] + 1:
+                run.notes.append(
+                    f"the history holds {len(steps)} of steps {steps[0]}–{steps[-1]}: older steps were "
+                    "thinned to fit a ConfigMap (verl's full JSONL is on the checkpoint volume); figures "
+                    "average the steps kept"
+                )
+        elif item.job is not None:
+            metrics = status.get("metrics") or []
+            run.sources.append(f"FlashRLJob {namespace}/{item.name} status.metrics")
+            parse_lines(
+                run, add_metrics("", metrics if isinstance(metrics, list) else []).splitlines(), "status"
+            )
+            run.notes.append(
+                f"no per-step history (ConfigMap {namespace}/{history_name(item.name)}): only the latest "
+                "status.metrics are shown"
+            )
+        goodput = status.get("goodput")
+        if isinstance(goodput, Mapping) and isinstance(goodput.get("byPhase"), list):
+            run.goodput = ledger_of(goodput["byPhase"])
+        resources = ((item.job or {}).get("spec") or {}).get("resources") or {}
+        nodes, per_node = resources.get("nodes"), resources.get("gpusPerNode")
+        if isinstance(nodes, int) and isinstance(per_node, int):
+            run.gpus = nodes * per_node
+        phase = status.get("phase")
+        if phase == "Failed":
+            reason = status.get("reason")
+            run.notes.append("the job failed" + (f" ({reason})" if reason else "") + ": its run ends early")
+        elif phase not in (None, "Succeeded"):
+            run.notes.append(f"the job is still {phase}: later steps are not in yet")
+        runs.append(run)
+    return runs
+
+
+def experiment_jobs(experiment: FlashRLExperiment) -> list[tuple[str, str]]:
+    """``(label, job name)`` of each variant, in the experiment's order."""
+    return [(job.metadata["labels"][VARIANT_LABEL], job.name) for job in variant_jobs(experiment)]
+
+
+async def fetch_runs(
+    client: Any, namespace: str, experiment: str | None, jobs: Sequence[str]
+) -> tuple[list[RunMetrics], str]:
+    """Read the experiment's (or the named) jobs and their histories; also a title for the page."""
+    from flashrl_operator.vocab.kinds import CONFIG_MAP, FLASHRL_EXPERIMENT, FLASHRL_JOB
+
+    pairs: list[tuple[str, str]] = [(name, name) for name in jobs]
+    title = f"FlashRL comparison: {', '.join(jobs)}"
+    if experiment is not None:
+        raw = await client.get(FLASHRL_EXPERIMENT, namespace, experiment)
+        if raw is None:
+            raise MetricsInputError(f"{EXPERIMENT_KIND} {namespace}/{experiment} does not exist")
+        pairs = experiment_jobs(parse_experiment(raw)) + pairs
+        title = f"FlashRL experiment {namespace}/{experiment}"
+
+    async def one(label: str, name: str) -> JobObjects:
+        job, history = await asyncio.gather(
+            client.get(FLASHRL_JOB, namespace, name), client.get(CONFIG_MAP, namespace, history_name(name))
+        )
+        return JobObjects(label, name, job, history)
+
+    objects = await asyncio.gather(*(one(label, name) for label, name in pairs))
+    return runs_from_objects(namespace, objects), title
+
+
+def load_cluster_runs(
+    namespace: str, experiment: str | None, jobs: Sequence[str], server: str | None = None
+) -> tuple[list[RunMetrics], str]:
+    """Connect like kubectl (``$KUBECONFIG`` and its current context, exec plugins included; or
+    ``server``), read the runs, disconnect. The same client layer as the operator's
+    (:mod:`flashrl_operator.client.login`, :mod:`flashrl_operator.client.kube`)."""
+    from flashrl_operator.client.kube import KubeClient
+    from flashrl_operator.client.login import CredentialError, Credentials
+
+    async def main() -> tuple[list[RunMetrics], str]:
+        try:
+            client = await KubeClient.connect(Credentials(server))
+        except CredentialError as exc:
+            raise MetricsInputError(f"{exc}: set KUBECONFIG or run inside a cluster") from exc
+        try:
+            return await fetch_runs(client, namespace, experiment, jobs)
+        finally:
+            await client.close()
+
+    return asyncio.run(main())
+
+
+__all__ = [
+    "JobObjects",
+    "experiment_jobs",
+    "fetch_runs",
+    "history_name",
+    "load_cluster_runs",
+    "runs_from_objects",
+]

@@ -1,0 +1,222 @@
+"""The report's goodput answer: where each variant's GPU-hours went, and what FP8 buys end to end.
+
+Per variant: the GPU-hours held, the productive fraction, the GPU-hours to reach a validation score
+(the highest score every variant reached), and the speed-up over the baseline per training step, both
+end to end (every held GPU-second: pods starting, start-up, weight sync, validation, checkpoints,
+restarts, teardown) and in generation alone, with the phase that makes the difference between them.
+
+A run read from the cluster brings its job's ``status.goodput`` (the whole ledger); a metrics file
+brings only verl's steps, so its ledger is the steps' own ``timing_s/*`` (no start-up or restarts),
+and the report says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from html import escape
+from typing import Final
+
+from matplotlib.figure import Figure
+
+from flashrl_api import verl_metrics as vm
+from flashrl_api.goodput import UNHELD, Comparison, GoodputPhase, Ledger, compare, step_ledger
+from flashrl_report.data import RunMetrics
+from flashrl_report.plots import Plot, _png
+
+PLOT_ID: Final = "goodput-phases"
+#: One colour per phase, in :class:`GoodputPhase` order (the unheld phases are not drawn).
+PHASE_COLORS: Final[dict[GoodputPhase, str]] = dict(
+    zip(
+        [p for p in GoodputPhase if p not in UNHELD],
+        (
+            "#c7c7c7",  # pods_starting
+            "#bcbd22",  # gpu_gate
+            "#dbdb8d",  # startup
+            "#d62728",  # generation
+            "#ff9896",  # discarded_generation
+            "#9467bd",  # weight_sync
+            "#17becf",  # log_prob
+            "#1f77b4",  # actor_update
+            "#8c564b",  # reward
+            "#2ca02c",  # validation
+            "#ff7f0e",  # checkpoint
+            "#7f7f7f",  # step_other
+            "#000000",  # lost_steps
+            "#393b79",  # lost_in_flight
+            "#e377c2",  # teardown
+        ),
+        strict=True,
+    )
+)
+
+
+@dataclass(frozen=True)
+class VariantGoodput:
+    """One run's goodput figures."""
+
+    label: str
+    ledger: Ledger
+    #: Training steps the run completed (net of redone ones).
+    steps: int
+    #: True when the ledger is the job's status.goodput; False when built from verl's steps alone.
+    whole: bool
+    #: GPU-hours to reach the common score, prorated by training time (None: never reached or no score).
+    hours_to_score: float | None = None
+    comparison: Comparison | None = None
+
+    @property
+    def held_hours(self) -> float:
+        """GPU-hours held."""
+        return self.ledger.held_gpu_seconds / 3600
+
+
+def run_ledger(run: RunMetrics) -> tuple[Ledger, int, bool] | None:
+    """The run's ledger, its completed steps, and whether the ledger is the whole job's."""
+    steps = run.training_steps()
+    timed = [run.steps[s] for s in steps if vm.TIMING_STEP in run.steps[s]]
+    # A job's ledger without any step in it (a launcher that did not report its phases) would hide the
+    # steps the history holds: the steps' own timings say more then.
+    if run.goodput is not None and (run.goodput.training_gpu_seconds > 0 or not timed):
+        return run.goodput, run.last_step, True
+    if not timed:
+        return None
+    return step_ledger(timed, gpus=run.gpus or 1), len(timed), False
+
+
+def common_score(runs: Sequence[RunMetrics], key: str | None) -> float | None:
+    """The highest validation score every run reached (the lowest of their bests)."""
+    if key is None:
+        return None
+    bests = []
+    for run in runs:
+        _, values = run.series(key)
+        if not values:
+            return None
+        bests.append(max(values))
+    return min(bests) if bests else None
+
+
+def _hours_to(run: RunMetrics, held_hours: float, key: str, target: float) -> float | None:
+    """Held GPU-hours × the share of the run's step time spent up to the first step at ``target``."""
+    steps, values = run.series(key)
+    reached = next((s for s, v in zip(steps, values, strict=True) if v >= target), None)
+    if reached is None:
+        return None
+    if reached == 0:
+        return 0.0
+    times = {
+        s: run.steps[s].get(vm.TIMING_STEP, 0.0) + run.steps[s].get(vm.TIMING_TESTING, 0.0)
+        for s in run.training_steps()
+    }
+    total = sum(times.values())
+    if total <= 0:
+        return None
+    return held_hours * sum(t for s, t in times.items() if s <= reached) / total
+
+
+def goodput_summaries(
+    runs: Sequence[RunMetrics], score: str | None, baseline: RunMetrics | None
+) -> tuple[list[VariantGoodput], float | None]:
+    """Every run with a ledger, compared with the baseline's; and the common score."""
+    target = common_score(runs, score)
+    ledgers = {run.label: found for run in runs if (found := run_ledger(run)) is not None}
+    base = ledgers.get(baseline.label) if baseline is not None else None
+    out = []
+    for run in runs:
+        found = ledgers.get(run.label)
+        if found is None:
+            continue
+        ledger, steps, whole = found
+        hours = None
+        if score is not None and target is not None:
+            hours = _hours_to(run, ledger.held_gpu_seconds / 3600, score, target)
+        comparison = None
+        if base is not None and baseline is not None and run.label != baseline.label:
+            comparison = compare(ledger, steps, base[0], base[1])
+        out.append(VariantGoodput(run.label, ledger, steps, whole, hours, comparison))
+    return out, target
+
+
+def _num(value: float | None, digits: int = 2, suffix: str = "") -> str:
+    return "–" if value is None else f"{value:.{digits}f}{suffix}"
+
+
+def goodput_section(
+    variants: Sequence[VariantGoodput], target: float | None, score: str | None, baseline: str | None
+) -> str:
+    """The page's section "Where the GPU-hours go": a table and one sentence per comparison."""
+    if not variants:
+        return (
+            '<section id="goodput"><h2>Where the GPU-hours go</h2><p>No run has a goodput ledger or '
+            "verl step timings.</p></section>"
+        )
+    reach = (
+        f"to reach {escape(score or '')} ≥ {target:.3g}" if target is not None else "to reach a common score"
+    )
+    rows = [
+        '<section id="goodput"><h2>Where the GPU-hours go</h2><table><thead><tr>',
+        "<th>variant</th><th>GPU-hours held</th><th>productive fraction</th>",
+        f"<th>GPU-hours {reach}</th><th>speed-up end to end</th><th>speed-up in generation</th>",
+        "</tr></thead><tbody>",
+    ]
+    for v in variants:
+        c = v.comparison
+        name = escape(v.label) + (" (baseline)" if v.label == baseline else "")
+        rows.append(
+            f'<tr data-variant="{escape(v.label)}"><td>{name}</td>'
+            f"<td>{_num(v.held_hours)}</td><td>{_num(v.ledger.productive_fraction)}</td>"
+            f"<td>{_num(v.hours_to_score)}</td>"
+            f'<td class="e2e">{_num(c.end_to_end if c else None, suffix="x")}</td>'
+            f'<td class="gen">{_num(c.generation if c else None, suffix="x")}</td></tr>'
+        )
+    rows.append("</tbody></table>")
+    sentences = [
+        v.comparison.sentence(v.label, baseline or "") for v in variants if v.comparison and baseline
+    ]
+    if sentences:
+        rows.append('<ul class="goodput">' + "".join(f"<li>{escape(s)}</li>" for s in sentences) + "</ul>")
+    partial = [v.label for v in variants if not v.whole]
+    rows.append(
+        "<p class=\"stats\">GPU-hours held run from each attempt's RayJob to its Ray cluster's deletion; the "
+        "productive fraction is the share spent in the steps that were kept (docs/observability.md defines "
+        "each phase). The speed-ups are per completed training step; GPU-hours to a score are prorated by "
+        "the step time spent until the first validation at that score."
+        + (
+            " From verl's step timings only (no start-up, restarts or teardown): "
+            f"{escape(', '.join(partial))}."
+            if partial
+            else ""
+        )
+        + "</p></section>"
+    )
+    return "\n".join(rows)
+
+
+def goodput_plot(variants: Sequence[VariantGoodput]) -> Plot:
+    """GPU-hours by phase, one stacked bar per variant."""
+    title = "Where the GPU-hours go"
+    if not variants:
+        return Plot(PLOT_ID, title, "", None, "no run has a goodput ledger or verl step timings")
+    fig = Figure(figsize=(12.4, 1.6 + 0.6 * len(variants)), layout="constrained")
+    ax = fig.add_subplot(1, 1, 1)
+    labels = [f"{v.label} ({v.steps} steps)" for v in variants]
+    left = [0.0] * len(variants)
+    for phase, color in PHASE_COLORS.items():
+        widths = [v.ledger.gpu_seconds[phase] / 3600 for v in variants]
+        if not any(w > 0 for w in widths):
+            continue
+        ax.barh(labels, widths, left=left, color=color, label=str(phase), edgecolor="white", linewidth=0.5)
+        left = [a + b for a, b in zip(left, widths, strict=True)]
+    ax.invert_yaxis()
+    ax.set_xlabel("GPU-hours")
+    ax.set_title(title, fontsize=11)
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    ax.grid(True, axis="x", alpha=0.3)
+    partial = [v.label for v in variants if not v.whole]
+    caption = (
+        "GPU-hours each variant held, by goodput phase (status.goodput; docs/observability.md). Bars to the "
+        "left of the reds are before training (pods, gate, start-up); black and navy are lost to failures."
+        + (f" From verl's step timings only: {', '.join(partial)}." if partial else "")
+    )
+    return Plot(PLOT_ID, title, caption, _png(fig))
