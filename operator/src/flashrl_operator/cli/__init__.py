@@ -1,8 +1,9 @@
 """The ``flashrl`` command: validate and render FlashRLJobs, print the CRD, run the demo and the operator.
 
 One module per subcommand (``validate``, ``preflight``, ``render``, ``crd``, ``report``, ``demo``,
-``run_operator``), each with an ``add`` function (its arguments and help) and a ``run`` function (its
-body), listed in :data:`SUBCOMMANDS`; adding a subcommand is one module and one line here. What they
+``run_operator``), each ending with its :class:`~flashrl_operator.cli.common.Command`: its name and
+help, an ``arguments`` function and a ``run`` function (its body); :data:`SUBCOMMANDS` lists them in
+``--help`` order, so adding a subcommand is one module and one line here. What they
 share (reading a job, reporting problems) is :mod:`flashrl_operator.cli.common`. Imports beyond
 pydantic and PyYAML happen inside the subcommand that needs them, so render, validate and crd work in
 the trainer image, which has no kopf or aiohttp.
@@ -13,26 +14,22 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Final
+from collections.abc import Sequence
+from typing import Final
 
 from flashrl_api import SpecError
 from flashrl_operator.cli import crd, demo, preflight, render, report, run_operator, validate
-from flashrl_operator.cli.common import EXIT_INVALID, Handler, read_job, report_problems, summary
-
-if TYPE_CHECKING:
-    from flashrl_operator.cli.common import Subparsers
-
+from flashrl_operator.cli.common import EXIT_INVALID, Command, Handler, read_job, report_problems, summary
 
 #: Every subcommand, in ``--help`` order.
-SUBCOMMANDS: Final[tuple[Callable[[Subparsers], Handler], ...]] = (
-    validate.add,
-    preflight.add,
-    render.add,
-    crd.add,
-    report.add,
-    demo.add,
-    run_operator.add,
+SUBCOMMANDS: Final[tuple[Command, ...]] = (
+    validate.COMMAND,
+    preflight.COMMAND,
+    render.COMMAND,
+    crd.COMMAND,
+    report.COMMAND,
+    demo.COMMAND,
+    run_operator.COMMAND,
 )
 
 
@@ -60,10 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {distribution_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for add in SUBCOMMANDS:
-        handler = add(sub)
-        # The parser add() just registered is the last one; attach its body to it.
-        list(sub.choices.values())[-1].set_defaults(handler=handler)
+    for command in SUBCOMMANDS:
+        p = sub.add_parser(command.name, help=command.help, description=command.description)
+        command.arguments(p)
+        p.set_defaults(handler=command.run)
     return parser
 
 

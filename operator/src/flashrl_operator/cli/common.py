@@ -9,14 +9,12 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, TextIO
+from typing import Final, TextIO
 
 from flashrl_api import FlashRLJob, Problem, SpecError, load_documents, load_job_file, parse_job
 from flashrl_api.manifest import MAX_MANIFEST_BYTES, capped, decode_manifest
-
-if TYPE_CHECKING:
-    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
 #: Exit status for input the user must fix (argparse uses the same for bad arguments).
 EXIT_INVALID: Final = 2
@@ -24,6 +22,17 @@ STDIN: Final = "-"
 
 #: A subcommand's body: its parsed arguments in, its exit status out.
 Handler = Callable[[argparse.Namespace], int]
+
+
+@dataclass(frozen=True)
+class Command:
+    """One subcommand: what ``--help`` says of it, its arguments, and its body."""
+
+    name: str
+    help: str
+    description: str
+    arguments: Callable[[argparse.ArgumentParser], None]
+    run: Handler
 
 
 def read_job(source: str, stdin: TextIO | None = None) -> FlashRLJob:

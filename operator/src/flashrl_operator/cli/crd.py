@@ -4,30 +4,18 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
 
-from flashrl_operator.cli.common import Handler
-
-if TYPE_CHECKING:
-    from flashrl_operator.cli.common import Subparsers
+from flashrl_operator.cli.common import Command
 
 
-def add(sub: Subparsers) -> Handler:
-    """Register ``flashrl crd``; returns its body."""
-    p = sub.add_parser(
-        "crd",
-        help="print a CustomResourceDefinition (FlashRLJob by default)",
-        description="Print a CustomResourceDefinition generated from the API models (schema, defaults, "
-        "CEL rules, printer columns): FlashRLJob, or FlashRLExperiment with --kind. `make crd` writes both "
-        "into the Helm chart.",
-    )
+def arguments(p: argparse.ArgumentParser) -> None:
+    """Its arguments and their help."""
     p.add_argument(
         "--kind",
         choices=("FlashRLJob", "FlashRLExperiment"),
         default="FlashRLJob",
         help="which CRD to print (default: FlashRLJob)",
     )
-    return run
 
 
 def run(args: argparse.Namespace) -> int:
@@ -41,3 +29,16 @@ def run(args: argparse.Namespace) -> int:
 
     sys.stdout.write(crd_yaml())
     return 0
+
+
+COMMAND = Command(
+    "crd",
+    help="print a CustomResourceDefinition (FlashRLJob by default)",
+    description=(
+        "Print a CustomResourceDefinition generated from the API models (schema, defaults, "
+        "CEL rules, printer columns): FlashRLJob, or FlashRLExperiment with --kind. `make crd` writes both "
+        "into the Helm chart."
+    ),
+    arguments=arguments,
+    run=run,
+)

@@ -5,27 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from flashrl_operator.cli.common import Handler, read_job, report_problems, summary
+from flashrl_operator.cli.common import Command, read_job, report_problems, summary
 from flashrl_operator.job.overrides import override_problems
 
-if TYPE_CHECKING:
-    from flashrl_operator.cli.common import Subparsers
 
-
-def add(sub: Subparsers) -> Handler:
-    """Register ``flashrl demo``; returns its body."""
-    p = sub.add_parser(
-        "demo",
-        help="run the example job's whole lifecycle against an emulated API server and KubeRay",
-        description="Start the real operator against an in-process emulated Kubernetes API server "
-        "(kmock, on 127.0.0.1), apply the example FlashRLJob, play KubeRay's part (RayJob status "
-        "transitions) and the launcher's (training progress), and print the timeline and the "
-        "rendered RayJob. Then run an emulated two-variant FlashRLExperiment (blockwise FP8 vs BF16, "
-        "synthetic metrics) and write its comparison report. Needs no cluster; exits non-zero if "
-        "either does not complete.",
-    )
+def arguments(p: argparse.ArgumentParser) -> None:
+    """Its arguments and their help."""
     p.add_argument(
         "--file",
         default=None,
@@ -46,7 +32,6 @@ def add(sub: Subparsers) -> Handler:
         metavar="DIR",
         help="where the experiment's report goes (default: ./flashrl-demo-report); '' skips the experiment",
     )
-    return run
 
 
 def run(args: argparse.Namespace) -> int:
@@ -80,3 +65,19 @@ def run(args: argparse.Namespace) -> int:
         experiment_report=experiment_report,
         full=args.full,
     )
+
+
+COMMAND = Command(
+    "demo",
+    help="run the example job's whole lifecycle against an emulated API server and KubeRay",
+    description=(
+        "Start the real operator against an in-process emulated Kubernetes API server "
+        "(kmock, on 127.0.0.1), apply the example FlashRLJob, play KubeRay's part (RayJob status "
+        "transitions) and the launcher's (training progress), and print the timeline and the "
+        "rendered RayJob. Then run an emulated two-variant FlashRLExperiment (blockwise FP8 vs BF16, "
+        "synthetic metrics) and write its comparison report. Needs no cluster; exits non-zero if "
+        "either does not complete."
+    ),
+    arguments=arguments,
+    run=run,
+)

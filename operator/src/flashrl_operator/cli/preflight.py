@@ -6,27 +6,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
 
-from flashrl_operator.cli.common import Handler, read_job, source_name
-
-if TYPE_CHECKING:
-    from flashrl_operator.cli.common import Subparsers
+from flashrl_operator.cli.common import Command, read_job, source_name
 
 
-def add(sub: Subparsers) -> Handler:
-    """Register ``flashrl preflight``; returns its body."""
-    p = sub.add_parser(
-        "preflight",
-        help="check a cluster has what a FlashRLJob needs (your kubeconfig)",
-        description="Check, with your kubeconfig ($KUBECONFIG or ~/.kube/config, its current context), "
-        "what `flashrl validate` cannot see offline: the namespace, the claims (bound, access modes), the "
-        "Secrets, nodes with the GPU product and enough allocatable GPUs, and KubeRay's CRDs at the pinned "
-        "version. Prints one line per problem on stderr and exits 1, or one line and exits 0. Reads only.",
-    )
+def arguments(p: argparse.ArgumentParser) -> None:
+    """Its arguments and their help."""
     p.add_argument("-n", "--namespace", help="namespace the job will be applied to (default: its own)")
     p.add_argument("file", help="manifest holding one FlashRLJob, or '-' for standard input")
-    return run
 
 
 def run(args: argparse.Namespace) -> int:
@@ -64,3 +51,17 @@ def run(args: argparse.Namespace) -> int:
         return 1
     print(f'{source_name(args.file)}: the cluster has what FlashRLJob "{job.name}" needs in {job.namespace}')
     return 0
+
+
+COMMAND = Command(
+    "preflight",
+    help="check a cluster has what a FlashRLJob needs (your kubeconfig)",
+    description=(
+        "Check, with your kubeconfig ($KUBECONFIG or ~/.kube/config, its current context), "
+        "what `flashrl validate` cannot see offline: the namespace, the claims (bound, access modes), the "
+        "Secrets, nodes with the GPU product and enough allocatable GPUs, and KubeRay's CRDs at the pinned "
+        "version. Prints one line per problem on stderr and exits 1, or one line and exits 0. Reads only."
+    ),
+    arguments=arguments,
+    run=run,
+)

@@ -4,26 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
 
-from flashrl_operator.cli.common import Handler, read_job, report_problems
+from flashrl_operator.cli.common import Command, read_job, report_problems
 from flashrl_operator.job.overrides import protected_problems
 
-if TYPE_CHECKING:
-    from flashrl_operator.cli.common import Subparsers
 
-
-def add(sub: Subparsers) -> Handler:
-    """Register ``flashrl render``; returns its body."""
-    p = sub.add_parser(
-        "render",
-        help="print the Kubernetes objects a FlashRLJob becomes",
-        description="Validate a FlashRLJob and print, as a YAML stream, the objects the operator "
-        "creates for it (the KubeRay RayJob, its ConfigMap, ServiceAccount and RBAC), exactly as the "
-        "operator would apply them. Nothing is sent to a cluster.",
-    )
+def arguments(p: argparse.ArgumentParser) -> None:
+    """Its arguments and their help."""
     p.add_argument("file", help="manifest holding one FlashRLJob, or '-' for standard input")
-    return run
 
 
 def run(args: argparse.Namespace) -> int:
@@ -39,3 +27,16 @@ def run(args: argparse.Namespace) -> int:
         return report_problems(protected, sys.stderr)
     sys.stdout.write(dump_all(render(job).manifests()))
     return 0
+
+
+COMMAND = Command(
+    "render",
+    help="print the Kubernetes objects a FlashRLJob becomes",
+    description=(
+        "Validate a FlashRLJob and print, as a YAML stream, the objects the operator "
+        "creates for it (the KubeRay RayJob, its ConfigMap, ServiceAccount and RBAC), exactly as the "
+        "operator would apply them. Nothing is sent to a cluster."
+    ),
+    arguments=arguments,
+    run=run,
+)

@@ -4,27 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
 
-from flashrl_operator.cli.common import EXIT_INVALID, Handler
-
-if TYPE_CHECKING:
-    from flashrl_operator.cli.common import Subparsers
+from flashrl_operator.cli.common import EXIT_INVALID, Command
 
 
-def add(sub: Subparsers) -> Handler:
-    """Register ``flashrl report``; returns its body."""
-    p = sub.add_parser(
-        "report",
-        help="compare two or more runs side by side in an HTML report",
-        description="Write DIR/report.html (self-contained: figures inlined) and one PNG per figure, "
-        "comparing runs from verl's per-step metrics (its `file` logger's JSONL): validation score, "
-        "response length, throughput, where the step time goes, the generation speed-up over the "
-        "baseline, rollout/trainer mismatch, importance-sampling ESS and probability difference, and a "
-        "summary table. Each figure states how many steps it averages; differences smaller than the "
-        "step-to-step spread are reported as no clear difference. Missing metrics, runs of different "
-        "lengths and truncated files are reported on the page, and the rest is still drawn.",
-    )
+def arguments(p: argparse.ArgumentParser) -> None:
+    """Its arguments and their help."""
     p.add_argument(
         "--metrics",
         action="append",
@@ -60,7 +45,6 @@ def add(sub: Subparsers) -> Handler:
         "--title", help="the page title (default: names the experiment or says FlashRL comparison)"
     )
     p.add_argument("--banner", help="a line shown above everything, e.g. to mark synthetic data")
-    return run
 
 
 def run(args: argparse.Namespace) -> int:
@@ -108,3 +92,20 @@ def run(args: argparse.Namespace) -> int:
     drawn = sum(1 for plot in report.plots if plot.png is not None)
     print(f"{written[-1]}: {len(runs)} runs, {drawn} of {len(report.plots)} figures")
     return 0
+
+
+COMMAND = Command(
+    "report",
+    help="compare two or more runs side by side in an HTML report",
+    description=(
+        "Write DIR/report.html (self-contained: figures inlined) and one PNG per figure, "
+        "comparing runs from verl's per-step metrics (its `file` logger's JSONL): validation score, "
+        "response length, throughput, where the step time goes, the generation speed-up over the "
+        "baseline, rollout/trainer mismatch, importance-sampling ESS and probability difference, and a "
+        "summary table. Each figure states how many steps it averages; differences smaller than the "
+        "step-to-step spread are reported as no clear difference. Missing metrics, runs of different "
+        "lengths and truncated files are reported on the page, and the rest is still drawn."
+    ),
+    arguments=arguments,
+    run=run,
+)

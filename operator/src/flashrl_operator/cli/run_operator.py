@@ -4,22 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
 
-from flashrl_operator.cli.common import EXIT_INVALID, Handler
-
-if TYPE_CHECKING:
-    from flashrl_operator.cli.common import Subparsers
+from flashrl_operator.cli.common import EXIT_INVALID, Command
 
 
-def add(sub: Subparsers) -> Handler:
-    """Register ``flashrl operator``; returns its body."""
-    p = sub.add_parser(
-        "operator",
-        help="run the operator (reconciles FlashRLJobs into KubeRay RayJobs)",
-        description="Run the FlashRL operator in the foreground. Credentials: the pod's service "
-        "account when in a cluster, else $KUBECONFIG (or ~/.kube/config) and its current context.",
-    )
+def arguments(p: argparse.ArgumentParser) -> None:
+    """Its arguments and their help."""
     p.add_argument(
         "--namespace",
         action="append",
@@ -113,7 +103,6 @@ def add(sub: Subparsers) -> Handler:
         metavar="CIDR",
         help="with --network-policy-restrict-egress: a CIDR the Ray pods may reach; repeatable",
     )
-    return run
 
 
 def run(args: argparse.Namespace) -> int:
@@ -157,3 +146,15 @@ def run(args: argparse.Namespace) -> int:
         ),
     )
     return run_foreground(config, log_format=args.log_format, verbose=args.verbose)
+
+
+COMMAND = Command(
+    "operator",
+    help="run the operator (reconciles FlashRLJobs into KubeRay RayJobs)",
+    description=(
+        "Run the FlashRL operator in the foreground. Credentials: the pod's service "
+        "account when in a cluster, else $KUBECONFIG (or ~/.kube/config) and its current context."
+    ),
+    arguments=arguments,
+    run=run,
+)

@@ -8,11 +8,11 @@ import argparse
 import io
 import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from flashrl_api import Problem, SpecError, load_documents, spec_warnings
 from flashrl_operator.cli.common import (
-    Handler,
+    Command,
     read_job,
     read_text,
     report_problems,
@@ -22,26 +22,12 @@ from flashrl_operator.cli.common import (
 from flashrl_operator.job.overrides import override_problems
 from flashrl_operator.job.preflight import offline_limits
 
-if TYPE_CHECKING:
-    from flashrl_operator.cli.common import Subparsers
 
-
-def add(sub: Subparsers) -> Handler:
-    """Register ``flashrl validate``; returns its body."""
-    p = sub.add_parser(
-        "validate",
-        help="check a FlashRLJob or FlashRLExperiment manifest",
-        description="Check a FlashRLJob manifest the way the operator and the API server will: field "
-        "types and ranges, unknown fields, cross-field rules, and the verl overrides (composed against "
-        "the pinned verl config when hydra and verl are installed). A FlashRLExperiment is checked as "
-        "a whole (variants differ, only in fields that keep the comparison's meaning unless allowed) "
-        "and each variant as the FlashRLJob it becomes. Prints what is valid and exits 0; otherwise "
-        "prints one 'field.path: message' line per problem on stderr and exits 2.",
-    )
+def arguments(p: argparse.ArgumentParser) -> None:
+    """Its arguments and their help."""
     p.add_argument(
         "file", help="manifest holding one FlashRLJob or FlashRLExperiment, or '-' for standard input"
     )
-    return run
 
 
 def run(args: argparse.Namespace) -> int:
@@ -111,3 +97,19 @@ def _validate_experiment(source: str, raw: Mapping[str, Any]) -> int:
     for line in [*warnings, *dict.fromkeys(offline_limits(job) for job in jobs)]:
         print(line, file=sys.stderr)
     return 0
+
+
+COMMAND = Command(
+    "validate",
+    help="check a FlashRLJob or FlashRLExperiment manifest",
+    description=(
+        "Check a FlashRLJob manifest the way the operator and the API server will: field "
+        "types and ranges, unknown fields, cross-field rules, and the verl overrides (composed against "
+        "the pinned verl config when hydra and verl are installed). A FlashRLExperiment is checked as "
+        "a whole (variants differ, only in fields that keep the comparison's meaning unless allowed) "
+        "and each variant as the FlashRLJob it becomes. Prints what is valid and exits 0; otherwise "
+        "prints one 'field.path: message' line per problem on stderr and exits 2."
+    ),
+    arguments=arguments,
+    run=run,
+)
