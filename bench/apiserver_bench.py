@@ -33,6 +33,7 @@ from typing import Any
 
 from bench import example_job
 from bench.operator_bench import PeakRss, percentile
+from flashrl_api.pins import load_pins
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))  # the control-plane helpers the tests use (tests/envtest)
@@ -180,8 +181,8 @@ def run() -> str:
         [
             f"## Operator on the real API server: {JOBS:,} FlashRLJobs",
             "",
-            f"kube-apiserver {r['version']} and etcd 3.4 as processes on this machine (the same "
-            f"{os.cpu_count()} CPU(s) as the operator; {platform.machine()}, Python "
+            f"kube-apiserver {r['version']} and etcd {load_pins().versions.etcd} as processes on this "
+            f"machine (the same {os.cpu_count()} CPU(s) as the operator; {platform.machine()}, Python "
             f"{platform.python_version()}). The chart is installed with helm; `flashrl operator` runs with "
             f"its arguments and its ServiceAccount's token. {JOBS} copies of `examples/flashrljob.yaml` "
             f"(model and data as paths: no staging) are applied by {CONCURRENCY} concurrent clients. "

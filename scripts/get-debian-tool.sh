@@ -6,15 +6,13 @@
 #   promtool  from Debian's `prometheus` package (the tests check the chart's alert rules and a real
 #             scrape of the launcher's /metrics with it), without recommends: promtool only, not the
 #             server's web assets and exporters.
-#   etcd      from Debian's `etcd-server` package: the store of the real kube-apiserver the integration
-#             tests start (scripts/get-kube-tools.sh builds the API server itself).
 set -euo pipefail
-usage="usage: $0 chromium|promtool|etcd ..."
+usage="usage: $0 chromium|promtool ..."
 [ "$#" -gt 0 ] || { echo "$usage" >&2; exit 2; }
 missing=()
 for tool in "$@"; do
   case "$tool" in
-    chromium | promtool | etcd) ;;
+    chromium | promtool) ;;
     *) echo "unknown tool '$tool'; $usage" >&2; exit 2 ;;
   esac
   command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
@@ -36,7 +34,6 @@ for tool in "${missing[@]}"; do
   case "$tool" in
     chromium) apt_install chromium fonts-dejavu-core ;;
     promtool) apt_install --no-install-recommends prometheus ;;
-    etcd) apt_install --no-install-recommends etcd-server ;;
   esac
   "$tool" --version
 done

@@ -7,7 +7,7 @@
 #   kwok (simulated nodes and pods)                                    sigs.k8s.io/kwok/cmd/kwok (versions.kwok)
 #   the Prometheus Operator's CRDs (chart tests)                       github.com/prometheus-operator/prometheus-operator
 #                                                                      (versions.prometheus_operator)
-#   etcd                                                               Debian's etcd-server, when missing
+#   etcd (the API server's store)                                      go.etcd.io/etcd/server/v3 (versions.etcd)
 #
 # Versions come from images/pins.yaml. Binaries are built once per version into a per-machine cache
 # (FLASHRL_TOOLS_CACHE, default ~/.cache/flashrl-k8s/tools) and linked into DEST (default .tools/bin), so a
@@ -19,7 +19,9 @@
 # k8s.io/apimachinery, ...) with local paths, so `go install k8s.io/kubernetes/cmd/...@v1.36.x` is refused.
 # Projects that embed Kubernetes require it from a module of their own that pins every staging module to
 # the matching v0.36.x; this script writes that module from the replace block of the release's own go.mod,
-# so the list never goes stale.
+# so the list never goes stale. etcd likewise: its root module replaces its sibling modules with local
+# paths, so a generated module requires the server module (whose own requirements pin the siblings) and
+# its main calls etcdmain.Main, as etcd's own main does.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dest=${1:-$root/.tools/bin}
@@ -27,7 +29,8 @@ mkdir -p "$dest" "$root/.tools/crds"
 dest=$(cd "$dest" && pwd)
 pin() { sed -n "s/^  $1: \"\(.*\)\"/\1/p" "$root/images/pins.yaml"; }
 k8s=$(pin kubernetes); kuberay=$(pin kuberay_operator); kwok=$(pin kwok); promop=$(pin prometheus_operator)
-for v in k8s kuberay kwok promop; do
+etcd=$(pin etcd)
+for v in k8s kuberay kwok promop etcd; do
   [ -n "${!v}" ] || { echo "images/pins.yaml lacks the version for $v" >&2; exit 1; }
 done
 command -v go >/dev/null || { echo "go (1.26) is needed to build the control plane: https://go.dev/doc/install" >&2; exit 1; }
@@ -35,6 +38,7 @@ export GOFLAGS="-buildvcs=false -trimpath" CGO_ENABLED=0 GOTOOLCHAIN=local
 cache=${FLASHRL_TOOLS_CACHE:-$HOME/.cache/flashrl-k8s/tools}
 mkdir -p "$cache"
 link() { ln -sfn "$1" "$2"; }
+scratch=$(mktemp -d); trap 'rm -rf "$scratch"' EXIT
 built() { [ -x "$cache/$1-$2/$1" ]; }
 
 # --- Kubernetes: the control plane and kubectl ---------------------------------------------------------
@@ -42,7 +46,7 @@ k8s_cmds=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
 todo=()
 for cmd in "${k8s_cmds[@]}"; do built "$cmd" "$k8s" || todo+=("$cmd"); done
 if [ "${#todo[@]}" -gt 0 ]; then
-  work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+  work=$scratch/kube-tools; mkdir "$work"
   modfile=$(go mod download -json "k8s.io/kubernetes@v$k8s" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
   {
     printf 'module flashrl.dev/kube-tools\n\ngo 1.26\n\nrequire k8s.io/kubernetes v%s\n\nreplace (\n' "$k8s"
@@ -87,6 +91,19 @@ link "$(module_dir github.com/prometheus-operator/prometheus-operator "$promop")
 # kwok's own stage definitions (how nodes and pods move through their lifecycle), given to kwok by the e2e.
 link "$(module_dir sigs.k8s.io/kwok "$kwok")/kustomize/stage" "$root/.tools/kwok-stages"
 
-# --- etcd: Debian's, as the API server's store -----------------------------------------------------------
-command -v etcd >/dev/null || bash "$root/scripts/get-debian-tool.sh" etcd
-echo "kubernetes v$k8s, KubeRay's operator v$kuberay, kwok v$kwok, Prometheus Operator CRDs v$promop: $dest" >&2
+# --- etcd: the API server's store -----------------------------------------------------------------------
+# 3.6, the line Kubernetes 1.36 is tested with: it answers the watch-progress requests the API server needs
+# to serve client-go's streaming lists (kwok's and KubeRay's informers ask for them).
+if ! built etcd "$etcd"; then
+  echo "building etcd v$etcd" >&2
+  work=$scratch/etcd; mkdir "$work"
+  printf 'module flashrl.dev/etcd\n\ngo 1.26\n\nrequire go.etcd.io/etcd/server/v3 v%s\n' "$etcd" > "$work/go.mod"
+  printf 'package main\n\nimport (\n\t"os"\n\n\t"go.etcd.io/etcd/server/v3/etcdmain"\n)\n\nfunc main() { etcdmain.Main(os.Args) }\n' \
+    > "$work/main.go"
+  mkdir -p "$cache/etcd-$etcd"
+  (cd "$work" && go mod tidy && go build -ldflags "-s -w" -o "$cache/etcd-$etcd/etcd.tmp" .)
+  mv "$cache/etcd-$etcd/etcd.tmp" "$cache/etcd-$etcd/etcd"
+fi
+link "$cache/etcd-$etcd/etcd" "$dest/etcd"
+echo "kubernetes v$k8s, etcd v$etcd, KubeRay's operator v$kuberay, kwok v$kwok," \
+  "Prometheus Operator CRDs v$promop: $dest" >&2

@@ -6,7 +6,7 @@ server-side apply; the controller-manager collects garbage, finishes Jobs and mi
 tokens; the scheduler places pods on nodes (kwok plays those in the e2e). There is no kubelet.
 
 The binaries come from ``make tools`` (``scripts/get-kube-tools.sh``: built from their Go modules into
-``.tools/bin``; etcd from Debian). Every process is started in its own session and recorded with its
+``.tools/bin``, etcd 3.6 included). Every process is started in its own session and recorded with its
 pid under the state directory; :meth:`ControlPlane.stop` ends exactly those, also when a test failed.
 Everything listens on loopback ports picked free at start.
 """
@@ -56,7 +56,7 @@ class ControlPlaneError(RuntimeError):
 
 
 def find_binary(name: str) -> Path | None:
-    """``.tools/bin/NAME`` (built by ``make tools``), else NAME on PATH (etcd comes from Debian)."""
+    """``.tools/bin/NAME`` (built or linked by ``make tools``), else NAME on PATH."""
     local = TOOLS / name
     if local.is_file() and os.access(local, os.X_OK):
         return local
@@ -69,7 +69,7 @@ REQUIRED = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler
 
 def missing_binaries(names: Sequence[str] = REQUIRED) -> list[str]:
     """The binaries of :data:`REQUIRED` that are not there (``make tools`` builds them)."""
-    return [n for n in names if not (find_binary(n) if n == "etcd" else (TOOLS / n).is_file())]
+    return [n for n in names if not (TOOLS / n).is_file()]
 
 
 def free_ports(count: int) -> list[int]:
@@ -177,7 +177,7 @@ class ControlPlane:
             self._spawn(
                 "etcd",
                 [
-                    str(find_binary("etcd")),
+                    str(TOOLS / "etcd"),
                     "--name=envtest",
                     f"--data-dir={self.root / 'etcd'}",
                     f"--listen-client-urls=http://127.0.0.1:{etcd_port}",

@@ -120,10 +120,12 @@ namespaced Role (watchNamespaces mode). No wildcards.
   resources: ["rayjobs"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
 # The RayCluster KubeRay creates for each RayJob, read by name for ClusterReady (pod progress,
-# ReplicaFailure). Not watched: KubeRay mirrors its status into the RayJob, which is.
+# ReplicaFailure); and listed by KubeRay's ray.io/originated-from-cr-name label for an ended attempt,
+# until its cluster is gone (the goodput ledger counts its GPUs released from then on). Not watched:
+# KubeRay mirrors its status into the RayJob, which is.
 - apiGroups: ["ray.io"]
   resources: ["rayclusters"]
-  verbs: ["get"]
+  verbs: ["get", "list"]
 # The RayCluster's pods, listed by the ray.io/cluster label only while the cluster is starting,
 # so ClusterReady can say why a pod is not (Unschedulable, image pull, missing Secret); and a failed
 # staging Job's pods, for the stage command's reason.

@@ -42,6 +42,8 @@ class Versions(_Frozen):
     kuberay: str
     #: The kube-apiserver, controller-manager and scheduler the real-control-plane tests run.
     kubernetes: str
+    #: The etcd the real-control-plane tests run as the API server's store (built from its Go module).
+    etcd: str
     #: kwok, which plays the GPU nodes and their pods in the e2e on the real control plane.
     kwok: str
     #: The Prometheus Operator whose CRDs the chart's monitoring objects are checked against.
