@@ -1,4 +1,4 @@
-"""Spec corpora from the CRD's own schema: what the fuzzer (tests/unit/test_fuzz.py) and the two-judges
+"""Spec corpora from the CRD's own schema: what the fuzzer (tests/unit/render/test_fuzz.py) and the two-judges
 test on the real API server (tests/integration/test_apiserver_two_judges.py) both generate.
 
 Strategies come from the generated CRD, so a field added to the models is generated without touching

@@ -79,7 +79,7 @@ _OVERRIDE_KEY = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_@\-]+)*"
 OVERRIDE_PATTERN = rf"^(~{_OVERRIDE_KEY}(=[ -~]*)?|(\+\+|\+)?{_OVERRIDE_KEY}=[ -~]*)$"
 #: At most this many overrides of at most MAX_OVERRIDE_LENGTH characters: 128 KiB in all. The rendered
 #: ConfigMap holds them twice (in the spec and in verl's argument list), within its 1 MiB limit
-#: together with every other field at its maximum (tests/unit/test_size_limits.py renders that case).
+#: together with every other field at its maximum (tests/unit/render/test_size_limits.py renders that case).
 MAX_OVERRIDES = 128
 MAX_OVERRIDE_LENGTH = 1024
 #: The start of an OmegaConf interpolation (``${oc.env:NAME}``, ``${path.to.key}``): refused in user

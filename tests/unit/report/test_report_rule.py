@@ -14,7 +14,7 @@ from flashrl_report.html import HEADERS
 from flashrl_report.plots import FIXED_COLORS, PALETTE, color_of, colors_by_label
 from flashrl_report.synthetic import SCORE_KEY, jsonl
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _run(label: str, text: str) -> RunMetrics:

@@ -12,7 +12,7 @@ from flashrl_api import FlashRLJob, parse_job
 from flashrl_jobs.verl_args import verl_overrides
 from flashrl_jobs.verl_config import check_user_overrides, compose_config, config_dir
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 #: Keys the origin recipe (and recipes written for verl <= 0.7.0) used; the pinned verl has none.
 REMOVED = [

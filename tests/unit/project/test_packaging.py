@@ -10,7 +10,7 @@ import pytest
 
 from flashrl_operator.cli import DISTRIBUTION, main
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
 
 

@@ -19,7 +19,7 @@ from flashrl_api import load_job_file
 from flashrl_api.pins import load_pins
 from flashrl_operator.job.preflight import cluster_needs
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _steps() -> list[str]:

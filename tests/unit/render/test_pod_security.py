@@ -16,7 +16,7 @@ from pod_security import failures, level
 from flashrl_api import FlashRLJob, load_job_file, parse_job
 from rendered_pods import documented_levels, pods
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 EXAMPLES = sorted((REPO / "examples").glob("flashrljob*.yaml"))
 
 

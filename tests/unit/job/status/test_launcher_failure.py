@@ -5,25 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from status_wire import NOW, desired_status
 
 from flashrl_jobs import contract
 from flashrl_operator.job.status.launcher_failure import LauncherFailure, launcher_failure
 from flashrl_operator.job.status.mapping import (
     Observation,
     RayJobView,
-    owned,
-)
-from flashrl_operator.job.status.mapping import (
-    desired_status as typed_status,
 )
 
-
-def desired_status(obs: Observation, now: str) -> dict[str, Any]:
-    """The typed status in wire form: the owned keys, ``None`` for absent ones."""
-    return owned(typed_status(obs, now))
-
-
-NOW = "2026-01-01T00:00:00Z"
 GPU_TIMEOUT = (
     "timed out after 600s waiting for 8 available GPU(s): 0/8 GPUs registered on 0 node(s) (0 available); "
     "8 GPU(s) never registered: a worker pod has not joined Ray (check the GPU worker pods and their "

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from status_wire import NOW, desired_status
 
 from flashrl_operator.job.status.conditions import find_condition
 from flashrl_operator.job.status.mapping import (
@@ -13,21 +14,10 @@ from flashrl_operator.job.status.mapping import (
     RayJobView,
     cluster_ready_check,
     decide_phase,
-    owned,
     should_read_cluster,
-)
-from flashrl_operator.job.status.mapping import (
-    desired_status as typed_status,
 )
 from flashrl_operator.job.status.ray import cluster_progress
 
-
-def desired_status(obs: Observation, now: str) -> dict[str, Any]:
-    """The typed status in wire form: the owned keys, ``None`` for absent ones."""
-    return owned(typed_status(obs, now))
-
-
-NOW = "2026-01-01T00:00:00Z"
 QUOTA = 'pods "j-abcde-gpu-worker-xk2p7" is forbidden: exceeded quota: gpu-quota'
 
 

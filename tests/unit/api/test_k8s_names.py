@@ -9,7 +9,7 @@ import pytest
 
 from flashrl_api import k8s_names
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SOURCES = sorted([*ROOT.glob("jobs/src/**/*.py"), *ROOT.glob("operator/src/**/*.py")])
 #: Fragments only a spelled-out DNS-1123/1035 name or label grammar contains.
 GRAMMAR_FRAGMENTS = ("[-a-z0-9]*[a-z0-9]", "[-A-Za-z0-9_.]")

@@ -5,17 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from status_wire import NOW, desired_status
 
 from flashrl_operator.job.status.conditions import find_condition
 from flashrl_operator.job.status.mapping import (
     Observation,
     RayClusterView,
     RayJobView,
-    owned,
     should_read_pods,
-)
-from flashrl_operator.job.status.mapping import (
-    desired_status as typed_status,
 )
 from flashrl_operator.job.status.pods import (
     MAX_DETAIL,
@@ -30,13 +27,6 @@ from flashrl_operator.job.status.pods import (
 )
 from flashrl_operator.sim import unschedulable as unschedulable_status
 
-
-def desired_status(obs: Observation, now: str) -> dict[str, Any]:
-    """The typed status in wire form: the owned keys, ``None`` for absent ones."""
-    return owned(typed_status(obs, now))
-
-
-NOW = "2026-01-01T00:00:00Z"
 NO_GPU = "0/4 nodes are available: 4 Insufficient nvidia.com/gpu. preemption: not eligible."
 
 

@@ -11,7 +11,7 @@ import yaml
 
 from flashrl_operator.generate.crd import CHART_CRD_PATH, HEADER, build_crd, crd_yaml
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_committed_crd_matches_the_models() -> None:

@@ -18,7 +18,7 @@ from flashrl_operator.cli import EXIT_INVALID, build_parser, main
 from flashrl_operator.generate.crd import crd_yaml
 from flashrl_operator.sim.demo import demo_total_steps, ray_job_summary, scrape_excerpt, singular
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 #: The FlashRLJob examples (the FlashRLExperiment example has its own tests below).
 EXAMPLES = sorted(
     p for p in (REPO / "examples").glob("*.yaml") if "\nkind: FlashRLJob\n" in p.read_text(encoding="utf-8")
@@ -75,7 +75,6 @@ def test_validate_summary_follows_the_spec(tmp_path: Path, capsys: pytest.Captur
     assert out.endswith('"j" (bf16, TIS off, 2x4 NVIDIA-H100-80GB-HBM3, dry run)\n')
 
 
-@pytest.mark.skipif(not EXAMPLES, reason="examples/*.yaml does not exist yet")
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
 def test_validate_accepts_every_example(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = _run(["validate", str(path)], capsys)
@@ -298,7 +297,6 @@ def test_crd_prints_the_generated_crd(capsys: pytest.CaptureFixture[str]) -> Non
     assert out == crd_yaml()
 
 
-@pytest.mark.skipif(not MAIN_EXAMPLE.exists(), reason="examples/flashrljob.yaml does not exist yet")
 def test_demo_validates_and_renders_the_example(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # The experiment's report goes under tmp_path, not into the working directory.
     # --deadline bounds the wait on a busy machine; it asserts no speed.

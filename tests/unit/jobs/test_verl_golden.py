@@ -1,10 +1,10 @@
 """Golden verl command lines, each composed against the installed (pinned) verl config.
 
-One golden file per rollout quantization mode and per TIS level, under ``tests/unit/golden/``: the
+One golden file per rollout quantization mode and per TIS level, under ``tests/unit/jobs/golden/``: the
 argument list after ``python3 -m verl.trainer.main_ppo``, one override per line. A change to
 ``verl_args`` shows up as a reviewable diff of these files. Regenerate them after an intended change:
 
-    FLASHRL_UPDATE_GOLDEN=1 .venv/bin/pytest tests/unit/test_verl_golden.py
+    FLASHRL_UPDATE_GOLDEN=1 .venv/bin/pytest tests/unit/jobs/test_verl_golden.py
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from flashrl_jobs.verl_checks import model_config_json, run_checks
 from flashrl_jobs.verl_config import check_config, compose_config
 from flashrl_jobs.verl_import import VerlUnavailableError, verl_module, verl_sandbox
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def job(spec: dict[str, Any]) -> FlashRLJob:

@@ -37,7 +37,7 @@ from flashrl_operator.generate.crd_experiment import (
     experiment_crd_yaml,
 )
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO / "examples" / "flashrlexperiment.yaml"
 celpy = pytest.importorskip("celpy", reason="cel-python (module celpy) is not installed")
 

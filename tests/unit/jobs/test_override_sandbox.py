@@ -24,7 +24,7 @@ from flashrl_api.manifest import parse_job
 from flashrl_jobs.override_rules import INSTANTIATION_KEYS, unsafe_override_problems
 from flashrl_operator.cli import EXIT_INVALID, main
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 HEAD = "apiVersion: flashrl.dev/v1alpha1\nkind: FlashRLJob\nmetadata:\n  name: probe\n"
 
 

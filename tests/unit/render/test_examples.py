@@ -10,7 +10,7 @@ import pytest
 from flashrl_api import FlashRLJob, load_job_file
 from flashrl_operator.render import render
 
-EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES_DIR = Path(__file__).resolve().parents[3] / "examples"
 #: The FlashRLJob examples (examples/flashrlexperiment.yaml is tested with the experiment API).
 EXAMPLES = sorted(
     p for p in EXAMPLES_DIR.glob("*.yaml") if "\nkind: FlashRLJob\n" in p.read_text(encoding="utf-8")

@@ -20,7 +20,7 @@ from flashrl_jobs import verl_checks
 from flashrl_jobs.verl_args import generated_overrides, override_key
 from flashrl_jobs.verl_config import compose_config, config_dir
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SEED = REPO / "examples" / "flashrljob.yaml"
 
 

@@ -26,7 +26,7 @@ import yaml
 from flashrl_api import FlashRLJob, load_job_file, parse_job
 from flashrl_operator.render import render
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 #: KubeRay v1.7.0's CRDs, public test data kept in the repository (tests/envtest/upstream.py says why).
 CRD_DIR = REPO / "tests" / "data" / "crds" / "kuberay-v1.7.0"
 RAYJOB_CRD = CRD_DIR / "ray.io_rayjobs.yaml"
