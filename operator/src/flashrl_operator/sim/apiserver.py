@@ -469,6 +469,10 @@ LAUNCHER: Final = "launcher (emulated)"
 GARBAGE_COLLECTOR: Final = "garbage collector (emulated)"
 
 
+#: How often a client repeats a request the API server answered 429 (Too Many Requests) before giving up.
+TOO_MANY_REQUESTS_TRIES: Final = 10
+
+
 class ApiClient:
     """What a user's kubectl (or an emulated controller) would do, over plain HTTP against the emulator.
 
@@ -507,12 +511,20 @@ class ApiClient:
         headers = {ACTOR_HEADER: self.actor}
         if content_type:
             headers["Content-Type"] = content_type
-        async with self._session.request(method, self._base + path, json=body, headers=headers) as resp:
-            if resp.status == 404 and method == "GET":
-                return None
-            if resp.status >= 300:
-                raise RuntimeError(f"{method} {path}: HTTP {resp.status}: {(await resp.text())[:300]}")
-            return await resp.json(content_type=None)
+        for _attempt in range(TOO_MANY_REQUESTS_TRIES):
+            async with self._session.request(method, self._base + path, json=body, headers=headers) as resp:
+                if resp.status == 429:
+                    # A real API server says 429 while a resource's watch cache (re)initialises, e.g.
+                    # just after its CRD was established; clients wait as Retry-After says, as
+                    # client-go does.
+                    await asyncio.sleep(min(float(resp.headers.get("Retry-After", "1")), 5.0))
+                    continue
+                if resp.status == 404 and method == "GET":
+                    return None
+                if resp.status >= 300:
+                    raise RuntimeError(f"{method} {path}: HTTP {resp.status}: {(await resp.text())[:300]}")
+                return await resp.json(content_type=None)
+        raise RuntimeError(f"{method} {path}: HTTP 429 {TOO_MANY_REQUESTS_TRIES} times")
 
     async def get(self, resource: str, namespace: str, name: str) -> dict[str, Any] | None:
         """The object, or ``None``."""
