@@ -126,20 +126,34 @@ def credentials_for(server: TokenServer, tmp_path: Path) -> tuple[Credentials, P
     return Credentials(environ={"KUBECONFIG": str(tmp_path / "kubeconfig")}), plugin
 
 
-async def test_a_401_renews_once_and_repeats_the_request(server: TokenServer, tmp_path: Path) -> None:
+@dataclass
+class Connected:
+    """A KubeClient logged in through the exec plugin, and the plugin, for the tests to rotate tokens."""
+
+    client: KubeClient
+    plugin: Plugin
+
+
+@pytest.fixture
+async def connected(server: TokenServer, tmp_path: Path) -> AsyncIterator[Connected]:
     credentials, plugin = credentials_for(server, tmp_path)
     client = await KubeClient.connect(credentials)
     try:
-        assert await client.get(RAY_JOB, "ml", "a") == {"metadata": {"name": "a"}}
-        plugin.token = server.accepted = "token-2"  # rotated: the old token is refused from now on
-        assert await client.get(RAY_JOB, "ml", "b") == {"metadata": {"name": "b"}}
-        assert client.renewals == 1
-        assert server.seen == ["Bearer token-1", "Bearer token-1", "Bearer token-2"]
-        assert await client.get(RAY_JOB, "ml", "c") is not None
-        assert client.renewals == 1  # no renewal while the credentials work
-        assert plugin.calls == 2
+        yield Connected(client, plugin)
     finally:
         await client.close()
+
+
+async def test_a_401_renews_once_and_repeats_the_request(connected: Connected, server: TokenServer) -> None:
+    client, plugin = connected.client, connected.plugin
+    assert await client.get(RAY_JOB, "ml", "a") == {"metadata": {"name": "a"}}
+    plugin.token = server.accepted = "token-2"  # rotated: the old token is refused from now on
+    assert await client.get(RAY_JOB, "ml", "b") == {"metadata": {"name": "b"}}
+    assert client.renewals == 1
+    assert server.seen == ["Bearer token-1", "Bearer token-1", "Bearer token-2"]
+    assert await client.get(RAY_JOB, "ml", "c") is not None
+    assert client.renewals == 1  # no renewal while the credentials work
+    assert plugin.calls == 2
 
 
 async def test_expiring_credentials_are_renewed_before_the_request(
@@ -157,59 +171,45 @@ async def test_expiring_credentials_are_renewed_before_the_request(
         await client.close()
 
 
-async def test_concurrent_401s_renew_once(server: TokenServer, tmp_path: Path) -> None:
-    credentials, plugin = credentials_for(server, tmp_path)
-    client = await KubeClient.connect(credentials)
-    try:
-        plugin.token = server.accepted = "token-2"
-        results = await asyncio.gather(*(client.get(RAY_JOB, "ml", f"j{i}") for i in range(8)))
-        assert all(r is not None for r in results)
-        assert (plugin.calls, client.renewals) == (2, 1)
-    finally:
-        await client.close()
+async def test_concurrent_401s_renew_once(connected: Connected, server: TokenServer) -> None:
+    client, plugin = connected.client, connected.plugin
+    plugin.token = server.accepted = "token-2"
+    results = await asyncio.gather(*(client.get(RAY_JOB, "ml", f"j{i}") for i in range(8)))
+    assert all(r is not None for r in results)
+    assert (plugin.calls, client.renewals) == (2, 1)
 
 
 async def test_a_request_in_flight_finishes_on_the_old_connection_pool(
-    server: TokenServer, tmp_path: Path
+    connected: Connected, server: TokenServer
 ) -> None:
-    credentials, plugin = credentials_for(server, tmp_path)
-    client = await KubeClient.connect(credentials)
-    try:
-        held = asyncio.create_task(client.get(RAY_JOB, "ml", "held"))
-        await asyncio.wait_for(server.arrived.wait(), timeout=30)
-        plugin.token = server.accepted = "token-2"
-        assert await client.get(RAY_JOB, "ml", "b") is not None  # renews meanwhile
-        server.accepted = "token-1"  # let the held request succeed with the token it was sent with
-        server.gate.set()
-        assert await held == {"metadata": {"name": "held"}}
-        assert client.renewals == 1
-    finally:
-        await client.close()
+    client, plugin = connected.client, connected.plugin
+    held = asyncio.create_task(client.get(RAY_JOB, "ml", "held"))
+    await asyncio.wait_for(server.arrived.wait(), timeout=30)
+    plugin.token = server.accepted = "token-2"
+    assert await client.get(RAY_JOB, "ml", "b") is not None  # renews meanwhile
+    server.accepted = "token-1"  # let the held request succeed with the token it was sent with
+    server.gate.set()
+    assert await held == {"metadata": {"name": "held"}}
+    assert client.renewals == 1
 
 
-async def test_a_second_401_is_transient_not_a_rejected_job(server: TokenServer, tmp_path: Path) -> None:
-    credentials, _ = credentials_for(server, tmp_path)
-    client = await KubeClient.connect(credentials)
-    try:
-        server.accepted = "nobody-has-this"
-        with pytest.raises(TransientError, match=r"refused the operator's credentials \(HTTP 401\)"):
-            await client.get(RAY_JOB, "ml", "a")
-    finally:
-        await client.close()
+async def test_a_second_401_is_transient_not_a_rejected_job(
+    connected: Connected, server: TokenServer
+) -> None:
+    client = connected.client
+    server.accepted = "nobody-has-this"
+    with pytest.raises(TransientError, match=r"refused the operator's credentials \(HTTP 401\)"):
+        await client.get(RAY_JOB, "ml", "a")
 
 
 async def test_a_failing_plugin_during_renewal_is_transient_and_says_why(
-    server: TokenServer, tmp_path: Path
+    connected: Connected, server: TokenServer
 ) -> None:
-    credentials, plugin = credentials_for(server, tmp_path)
-    client = await KubeClient.connect(credentials)
-    try:
-        server.accepted = "token-2"
-        plugin.fail("SSO session expired")
-        with pytest.raises(TransientError, match=r"cannot renew credentials: .*SSO session expired"):
-            await client.get(RAY_JOB, "ml", "a")
-    finally:
-        await client.close()
+    client, plugin = connected.client, connected.plugin
+    server.accepted = "token-2"
+    plugin.fail("SSO session expired")
+    with pytest.raises(TransientError, match=r"cannot renew credentials: .*SSO session expired"):
+        await client.get(RAY_JOB, "ml", "a")
 
 
 async def test_kopf_logs_in_with_the_same_credentials(server: TokenServer, tmp_path: Path) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from manifests import job as _job
 
-from flashrl_api import FlashRLJob, parse_job
 from flashrl_operator.job.policy import (
     REASON_POLICY_VIOLATION,
     AdminPolicy,
@@ -14,18 +14,6 @@ from flashrl_operator.job.policy import (
     normalized_image,
     policy_problems,
 )
-
-
-def _job(spec: dict[str, Any] | None = None) -> FlashRLJob:
-    return parse_job(
-        {
-            "apiVersion": "flashrl.dev/v1alpha1",
-            "kind": "FlashRLJob",
-            "metadata": {"name": "j"},
-            "spec": spec or {},
-        }
-    )
-
 
 EVERYTHING: dict[str, Any] = {
     "images": {"trainer": "docker.io/evil/miner:1"},

@@ -14,20 +14,15 @@ from typing import Any
 
 import pytest
 import yaml
+from manifests import job
 
-from flashrl_api import FlashRLJob, parse_job
+from flashrl_api import parse_job
 from flashrl_jobs.verl_args import FIELD_OF_KEY, generated_overrides, override_key
 from flashrl_jobs.verl_checks import model_config_json, run_checks
 from flashrl_jobs.verl_config import check_config, compose_config
 from flashrl_jobs.verl_import import VerlUnavailableError, verl_module, verl_sandbox
 
 REPO = Path(__file__).resolve().parents[3]
-
-
-def job(spec: dict[str, Any]) -> FlashRLJob:
-    return parse_job(
-        {"apiVersion": "flashrl.dev/v1alpha1", "kind": "FlashRLJob", "metadata": {"name": "t"}, "spec": spec}
-    )
 
 
 def _example_docs() -> list[tuple[str, dict[str, Any]]]:

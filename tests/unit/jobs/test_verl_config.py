@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 import yaml
+from manifests import job
 
-from flashrl_api import FlashRLJob, parse_job
+from flashrl_api import parse_job
 from flashrl_jobs.verl_args import verl_overrides
 from flashrl_jobs.verl_config import check_user_overrides, compose_config, config_dir
 
@@ -25,12 +26,6 @@ REMOVED = [
     "actor_rollout_ref.actor.tis_imp_ratio_cap=2.0",
     "actor_rollout_ref.rollout.update_weights_bucket_megabytes=512",
 ]
-
-
-def job(spec: dict[str, Any]) -> FlashRLJob:
-    return parse_job(
-        {"apiVersion": "flashrl.dev/v1alpha1", "kind": "FlashRLJob", "metadata": {"name": "t"}, "spec": spec}
-    )
 
 
 def test_config_dir_is_found_without_importing_verl() -> None:

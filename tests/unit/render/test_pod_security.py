@@ -11,24 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from manifests import job as _job
 from pod_security import failures, level
 
-from flashrl_api import FlashRLJob, load_job_file, parse_job
+from flashrl_api import FlashRLJob, load_job_file
 from rendered_pods import documented_levels, pods
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLES = sorted((REPO / "examples").glob("flashrljob*.yaml"))
-
-
-def _job(spec: dict[str, Any] | None = None) -> FlashRLJob:
-    return parse_job(
-        {
-            "apiVersion": "flashrl.dev/v1alpha1",
-            "kind": "FlashRLJob",
-            "metadata": {"name": "j"},
-            "spec": spec or {},
-        }
-    )
 
 
 def levels(job: FlashRLJob) -> dict[str, str]:
