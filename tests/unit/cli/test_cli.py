@@ -84,15 +84,6 @@ def test_validate_accepts_every_example(path: Path, capsys: pytest.CaptureFixtur
     assert "note:" not in err  # hydra and verl are in the dev venv: overrides were composed
 
 
-def test_validate_reads_standard_input(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monkeypatch.setattr(sys, "stdin", io.StringIO(HEAD + "spec: {rollout: {quantization: channel-fp8}}\n"))
-    code, out, _ = _run(["validate", "-"], capsys)
-    assert code == 0
-    assert out.startswith('standard input: valid FlashRLJob "j" (channel-fp8, ')
-
-
 BAD_INPUTS: list[tuple[str, str, list[str]]] = [
     ("not-yaml", "spec: [unclosed\n", ["is not valid YAML (line"]),
     ("empty", "# nothing here\n", ["contains no YAML document"]),
@@ -558,10 +549,18 @@ def test_validate_composes_each_variants_overrides(
     assert "spec.variants[1].spec.overrides[0]" in err, err
 
 
-def test_validate_reads_an_experiment_from_standard_input(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("document", "verdict"),
+    [
+        (HEAD + "spec: {rollout: {quantization: channel-fp8}}\n", 'valid FlashRLJob "j" (channel-fp8, '),
+        (EXPERIMENT_HEAD + "spec: {parallelism: 1}\n", 'valid FlashRLExperiment "cmp", 3 variants:'),
+    ],
+    ids=["job", "experiment"],
+)
+def test_validate_reads_standard_input(
+    document: str, verdict: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(sys, "stdin", io.StringIO(EXPERIMENT_HEAD + "spec: {parallelism: 1}\n"))
+    monkeypatch.setattr(sys, "stdin", io.StringIO(document))
     code, out, _ = _run(["validate", "-"], capsys)
     assert code == 0
-    assert out.startswith('standard input: valid FlashRLExperiment "cmp", 3 variants:')
+    assert out.startswith(f"standard input: {verdict}")
