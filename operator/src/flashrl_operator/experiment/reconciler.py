@@ -20,14 +20,18 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from flashrl_api import API_VERSION, KIND, FlashRLJob
-from flashrl_api.experiment import EXPERIMENT_KIND, EXPERIMENT_LABEL, EXPERIMENT_PLURAL, experiment_problems
+from flashrl_api.experiment import (
+    EXPERIMENT_KIND,
+    EXPERIMENT_LABEL,
+    EXPERIMENT_PLURAL,
+    ExperimentReason,
+    experiment_problems,
+)
 from flashrl_api.history import HISTORY_KEY, add_metrics, history_name
 from flashrl_api.status import Reason
 from flashrl_operator.client.errors import ConflictError, RejectedError
 from flashrl_operator.client.kube import KubeClient, now_rfc3339
 from flashrl_operator.experiment.plan import (
-    REASON_JOB_NAME_TAKEN,
-    REASON_JOB_REJECTED,
     controlled_by,
     invalid_status,
     name_taken,
@@ -125,7 +129,11 @@ class ExperimentReconciler:
                 live = await self._kube.get(FLASHRL_JOB, namespace, job.name)
                 status = self._taken(status, job.name, live or {})
             except RejectedError as exc:
-                status = {**status, "reason": REASON_JOB_REJECTED, "message": f"FlashRLJob {job.name}: {exc}"}
+                status = {
+                    **status,
+                    "reason": ExperimentReason.JOB_REJECTED,
+                    "message": f"FlashRLJob {job.name}: {exc}",
+                }
         await self._write_status(raw, status)
 
     @staticmethod
@@ -138,7 +146,7 @@ class ExperimentReconciler:
         return {
             **status,
             "variants": variants,
-            "reason": REASON_JOB_NAME_TAKEN,
+            "reason": ExperimentReason.JOB_NAME_TAKEN,
             "message": name_taken(job_name, live),
         }
 
