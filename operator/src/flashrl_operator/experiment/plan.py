@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from flashrl_api import FlashRLJob
 from flashrl_api.experiment import (
+    EXPERIMENT_KIND,
     ExperimentPhase,
     ExperimentReason,
     FlashRLExperiment,
@@ -29,6 +30,7 @@ from flashrl_api.experiment import (
 )
 from flashrl_api.status import Condition
 from flashrl_operator.experiment.goodput import with_goodput
+from flashrl_operator.vocab.owners import describe_controller, is_controlled_by
 
 TERMINAL: Final = frozenset({"Succeeded", "Failed"})
 ACTIVE: Final = frozenset({"Starting", "Running"})
@@ -171,25 +173,14 @@ def plan(
 def controlled_by(job: Mapping[str, Any], uid: str | None) -> bool:
     """Whether ``job``'s controller ownerReference is the experiment with this UID (a name, a label or
     a non-controller reference does not make a FlashRLJob the experiment's)."""
-    refs = (job.get("metadata") or {}).get("ownerReferences") or []
-    return uid is not None and any(
-        isinstance(ref, Mapping)
-        and ref.get("controller") is True
-        and ref.get("kind") == "FlashRLExperiment"
-        and str(ref.get("uid")) == uid
-        for ref in refs
-    )
+    return is_controlled_by(job, uid, EXPERIMENT_KIND)
 
 
 def name_taken(job_name: str, live: Mapping[str, Any]) -> str:
     """The status message for a variant whose FlashRLJob name is held by ``live``, naming its owner."""
-    owner = "it has no controller"
-    for ref in (live.get("metadata") or {}).get("ownerReferences") or []:
-        if isinstance(ref, Mapping) and ref.get("controller") is True:
-            owner = f"its controller is {ref.get('kind')} {ref.get('name')} (uid {ref.get('uid')})"
-            break
     return (
-        f"a FlashRLJob named {job_name} exists and is not this experiment's ({owner}); it is left "
+        f"a FlashRLJob named {job_name} exists and is not this experiment's ({describe_controller(live)}); "
+        "it is left "
         "alone: rename the experiment or the variant"
     )
 

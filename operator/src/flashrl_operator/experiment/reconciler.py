@@ -40,6 +40,7 @@ from flashrl_operator.experiment.plan import (
 from flashrl_operator.render import JOB_LABEL
 from flashrl_operator.render.children import ownership_conflict
 from flashrl_operator.vocab.kinds import CONFIG_MAP, FLASHRL_EXPERIMENT, FLASHRL_JOB
+from flashrl_operator.vocab.owners import controller_name, controller_of, is_referenced_by
 
 logger = logging.getLogger(__name__)
 
@@ -59,10 +60,7 @@ def job_object(job: FlashRLJob) -> dict[str, Any]:
 
 def experiment_of(job: Mapping[str, Any]) -> str | None:
     """The experiment that owns a FlashRLJob (by its controller ownerReference), or None."""
-    for ref in (job.get("metadata") or {}).get("ownerReferences") or []:
-        if ref.get("kind") == EXPERIMENT_KIND and ref.get("controller"):
-            return str(ref.get("name"))
-    return None
+    return controller_name(job, EXPERIMENT_KIND)
 
 
 def history_is_ours(live: Mapping[str, Any], uid: str) -> bool:
@@ -71,10 +69,7 @@ def history_is_ours(live: Mapping[str, Any], uid: str) -> bool:
     FlashRLJob reference with the job's UID."""
     if ownership_conflict("", live, uid) is None:
         return True
-    refs = (live.get("metadata") or {}).get("ownerReferences") or []
-    return not any(isinstance(r, Mapping) and r.get("controller") is True for r in refs) and any(
-        isinstance(r, Mapping) and r.get("kind") == KIND and str(r.get("uid")) == uid for r in refs
-    )
+    return controller_of(live) is None and is_referenced_by(live, uid, KIND)
 
 
 def _comparable(status: Mapping[str, Any] | None) -> dict[str, Any]:
