@@ -33,9 +33,10 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from flashrl_api import FlashRLJob, SpecError, load_job_file
 from flashrl_api.goodput import LauncherClock
 from flashrl_api.status import Reason
+from flashrl_api.times import compact, rfc3339
 from flashrl_jobs import contract
 from flashrl_jobs.deadline import ESI_ENV, job_deadline
-from flashrl_jobs.ledger import WRITE_FAILURE_TEXTS, Ledger, free_bytes, probe_writable, rfc3339
+from flashrl_jobs.ledger import WRITE_FAILURE_TEXTS, Ledger, free_bytes, probe_writable
 from flashrl_jobs.progress import from_environment
 from flashrl_jobs.ray_gate import connection_abandoned, gate, parse_address
 from flashrl_jobs.run_metrics import FILE_LOGGER_ENV, JsonlTail, RunState
@@ -317,7 +318,7 @@ def metrics_file(checkpoints: Path, attempt: int) -> Path:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.exists():
-            aside = path.with_name(f"{path.stem}.{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.jsonl")
+            aside = path.with_name(f"{path.stem}.{compact(datetime.now(UTC))}.jsonl")
             path.rename(aside)
             log(f"Kept the previous metrics file of attempt {attempt} as {aside}")
     except OSError as exc:

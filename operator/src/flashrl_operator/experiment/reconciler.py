@@ -29,8 +29,9 @@ from flashrl_api.experiment import (
 )
 from flashrl_api.history import HISTORY_KEY, add_metrics, history_name
 from flashrl_api.status import Reason
+from flashrl_api.times import now_rfc3339
 from flashrl_operator.client.errors import ConflictError, RejectedError
-from flashrl_operator.client.kube import KubeClient, now_rfc3339
+from flashrl_operator.client.kube import KubeClient
 from flashrl_operator.experiment.plan import (
     controlled_by,
     invalid_status,

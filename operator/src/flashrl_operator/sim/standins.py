@@ -19,10 +19,10 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from flashrl_api.times import now_rfc3339
 from flashrl_jobs.progress import step_status
 from flashrl_jobs.run_metrics import RunState
 from flashrl_jobs.run_observer import step_report
-from flashrl_operator.client.kube import now_rfc3339
 from flashrl_operator.sim.apiserver import (
     GARBAGE_COLLECTOR,
     JOBS_RESOURCE,
