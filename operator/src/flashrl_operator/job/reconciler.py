@@ -248,7 +248,7 @@ class Reconciler:
                     raise TransientError(f"{child.describe()} conflicted and vanished; retrying") from None
                 conflict = ownership_conflict(child.describe(), live, uid)
                 if conflict is not None:
-                    raise _ConflictError((conflict,)) from None
+                    raise _ForeignChildError((conflict,)) from None
         patch = drift_patch(child.body, live, queued=queued)
         if not patch:
             return live
@@ -342,7 +342,7 @@ class Reconciler:
                     )
                     logger.error("%s", rejected)
                     break
-                except _ConflictError as exc:
+                except _ForeignChildError as exc:
                     conflicts = exc.conflicts
                     break
                 if child is ray_job:
@@ -692,7 +692,7 @@ class Reconciler:
             await self._kube.create_event(involved, event.type, event.reason, event.message)
 
 
-class _ConflictError(Exception):
+class _ForeignChildError(Exception):
     """Objects under children's names that the job does not control (a reconcile stops and waits)."""
 
     def __init__(self, conflicts: tuple[str, ...]) -> None:
