@@ -60,6 +60,14 @@ def test_the_operator_docs_table_is_the_launcher_failure_table() -> None:
     assert documented == table
 
 
+def test_the_retry_table_in_the_docs_agrees_with_the_retryable_column() -> None:
+    rows = _doc_rows(OPERATOR_DOC, "| how the attempt ended (reason) | retried? |")
+    for failure in LAUNCHER_FAILURES:
+        said = [cells[1] for cells in rows if f"`{failure.reason}`" in cells[0]]
+        assert len(said) == 1, f"{failure.reason} is in {len(said)} rows of the retry table"
+        assert said[0].startswith("yes" if failure.retryable else "no"), (failure.reason, said[0])
+
+
 def test_the_operator_docs_name_every_reason() -> None:
     text = OPERATOR_DOC.read_text()
     missing = [reason.value for reason in Reason if f"`{reason.value}`" not in text]

@@ -216,11 +216,6 @@ def not_retryable(rows: Iterable[LauncherExit]) -> frozenset[Reason]:
     return frozenset(row.reason for row in rows if not row.retryable)
 
 
-def launcher_exit_of(reason: str, rows: Iterable[LauncherExit] = LAUNCHER_FAILURES) -> LauncherExit | None:
-    """The row of ``reason``, or None when it is not a launcher failure."""
-    return next((row for row in rows if row.reason == reason), None)
-
-
 #: Reasons that make the job's failure one the user can fix by editing the spec: not final.
 RECOVERABLE_FAILURES: Final[frozenset[Reason]] = frozenset(
     {Reason.INVALID_SPEC, Reason.CHILD_REJECTED, Reason.POLICY_VIOLATION}
