@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, Final, Literal
 
 from pydantic import Field, ValidationError
@@ -126,7 +127,28 @@ SETUP_FIELDS: Final[dict[str, str]] = {
     "overrides": "verl's configuration directly (overrides can change anything)",
 }
 
+
 #: A variant's FlashRLJob's phase (``Staging`` included), or ``Waiting`` before that job is created.
+class ExperimentReason(StrEnum):
+    """Every reason the experiment controller writes in a FlashRLExperiment's status and conditions (a
+    variant's ``reason`` is its FlashRLJob's, or ``JobDeleted``). The comment is its documentation."""
+
+    ACCEPTED = "Accepted"  #: Accepted=True: the spec is valid and names its variants
+    INVALID_SPEC = "InvalidSpec"  #: the spec breaks a rule; the message lists each problem
+    WAITING_FOR_VARIANTS = "WaitingForVariants"  #: no variant is running yet
+    VARIANTS_RUNNING = "VariantsRunning"  #: at least one variant runs or finished, none failed
+    ALL_VARIANTS_SUCCEEDED = "AllVariantsSucceeded"  #: every variant succeeded
+    VARIANT_FAILED = "VariantFailed"  #: at least one variant failed; the message names them
+    #: A variant's FlashRLJob was deleted after the experiment created it (it is not created again).
+    JOB_DELETED = "JobDeleted"
+    #: A FlashRLJob with a variant's name exists and is not this experiment's (another experiment's,
+    #: or a user's): it is left alone, never adopted, and the variant waits.
+    JOB_NAME_TAKEN = "JobNameTaken"
+    JOB_REJECTED = "JobRejected"  #: the API server refused a variant's FlashRLJob
+    NOT_SUCCEEDED = "NotSucceeded"  #: Succeeded=False
+    NOT_FAILED = "NotFailed"  #: Failed=False
+
+
 VariantPhase = Literal["Waiting", Phase]
 ExperimentPhase = Literal["Pending", "Running", "Succeeded", "Failed"]
 EXPERIMENT_PHASES: Final[tuple[ExperimentPhase, ...]] = ("Pending", "Running", "Succeeded", "Failed")
@@ -235,8 +257,9 @@ class FlashRLExperimentStatus(ApiModel):
     variants: list[VariantStatus] = Field(default_factory=list)
     """Per-variant phase, step and latest metrics."""
 
-    reason: str | None = None
-    """Why the experiment failed or waits."""
+    reason: str | None = Field(
+        default=None, description=f"Why the experiment failed or waits: {', '.join(ExperimentReason)}."
+    )
 
     message: str | None = None
     """Details for a human."""

@@ -24,11 +24,12 @@ verl 0.9.1 keys (``trainer/ppo/v1/trainer_base.py`` ``fit`` and ``_step_once``, 
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
+
+from flashrl_api import times
 
 
 class GoodputPhase(StrEnum):
@@ -215,30 +216,17 @@ class LauncherClock:
         return out
 
 
-def rfc3339(moment: float) -> str:
-    """Unix seconds as RFC 3339 with milliseconds (the launcher's phases are finer than a second)."""
-    text = datetime.datetime.fromtimestamp(moment, datetime.UTC).isoformat(timespec="milliseconds")
-    return text.replace("+00:00", "Z")
-
-
 def parse_rfc3339(value: object) -> float | None:
     """Unix seconds of an RFC 3339 timestamp (with or without fractions), or ``None``."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        moment = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=datetime.UTC)
-    return moment.timestamp()
+    moment = times.parse_rfc3339(value)
+    return moment.timestamp() if moment is not None else None
 
 
 def launcher_phases(clock: LauncherClock, as_of: float, attempt: int | None, gpus: int) -> dict[str, object]:
     """``status.launcherPhases``: the launcher's split up to ``as_of``, as the operator reads it."""
     wire: dict[str, object] = {
-        "launchTime": rfc3339(clock.launched),
-        "reportTime": rfc3339(max(as_of, clock.launched)),
+        "launchTime": times.rfc3339_millis(clock.launched),
+        "reportTime": times.rfc3339_millis(max(as_of, clock.launched)),
         "steps": clock.steps,
         "phases": [
             {"phase": str(p), "seconds": round(s, 3), "gpuSeconds": round(s * gpus, 3)}

@@ -10,6 +10,13 @@ Adding a reason is one edit: a member of :class:`Reason` with its comment (the c
 documentation in the CRD); then, at most, the one rule that produces it. A reason that should also be
 announced as a Warning Event goes in :data:`WARNING_REASONS`.
 
+The launcher's failures are one table, :data:`LAUNCHER_FAILURES`: each row gives a reason its exit code,
+whether a new attempt may pass, and its severity. The launcher's exit codes
+(``flashrl_jobs.contract``), the operator's reading of a Ray job message
+(``flashrl_operator.job.status.launcher_failure``), its retry policy
+(``flashrl_operator.job.retry_policy.NON_RETRYABLE``), the CRD's description of ``status.reason`` and
+the table in docs/operator.md all come from it (``tests/unit/test_launcher_failures.py``).
+
 KubeRay's own failure reasons (``DeadlineExceeded``, ``SubmissionFailed``, ...) are copied verbatim
 into ``status.reason`` and are not members: KubeRay owns that list
 (``flashrl_operator.vocab.kuberay.KubeRayReason``), and a newer KubeRay may add to it.
@@ -17,6 +24,8 @@ into ``status.reason`` and are not members: KubeRay owns that list
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final, Literal
 
@@ -124,6 +133,89 @@ class Reason(StrEnum):
     NOT_SUSPENDED = "NotSuspended"  #: Suspended=False
 
 
+class Severity(StrEnum):
+    """Who has to act on a launcher failure."""
+
+    #: A bug: the operator rendered bad launcher arguments, or the operator and the image disagree.
+    BUG = "bug"
+    #: The user: the spec, its data or its volume must change before the job can pass.
+    USER = "user"
+    #: The cluster or the training run: a new attempt may pass.
+    TRANSIENT = "transient"
+
+
+@dataclass(frozen=True)
+class LauncherExit:
+    """One way ``flashrl-launch`` fails: its exit code, the reason the FlashRLJob shows, whether the
+    operator retries it, its severity, and when it happens (the docs' text)."""
+
+    #: The launcher's exit code; ``None`` for verl's own code, which the launcher passes through.
+    exit_code: int | None
+    reason: Reason
+    retryable: bool
+    severity: Severity
+    when: str
+
+
+#: Every launcher failure, one row each. A new one is a row here plus the ``LaunchError`` that raises it.
+LAUNCHER_FAILURES: Final[tuple[LauncherExit, ...]] = (
+    LauncherExit(64, Reason.LAUNCHER_USAGE, False, Severity.BUG, "bad launcher arguments (a rendering bug)"),
+    LauncherExit(
+        65,
+        Reason.INVALID_CONFIG,
+        False,
+        Severity.USER,
+        "verl refused an override, its config did not compose, or the operator and the image disagree",
+    ),
+    LauncherExit(69, Reason.RAY_UNREACHABLE, True, Severity.TRANSIENT, "the Ray head did not answer"),
+    LauncherExit(
+        70, Reason.STOPPED_EARLY, False, Severity.USER, "verl exited 0 before the last step (not a success)"
+    ),
+    LauncherExit(
+        73,
+        Reason.CHECKPOINT_UNWRITABLE,
+        False,
+        Severity.USER,
+        "the checkpoint directory cannot be written (a read-only claim, a full volume)",
+    ),
+    LauncherExit(
+        75, Reason.GPU_WAIT_TIMEOUT, True, Severity.TRANSIENT, "not every GPU joined Ray before the deadline"
+    ),
+    LauncherExit(
+        76,
+        Reason.STAGING_FAILED,
+        False,
+        Severity.USER,
+        "`flashrl-launch stage` could not stage a source (the staging Job; its retries are its own)",
+    ),
+    LauncherExit(
+        None, Reason.TRAINER_FAILED, True, Severity.TRANSIENT, "verl exited non-zero (NCCL, OOM, a lost node)"
+    ),
+)
+
+
+def exit_codes(rows: Iterable[LauncherExit]) -> dict[Reason, int]:
+    """The launcher's exit code per reason (verl's own passed-through code has none)."""
+    codes: dict[Reason, int] = {}
+    for row in rows:
+        if row.exit_code is None:
+            continue
+        if row.exit_code in codes.values() or row.reason in codes:
+            raise ValueError(f"{row.reason} or exit code {row.exit_code} has two rows")
+        codes[row.reason] = row.exit_code
+    return codes
+
+
+def reasons_by_exit_code(rows: Iterable[LauncherExit]) -> dict[int, Reason]:
+    """The reason per launcher exit code."""
+    return {code: reason for reason, code in exit_codes(rows).items()}
+
+
+def not_retryable(rows: Iterable[LauncherExit]) -> frozenset[Reason]:
+    """The launcher failures a new attempt cannot fix."""
+    return frozenset(row.reason for row in rows if not row.retryable)
+
+
 #: Reasons that make the job's failure one the user can fix by editing the spec: not final.
 RECOVERABLE_FAILURES: Final[frozenset[Reason]] = frozenset(
     {Reason.INVALID_SPEC, Reason.CHILD_REJECTED, Reason.POLICY_VIOLATION}
@@ -151,12 +243,15 @@ WARNING_REASONS: Final[frozenset[Reason]] = frozenset(
 )
 
 
-def _reason_description() -> str:
+def _reason_description(rows: Iterable[LauncherExit] = LAUNCHER_FAILURES) -> str:
     ours = ", ".join(Reason)
+    codes: Mapping[Reason, int] = exit_codes(rows)
+    launcher = ", ".join(f"{code} {reason}" for reason, code in codes.items())
     return (
         "Why the job failed, or (while Starting) what keeps its Ray pods from starting. Either KubeRay's "
         "own reason copied verbatim (AppFailed, DeadlineExceeded, PreRunningDeadlineExceeded, "
-        f"SubmissionFailed, ...) or one of the project's: {ours}."
+        f"SubmissionFailed, ...) or one of the project's: {ours}. The launcher's exit codes: {launcher}; "
+        f"verl's own code is {Reason.TRAINER_FAILED}."
     )
 
 

@@ -32,9 +32,11 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from flashrl_api import FlashRLJob, SpecError, load_job_file
 from flashrl_api.goodput import LauncherClock
+from flashrl_api.status import Reason
+from flashrl_api.times import compact, rfc3339
 from flashrl_jobs import contract
 from flashrl_jobs.deadline import ESI_ENV, job_deadline
-from flashrl_jobs.ledger import WRITE_FAILURE_TEXTS, Ledger, free_bytes, probe_writable, rfc3339
+from flashrl_jobs.ledger import WRITE_FAILURE_TEXTS, Ledger, free_bytes, probe_writable
 from flashrl_jobs.progress import from_environment
 from flashrl_jobs.ray_gate import connection_abandoned, gate, parse_address
 from flashrl_jobs.run_metrics import FILE_LOGGER_ENV, JsonlTail, RunState
@@ -60,7 +62,7 @@ def log(message: str) -> None:
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
-        self.exit(contract.EXIT_USAGE, f"{self.prog}: error: {message}\n")
+        self.exit(contract.exit_code(Reason.LAUNCHER_USAGE), f"{self.prog}: error: {message}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -136,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
         "with huggingface_hub into its volume (HF_ENDPOINT, HF_TOKEN and HF_HUB_OFFLINE are honoured), "
         "check it against the checksums the Hub reports and, for data, against the columns verl reads, "
         "then write a marker so the next run downloads nothing. Fails with <cause>: <detail> "
-        f"and exit code {contract.EXIT_STAGING_FAILED}.",
+        f"and exit code {contract.exit_code(Reason.STAGING_FAILED)}.",
     )
     stage.add_argument(
         "--spec",
@@ -162,7 +164,7 @@ def metrics_port(flag: int | None, env: Mapping[str, str]) -> int:
     try:
         return _port(raw)
     except argparse.ArgumentTypeError as exc:
-        raise LaunchError(contract.EXIT_USAGE, f"${contract.METRICS_PORT_ENV}: {exc}") from None
+        raise LaunchError(Reason.LAUNCHER_USAGE, f"${contract.METRICS_PORT_ENV}: {exc}") from None
 
 
 def _positive(text: str) -> float:
@@ -182,7 +184,7 @@ def load_job(spec_path: str) -> FlashRLJob:
         job = load_job_file(path)
     except SpecError as exc:
         raise LaunchError(
-            contract.EXIT_INVALID_CONFIG,
+            Reason.INVALID_CONFIG,
             f"invalid FlashRLJob in {path}:\n" + "\n".join(map(str, exc.problems)),
         ) from None
     overrides_file = path.parent / contract.OVERRIDES_FILE
@@ -196,9 +198,9 @@ def check_overrides_file(job: FlashRLJob, overrides_file: Path) -> None:
     try:
         rendered = json.loads(overrides_file.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise LaunchError(contract.EXIT_INVALID_CONFIG, f"cannot read {overrides_file}: {exc}") from None
+        raise LaunchError(Reason.INVALID_CONFIG, f"cannot read {overrides_file}: {exc}") from None
     if not isinstance(rendered, list) or not all(isinstance(o, str) for o in rendered):
-        raise LaunchError(contract.EXIT_INVALID_CONFIG, f"{overrides_file} must be a JSON list of strings")
+        raise LaunchError(Reason.INVALID_CONFIG, f"{overrides_file} must be a JSON list of strings")
     computed = verl_overrides(job)
     if rendered != computed:
         only_operator = [o for o in rendered if o not in computed]
@@ -213,7 +215,7 @@ def check_overrides_file(job: FlashRLJob, overrides_file: Path) -> None:
             if part
         )
         raise LaunchError(
-            contract.EXIT_INVALID_CONFIG,
+            Reason.INVALID_CONFIG,
             f"{overrides_file} differs from the overrides this launcher computes for the same spec "
             f"(the operator and the trainer image run different flashrl versions): {detail}",
         )
@@ -228,10 +230,10 @@ def compose_first(job: FlashRLJob) -> None:
     try:
         result = check_config(job)
     except VerlConfigUnavailableError as exc:
-        raise LaunchError(contract.EXIT_INVALID_CONFIG, f"cannot compose verl's config: {exc}") from None
+        raise LaunchError(Reason.INVALID_CONFIG, f"cannot compose verl's config: {exc}") from None
     if result.problems:
         raise LaunchError(
-            contract.EXIT_INVALID_CONFIG,
+            Reason.INVALID_CONFIG,
             "verl rejects the job's configuration:\n" + "\n".join(str(p) for p in result.problems),
         )
     for note in result.skipped:
@@ -245,7 +247,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         return run_stage(args.spec)
     if not args.ray_address:
         raise LaunchError(
-            contract.EXIT_USAGE,
+            Reason.LAUNCHER_USAGE,
             "no Ray address: set RAY_ADDRESS or pass --ray-address host:port (the launcher never "
             "discovers a cluster on its own)",
         )
@@ -277,7 +279,7 @@ def run_stage(spec_path: str) -> int:
     try:
         stage(job.spec, log, None if reporter is None else lambda p: reporter.report_staging(p.record()))
     except StagingError as exc:
-        raise LaunchError(contract.EXIT_STAGING_FAILED, exc.reason) from None
+        raise LaunchError(Reason.STAGING_FAILED, exc.reason) from None
     finally:
         if reporter is not None:
             reporter.close()
@@ -300,7 +302,7 @@ def check_checkpoint_dir(directory: Path) -> None:
     problem = probe_writable(directory)
     if problem is not None:
         raise LaunchError(
-            contract.EXIT_CHECKPOINT_UNWRITABLE,
+            Reason.CHECKPOINT_UNWRITABLE,
             f"checkpoint directory {directory} is not writable: {problem}; check that "
             "spec.storage.checkpoints is a writable claim with free space",
         )
@@ -316,7 +318,7 @@ def metrics_file(checkpoints: Path, attempt: int) -> Path:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.exists():
-            aside = path.with_name(f"{path.stem}.{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.jsonl")
+            aside = path.with_name(f"{path.stem}.{compact(datetime.now(UTC))}.jsonl")
             path.rename(aside)
             log(f"Kept the previous metrics file of attempt {attempt} as {aside}")
     except OSError as exc:
@@ -455,7 +457,7 @@ def _outcome(job: FlashRLJob, result: ChildResult, state: RunState, ledger: Ledg
             )
             write_termination_message(reason)
             log(reason)
-            return contract.EXIT_CHECKPOINT_UNWRITABLE
+            return contract.exit_code(Reason.CHECKPOINT_UNWRITABLE)
         reason = f"verl exited with code {result.exit_code} {how} at step {step}"
         if result.tail:
             reason += "; last output:\n" + "\n".join(result.tail)
@@ -471,7 +473,7 @@ def _outcome(job: FlashRLJob, result: ChildResult, state: RunState, ledger: Ledg
         )
         write_termination_message(reason)
         log(reason)
-        return contract.EXIT_STOPPED_EARLY
+        return contract.exit_code(Reason.STOPPED_EARLY)
     log(f"verl finished at step {reached}")
     return contract.EXIT_OK
 

@@ -1,12 +1,19 @@
 """What the renderer mounts and the launcher reads: paths, file names and exit codes.
 
+The exit codes are not written here: they come from the launcher failure table,
+``flashrl_api.status.LAUNCHER_FAILURES``.
+
 The operator's renderer and the in-pod launcher both import these constants, so the two sides of
 the contract are the same objects.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Final
+
+from flashrl_api.status import LAUNCHER_FAILURES, Reason, exit_codes
 
 #: Directory where the renderer mounts the job's ConfigMap in the Ray head pod.
 SPEC_DIR: Final = "/etc/flashrl"
@@ -37,15 +44,23 @@ METRICS_PORT_NAME: Final = "flashrl-metrics"
 #: Directory under the job's checkpoint directory where verl's file logger writes, one file per attempt.
 METRICS_DIR: Final = "metrics"
 
-# Launcher exit codes (documented in docs/launcher.md). verl's own exit code is passed through.
+#: The launcher's exit code per failure reason, from the one table (``flashrl_api.status.LAUNCHER_FAILURES``,
+#: documented in docs/launcher.md and docs/operator.md). verl's own exit code is passed through.
+EXIT_CODES: Final[Mapping[Reason, int]] = MappingProxyType(exit_codes(LAUNCHER_FAILURES))
+
+
+def exit_code(reason: Reason) -> int:
+    """The launcher's exit code for ``reason`` (a row of ``LAUNCHER_FAILURES``)."""
+    return EXIT_CODES[reason]
+
+
 EXIT_OK: Final = 0
-EXIT_USAGE: Final = 64
-EXIT_INVALID_CONFIG: Final = 65
-EXIT_RAY_UNREACHABLE: Final = 69
-#: verl exited 0 before the last training step (a resume that ran no step, an early stop).
-EXIT_STOPPED_EARLY: Final = 70
-#: The checkpoint directory cannot be written (read-only claim, full volume).
-EXIT_CHECKPOINT_UNWRITABLE: Final = 73
-EXIT_GPU_TIMEOUT: Final = 75
+# Names for the codes the launcher's own code returns or tests compare; each is the table's.
+EXIT_USAGE: Final = exit_code(Reason.LAUNCHER_USAGE)
+EXIT_INVALID_CONFIG: Final = exit_code(Reason.INVALID_CONFIG)
+EXIT_RAY_UNREACHABLE: Final = exit_code(Reason.RAY_UNREACHABLE)
+EXIT_STOPPED_EARLY: Final = exit_code(Reason.STOPPED_EARLY)
+EXIT_CHECKPOINT_UNWRITABLE: Final = exit_code(Reason.CHECKPOINT_UNWRITABLE)
+EXIT_GPU_TIMEOUT: Final = exit_code(Reason.GPU_WAIT_TIMEOUT)
 #: ``flashrl-launch stage`` could not stage a source; the last line is ``<cause>: <detail>``.
-EXIT_STAGING_FAILED: Final = 76
+EXIT_STAGING_FAILED: Final = exit_code(Reason.STAGING_FAILED)

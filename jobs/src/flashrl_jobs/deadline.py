@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
-from flashrl_api import FlashRLJob
+from flashrl_api import FlashRLJob, times
 from flashrl_jobs import contract
 
 #: The variable ``should_save_ckpt_esi`` reads (verl ``utils/checkpoint/checkpoint_manager.py``).
@@ -59,11 +59,7 @@ class Deadline:
 
 def parse_rfc3339(text: str) -> datetime | None:
     """``2026-01-02T03:04:05Z`` (or with an offset) as an aware datetime; ``None`` if it is not one."""
-    try:
-        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo is not None else None
+    return times.parse_rfc3339(text, naive_is_utc=False)
 
 
 def job_deadline(job: FlashRLJob, env: Mapping[str, str], now: datetime) -> Deadline | None:

@@ -23,17 +23,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
+from flashrl_api.times import rfc3339
+
 #: verl's tracker file name (``get_checkpoint_tracker_filename``).
 TRACKER_FILE: Final = "latest_checkpointed_iteration.txt"
 #: verl's per-step checkpoint directory (``_save_checkpoint``).
 STEP_DIR_PREFIX: Final = "global_step_"
 #: Larger tracker contents are not verl's (it writes a decimal number).
 MAX_TRACKER_BYTES: Final = 64
-
-
-def rfc3339(moment: datetime) -> str:
-    """The one timestamp format of the status: UTC, seconds, ``Z``."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True)

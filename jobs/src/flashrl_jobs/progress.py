@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from flashrl_api import GROUP, PLURAL, VERSION
+from flashrl_api.times import rfc3339
 
 Log = Callable[[str], None]
 
@@ -111,7 +112,7 @@ def progress_fields(report: StepReport, now: datetime) -> dict[str, Any]:
     progress: dict[str, Any] = {
         "step": report.step,
         "totalSteps": report.total_steps,
-        "updateTime": now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "updateTime": rfc3339(now),
     }
     if report.attempt is not None:
         progress["attempt"] = report.attempt

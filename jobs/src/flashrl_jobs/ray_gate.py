@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from flashrl_jobs import contract
+from flashrl_api.status import Reason
 from flashrl_jobs.termination import LaunchError
 
 Log = Callable[[str], None]
@@ -69,19 +69,19 @@ def parse_address(address: str) -> tuple[str, int]:
     text = address.strip()
     if text in {"", "auto", "local"}:
         raise LaunchError(
-            contract.EXIT_USAGE,
+            Reason.LAUNCHER_USAGE,
             f"Ray address {address!r} asks Ray to discover a cluster; give the head's GCS address "
             "as host:port (RAY_ADDRESS or --ray-address)",
         )
     if "://" in text:
         raise LaunchError(
-            contract.EXIT_USAGE,
+            Reason.LAUNCHER_USAGE,
             f"Ray address {address!r} is a URL; give the head's GCS address as host:port (e.g. "
             "raycluster-head-svc:6379), not the Ray Client or dashboard URL",
         )
     match = _HOST_PORT.fullmatch(text)
     if match is None or not 0 < int(match["port"]) < 65536:
-        raise LaunchError(contract.EXIT_USAGE, f"Ray address {address!r} is not host:port")
+        raise LaunchError(Reason.LAUNCHER_USAGE, f"Ray address {address!r} is not host:port")
     return match["v6"] or match["host"], int(match["port"])
 
 
@@ -102,7 +102,7 @@ def probe_head(address: str, timeout: float, log: Log, clock: Callable[[], float
         remaining = deadline - clock()
         if remaining <= 0:
             raise LaunchError(
-                contract.EXIT_RAY_UNREACHABLE,
+                Reason.RAY_UNREACHABLE,
                 f"Ray head at {address} is unreachable after {timeout:g}s ({attempt} attempt(s), "
                 f"last error: {last_error}); is RAY_ADDRESS the head's GCS address?",
             )
@@ -116,9 +116,7 @@ def _ray() -> Any:
     try:
         import ray
     except ImportError:
-        raise LaunchError(
-            contract.EXIT_RAY_UNREACHABLE, "the ray package is not installed in this image"
-        ) from None
+        raise LaunchError(Reason.RAY_UNREACHABLE, "the ray package is not installed in this image") from None
     return ray
 
 
@@ -152,14 +150,12 @@ def connect(address: str, timeout: float) -> Any:
     thread.join(timeout)
     if thread.is_alive():
         raise LaunchError(
-            contract.EXIT_RAY_UNREACHABLE,
+            Reason.RAY_UNREACHABLE,
             f"Ray head at {address} accepts connections but ray.init did not complete within {timeout:g}s",
         )
     error = outcome.get("error")
     if error is not None:
-        raise LaunchError(
-            contract.EXIT_RAY_UNREACHABLE, f"could not connect to the Ray head at {address}: {error}"
-        )
+        raise LaunchError(Reason.RAY_UNREACHABLE, f"could not connect to the Ray head at {address}: {error}")
     return ray
 
 
@@ -215,7 +211,7 @@ def wait_for_gpus(
                 else "every GPU registered but some are held by other Ray tasks or actors"
             )
             raise LaunchError(
-                contract.EXIT_GPU_TIMEOUT,
+                Reason.GPU_WAIT_TIMEOUT,
                 f"timed out after {timeout:g}s waiting for {required} available GPU(s): {line}; {hint}",
             )
         if line != last_line or now - last_report >= report_every:

@@ -31,12 +31,12 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from flashrl_api import FlashRLJobSpec
 from flashrl_api.staging import StagedSource, staging_plan
+from flashrl_api.times import now_rfc3339
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi
@@ -119,7 +119,7 @@ class Progress:
             "filesTotal": self.files_total,
             "bytes": self.bytes,
             "bytesTotal": self.bytes_total,
-            "updateTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "updateTime": now_rfc3339(),
         }
 
     def line(self) -> str:
@@ -175,7 +175,7 @@ def write_marker(item: StagedSource, commit: str, files: Iterable[RemoteFile]) -
         "repoType": item.source.repo_type,
         "revision": item.source.revision,
         "commit": commit,
-        "stagedAt": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "stagedAt": now_rfc3339(),
         "files": [
             {"path": f.path, "size": f.size, **({f.checksum[0]: f.checksum[1]} if f.checksum else {})}
             for f in files

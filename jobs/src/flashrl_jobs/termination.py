@@ -14,6 +14,7 @@ import os
 import sys
 from pathlib import Path
 
+from flashrl_api.status import Reason
 from flashrl_jobs import contract
 
 #: Kubernetes keeps at most 4096 bytes of a termination message.
@@ -21,11 +22,13 @@ MAX_MESSAGE_BYTES = 4096
 
 
 class LaunchError(Exception):
-    """A failure with the exit code the launcher must end with and a reason for humans."""
+    """A launcher failure: ``failure``, a row of ``flashrl_api.status.LAUNCHER_FAILURES``, gives the exit
+    code the launcher ends with; ``reason`` is its one paragraph for humans."""
 
-    def __init__(self, exit_code: int, reason: str) -> None:
+    def __init__(self, failure: Reason, reason: str) -> None:
         super().__init__(reason)
-        self.exit_code = exit_code
+        self.failure = failure
+        self.exit_code = contract.exit_code(failure)
         self.reason = reason
 
 

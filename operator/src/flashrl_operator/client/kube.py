@@ -25,7 +25,6 @@ the request; requests already in flight finish on the old connection pool.
 from __future__ import annotations
 
 import asyncio
-import datetime
 import logging
 import uuid
 from collections.abc import Mapping
@@ -33,6 +32,7 @@ from typing import Any, Final
 
 from kubernetes_asyncio.client import ApiClient
 
+from flashrl_api.times import now_rfc3339
 from flashrl_operator.client.errors import (
     ApiError,
     ConflictError,
@@ -71,11 +71,6 @@ __all__ = [
     "RejectedError",
     "TransientError",
 ]
-
-
-def now_rfc3339() -> str:
-    """The current UTC time as Kubernetes writes it (second precision, ``Z``)."""
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class KubeClient:

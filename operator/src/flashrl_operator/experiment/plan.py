@@ -17,7 +17,9 @@ from typing import Any, Final
 
 from flashrl_api import FlashRLJob
 from flashrl_api.experiment import (
+    EXPERIMENT_KIND,
     ExperimentPhase,
+    ExperimentReason,
     FlashRLExperiment,
     FlashRLExperimentStatus,
     VariantMetric,
@@ -28,23 +30,10 @@ from flashrl_api.experiment import (
 )
 from flashrl_api.status import Condition
 from flashrl_operator.experiment.goodput import with_goodput
+from flashrl_operator.vocab.owners import describe_controller, is_controlled_by
 
 TERMINAL: Final = frozenset({"Succeeded", "Failed"})
 ACTIVE: Final = frozenset({"Starting", "Running"})
-
-#: Reasons of the experiment's status and conditions.
-REASON_WAITING: Final = "WaitingForVariants"
-REASON_RUNNING: Final = "VariantsRunning"
-REASON_SUCCEEDED: Final = "AllVariantsSucceeded"
-REASON_VARIANT_FAILED: Final = "VariantFailed"
-REASON_INVALID: Final = "InvalidSpec"
-#: A variant's FlashRLJob was deleted after the experiment created it (it is not created again).
-REASON_JOB_DELETED: Final = "JobDeleted"
-#: A FlashRLJob with a variant's name exists and is not this experiment's (another experiment's, or a
-#: user's): it is left alone, never adopted, and the variant waits.
-REASON_JOB_NAME_TAKEN: Final = "JobNameTaken"
-#: The API server refused a variant's FlashRLJob.
-REASON_JOB_REJECTED: Final = "JobRejected"
 
 
 @dataclass(frozen=True)
@@ -102,26 +91,26 @@ def experiment_status(
     else:
         phase = "Pending"
     if phase == "Succeeded":
-        reason, message = REASON_SUCCEEDED, f"all {len(variants)} variants succeeded"
+        reason, message = ExperimentReason.ALL_VARIANTS_SUCCEEDED, f"all {len(variants)} variants succeeded"
     elif failed:
-        reason = REASON_VARIANT_FAILED
+        reason = ExperimentReason.VARIANT_FAILED
         message = "; ".join(f"{v.name} failed" + (f" ({v.reason})" if v.reason else "") for v in failed)
     elif phase == "Running":
-        reason = REASON_RUNNING
+        reason = ExperimentReason.VARIANTS_RUNNING
         message = ", ".join(
             f"{v.name} {v.phase}"
             + (f" {v.step}/{v.total_steps}" if v.step is not None and v.total_steps else "")
             for v in variants
         )
     else:
-        reason, message = REASON_WAITING, "no variant is running yet"
+        reason, message = ExperimentReason.WAITING_FOR_VARIANTS, "no variant is running yet"
     previous = experiment.status.conditions if experiment.status is not None else []
     conditions = [
-        _condition("Accepted", True, "Accepted", f"{len(variants)} variants", now, previous),
+        _condition("Accepted", True, ExperimentReason.ACCEPTED, f"{len(variants)} variants", now, previous),
         _condition(
             "Succeeded",
             phase == "Succeeded",
-            reason if phase == "Succeeded" else "NotSucceeded",
+            reason if phase == "Succeeded" else ExperimentReason.NOT_SUCCEEDED,
             message if phase == "Succeeded" else "",
             now,
             previous,
@@ -129,7 +118,7 @@ def experiment_status(
         _condition(
             "Failed",
             phase == "Failed",
-            reason if phase == "Failed" else "NotFailed",
+            reason if phase == "Failed" else ExperimentReason.NOT_FAILED,
             message if phase == "Failed" else "",
             now,
             previous,
@@ -166,7 +155,7 @@ def plan(
         if status.phase == "Waiting" and earlier is not None and earlier.phase != "Waiting":
             # Created before and gone now: someone deleted it. Re-running a whole training run is not
             # the controller's call; the variant is reported failed, with its last known progress.
-            status = earlier.model_copy(update={"phase": "Failed", "reason": REASON_JOB_DELETED})
+            status = earlier.model_copy(update={"phase": "Failed", "reason": ExperimentReason.JOB_DELETED})
         statuses.append(status)
     statuses = with_goodput(statuses, jobs, children)
     limit = experiment.spec.parallelism or len(jobs)
@@ -184,25 +173,14 @@ def plan(
 def controlled_by(job: Mapping[str, Any], uid: str | None) -> bool:
     """Whether ``job``'s controller ownerReference is the experiment with this UID (a name, a label or
     a non-controller reference does not make a FlashRLJob the experiment's)."""
-    refs = (job.get("metadata") or {}).get("ownerReferences") or []
-    return uid is not None and any(
-        isinstance(ref, Mapping)
-        and ref.get("controller") is True
-        and ref.get("kind") == "FlashRLExperiment"
-        and str(ref.get("uid")) == uid
-        for ref in refs
-    )
+    return is_controlled_by(job, uid, EXPERIMENT_KIND)
 
 
 def name_taken(job_name: str, live: Mapping[str, Any]) -> str:
     """The status message for a variant whose FlashRLJob name is held by ``live``, naming its owner."""
-    owner = "it has no controller"
-    for ref in (live.get("metadata") or {}).get("ownerReferences") or []:
-        if isinstance(ref, Mapping) and ref.get("controller") is True:
-            owner = f"its controller is {ref.get('kind')} {ref.get('name')} (uid {ref.get('uid')})"
-            break
     return (
-        f"a FlashRLJob named {job_name} exists and is not this experiment's ({owner}); it is left "
+        f"a FlashRLJob named {job_name} exists and is not this experiment's ({describe_controller(live)}); "
+        "it is left "
         "alone: rename the experiment or the variant"
     )
 
@@ -214,13 +192,13 @@ def invalid_status(
     message = "; ".join(problems)
     return FlashRLExperimentStatus(
         phase="Failed",
-        reason=REASON_INVALID,
+        reason=ExperimentReason.INVALID_SPEC,
         message=message,
         conditions=[
             Condition(
                 type="Accepted",
                 status="False",
-                reason=REASON_INVALID,
+                reason=ExperimentReason.INVALID_SPEC,
                 message=message,
                 last_transition_time=now,
             )

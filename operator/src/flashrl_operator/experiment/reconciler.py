@@ -20,14 +20,19 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from flashrl_api import API_VERSION, KIND, FlashRLJob
-from flashrl_api.experiment import EXPERIMENT_KIND, EXPERIMENT_LABEL, EXPERIMENT_PLURAL, experiment_problems
+from flashrl_api.experiment import (
+    EXPERIMENT_KIND,
+    EXPERIMENT_LABEL,
+    EXPERIMENT_PLURAL,
+    ExperimentReason,
+    experiment_problems,
+)
 from flashrl_api.history import HISTORY_KEY, add_metrics, history_name
 from flashrl_api.status import Reason
+from flashrl_api.times import now_rfc3339
 from flashrl_operator.client.errors import ConflictError, RejectedError
-from flashrl_operator.client.kube import KubeClient, now_rfc3339
+from flashrl_operator.client.kube import KubeClient
 from flashrl_operator.experiment.plan import (
-    REASON_JOB_NAME_TAKEN,
-    REASON_JOB_REJECTED,
     controlled_by,
     invalid_status,
     name_taken,
@@ -36,6 +41,7 @@ from flashrl_operator.experiment.plan import (
 from flashrl_operator.render import JOB_LABEL
 from flashrl_operator.render.children import ownership_conflict
 from flashrl_operator.vocab.kinds import CONFIG_MAP, FLASHRL_EXPERIMENT, FLASHRL_JOB
+from flashrl_operator.vocab.owners import controller_name, controller_of, is_referenced_by
 
 logger = logging.getLogger(__name__)
 
@@ -55,10 +61,7 @@ def job_object(job: FlashRLJob) -> dict[str, Any]:
 
 def experiment_of(job: Mapping[str, Any]) -> str | None:
     """The experiment that owns a FlashRLJob (by its controller ownerReference), or None."""
-    for ref in (job.get("metadata") or {}).get("ownerReferences") or []:
-        if ref.get("kind") == EXPERIMENT_KIND and ref.get("controller"):
-            return str(ref.get("name"))
-    return None
+    return controller_name(job, EXPERIMENT_KIND)
 
 
 def history_is_ours(live: Mapping[str, Any], uid: str) -> bool:
@@ -67,10 +70,7 @@ def history_is_ours(live: Mapping[str, Any], uid: str) -> bool:
     FlashRLJob reference with the job's UID."""
     if ownership_conflict("", live, uid) is None:
         return True
-    refs = (live.get("metadata") or {}).get("ownerReferences") or []
-    return not any(isinstance(r, Mapping) and r.get("controller") is True for r in refs) and any(
-        isinstance(r, Mapping) and r.get("kind") == KIND and str(r.get("uid")) == uid for r in refs
-    )
+    return controller_of(live) is None and is_referenced_by(live, uid, KIND)
 
 
 def _comparable(status: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -125,7 +125,11 @@ class ExperimentReconciler:
                 live = await self._kube.get(FLASHRL_JOB, namespace, job.name)
                 status = self._taken(status, job.name, live or {})
             except RejectedError as exc:
-                status = {**status, "reason": REASON_JOB_REJECTED, "message": f"FlashRLJob {job.name}: {exc}"}
+                status = {
+                    **status,
+                    "reason": ExperimentReason.JOB_REJECTED,
+                    "message": f"FlashRLJob {job.name}: {exc}",
+                }
         await self._write_status(raw, status)
 
     @staticmethod
@@ -138,7 +142,7 @@ class ExperimentReconciler:
         return {
             **status,
             "variants": variants,
-            "reason": REASON_JOB_NAME_TAKEN,
+            "reason": ExperimentReason.JOB_NAME_TAKEN,
             "message": name_taken(job_name, live),
         }
 

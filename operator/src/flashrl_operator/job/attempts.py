@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from flashrl_api.status import Reason
+from flashrl_api.times import rfc3339
 from flashrl_operator.job.retry_policy import (
     BACKOFF_BASE_SECONDS,
     AttemptEnd,
@@ -215,10 +216,6 @@ class Failure:
     event_message: str
 
 
-def _rfc3339(moment: datetime.datetime) -> str:
-    return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def on_failure(
     state: Attempts,
     reported: Reported,
@@ -254,7 +251,7 @@ def on_failure(
         earlier_stalls=stalls_from(history, current.start_step),
     )
     decision = decide(end, max_restarts, backoff_base, jitter_key)
-    stamp = _rfc3339(now)
+    stamp = rfc3339(now)
     closed = replace(
         current,
         end_step=step,
@@ -273,7 +270,7 @@ def on_failure(
             after,
             attempt=nxt.attempt,
             history=tuple([*after.history, nxt][-MAX_HISTORY:]),
-            next_attempt_time=_rfc3339(now + datetime.timedelta(seconds=decision.backoff_seconds)),
+            next_attempt_time=rfc3339(now + datetime.timedelta(seconds=decision.backoff_seconds)),
         )
         return Failure(decision, after, Reason.RETRYING, decision.message)
     return Failure(decision, after, decision.reason, decision.message)

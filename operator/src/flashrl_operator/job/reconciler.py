@@ -41,8 +41,9 @@ from flashrl_api.pins import default_trainer_image
 from flashrl_api.spec import RolloutSpec
 from flashrl_api.staging import staging_plan
 from flashrl_api.status import RECOVERABLE_FAILURES, ConditionType, Reason
+from flashrl_api.times import now_rfc3339, rfc3339
 from flashrl_operator.client.errors import ConflictError, RejectedError, TransientError
-from flashrl_operator.client.kube import KubeClient, now_rfc3339
+from flashrl_operator.client.kube import KubeClient
 from flashrl_operator.job import overrides
 from flashrl_operator.job.attempts import Attempts, Reported, on_failure
 from flashrl_operator.job.policy import AdminPolicy, policy_problems
@@ -247,7 +248,7 @@ class Reconciler:
                     raise TransientError(f"{child.describe()} conflicted and vanished; retrying") from None
                 conflict = ownership_conflict(child.describe(), live, uid)
                 if conflict is not None:
-                    raise _ConflictError((conflict,)) from None
+                    raise _ForeignChildError((conflict,)) from None
         patch = drift_patch(child.body, live, queued=queued)
         if not patch:
             return live
@@ -341,7 +342,7 @@ class Reconciler:
                     )
                     logger.error("%s", rejected)
                     break
-                except _ConflictError as exc:
+                except _ForeignChildError as exc:
                     conflicts = exc.conflicts
                     break
                 if child is ray_job:
@@ -454,7 +455,7 @@ class Reconciler:
             ended = max(ends, default=None)
             used = (ended - created).total_seconds() if ended is not None else 0.0
             left = max(1, int(deadline - used))
-        start = created.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        start = rfc3339(created)
         return AttemptContext(attempts.attempt, start, left)
 
     async def _attempts(
@@ -473,7 +474,7 @@ class Reconciler:
         """Apply the retry policy to the current attempt (:mod:`flashrl_operator.job.attempts`)."""
         meta = body.get("metadata") or {}
         namespace, name = str(meta.get("namespace") or "default"), str(meta["name"])
-        stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        stamp = rfc3339(now)
         previous = obs.previous
         if waiting:
             self._wake_at(namespace, name, attempts, now)
@@ -578,7 +579,7 @@ class Reconciler:
         admitted = obs.ray_job is not None and not obs.ray_job.spec_suspend  # Kueue admitted it
         gpus = resources.nodes * resources.gpus_per_node
         folded = fold_attempts(attempts, obs.previous.get("launcherPhases"), gpus, released, now, admitted)
-        stamp = created.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        stamp = rfc3339(created)
         ledger = goodput(folded, obs.previous.get("conditions"), stamp)
         self._metrics.observe_goodput(job.namespace or "default", job.name, ledger)
         # Unchanged attempts stay as the attempt policy left them (a final job's are not rewritten).
@@ -691,7 +692,7 @@ class Reconciler:
             await self._kube.create_event(involved, event.type, event.reason, event.message)
 
 
-class _ConflictError(Exception):
+class _ForeignChildError(Exception):
     """Objects under children's names that the job does not control (a reconcile stops and waits)."""
 
     def __init__(self, conflicts: tuple[str, ...]) -> None:

@@ -5,8 +5,10 @@ the operator decides itself: every attempt runs with ``backoffLimit: 0`` and thi
 ended. The rules, in order:
 
 1. **Not retryable** (:data:`NON_RETRYABLE`): the same spec, image and volume would fail the same way
-   (an invalid config, a launcher usage error, a checkpoint directory that cannot be written, verl
-   stopping early by itself, the job's own deadline having passed): Failed at once, with that reason.
+   (the launcher failures the table ``flashrl_api.status.LAUNCHER_FAILURES`` marks not retryable: an
+   invalid config, a launcher usage error, a checkpoint directory that cannot be written, verl
+   stopping early by itself, a failed staging Job; an invalid spec, a RayJob KubeRay refused; the
+   job's own deadline having passed): Failed at once, with that reason.
 2. **Budget**: ``lifecycle.maxRestarts`` retries at most; after that, Failed with the attempt's reason.
 3. **Progress gate**: a retryable failure (a trainer crash, an NCCL error, a lost node or evicted pod,
    a GPU wait timeout, a deleted RayJob, ...) is retried if the attempt saved a checkpoint newer than
@@ -25,36 +27,33 @@ step in flight). Kueue preemption is not a failure and never reaches this functi
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from flashrl_api.status import Reason
+from flashrl_api.status import LAUNCHER_FAILURES, LauncherExit, Reason, not_retryable
 from flashrl_operator.vocab.kuberay import KubeRayReason
 
-REASON_CHECKPOINT_UNWRITABLE: Final = Reason.CHECKPOINT_UNWRITABLE
-REASON_INVALID_CONFIG: Final = Reason.INVALID_CONFIG
-REASON_LAUNCHER_USAGE: Final = Reason.LAUNCHER_USAGE
-REASON_STOPPED_EARLY: Final = Reason.STOPPED_EARLY
 REASON_NO_PROGRESS: Final = Reason.NO_PROGRESS
 #: KubeRay's reason when ``activeDeadlineSeconds`` ran out.
 REASON_DEADLINE_EXCEEDED: Final = KubeRayReason.DEADLINE_EXCEEDED
 #: KubeRay refused the RayJob spec (``ValidationFailed``): a rendering bug or an API mismatch.
 REASON_VALIDATION_FAILED: Final = KubeRayReason.VALIDATION_FAILED
 
+#: Failures that are not the launcher's and that a new attempt cannot fix.
+NOT_LAUNCHER_NON_RETRYABLE: Final[frozenset[str]] = frozenset({REASON_VALIDATION_FAILED, Reason.INVALID_SPEC})
+
+
+def non_retryable(rows: Iterable[LauncherExit]) -> frozenset[str]:
+    """The failures a new attempt cannot fix: the launcher failure table's rows marked not retryable
+    (``StagingFailed`` among them: the staging Job already retried what can be retried, its
+    backoffLimit; the rest, a missing column, a gated model, a full volume, needs the user), and the
+    spec's and KubeRay's refusals."""
+    return not_retryable(rows) | NOT_LAUNCHER_NON_RETRYABLE
+
+
 #: Failures a new attempt cannot fix.
-NON_RETRYABLE: Final = frozenset(
-    {
-        REASON_INVALID_CONFIG,
-        REASON_LAUNCHER_USAGE,
-        REASON_CHECKPOINT_UNWRITABLE,
-        REASON_STOPPED_EARLY,
-        REASON_VALIDATION_FAILED,
-        Reason.INVALID_SPEC,
-        # The staging Job already retried what can be retried (its backoffLimit); the rest (a
-        # missing column, a gated model, a full volume) needs the user.
-        Reason.STAGING_FAILED,
-    }
-)
+NON_RETRYABLE: Final = non_retryable(LAUNCHER_FAILURES)
 
 #: Backoff before attempt k+1: 30 s doubling per retry, at most 10 minutes (a new Ray cluster takes
 #: minutes to come up anyway; the backoff only keeps a flapping node pool from being hammered).

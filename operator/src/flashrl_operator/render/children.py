@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from flashrl_api.rules import MUTABLE_SPEC_FIELDS as API_MUTABLE_SPEC_FIELDS
 from flashrl_operator.vocab import kuberay
+from flashrl_operator.vocab.owners import controller_name, describe_controller, is_controlled_by
 
 #: Annotation on the RayJob holding the (immutable part of the) spec it was rendered from.
 SPEC_ANNOTATION: Final = "flashrl.dev/spec"
@@ -166,20 +167,10 @@ def drift_patch(
 
 def owner_name(ray_job: Mapping[str, Any], kind: str, label: str) -> str | None:
     """The FlashRLJob a RayJob belongs to: its controller ownerReference, else ``label``."""
-    meta = ray_job.get("metadata") or {}
-    for ref in meta.get("ownerReferences") or []:
-        if isinstance(ref, Mapping) and ref.get("kind") == kind and ref.get("controller"):
-            return str(ref.get("name"))
-    value = (meta.get("labels") or {}).get(label)
+    if (name := controller_name(ray_job, kind)) is not None:
+        return name
+    value = ((ray_job.get("metadata") or {}).get("labels") or {}).get(label)
     return str(value) if value else None
-
-
-def controller_of(live: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The ownerReference marked ``controller: true`` on a live object, if any."""
-    for ref in (live.get("metadata") or {}).get("ownerReferences") or []:
-        if isinstance(ref, Mapping) and ref.get("controller") is True:
-            return ref
-    return None
 
 
 def ownership_conflict(description: str, live: Mapping[str, Any], uid: str) -> str | None:
@@ -190,11 +181,6 @@ def ownership_conflict(description: str, live: Mapping[str, Any], uid: str) -> s
     else is never patched, adopted or deleted (a Role's rules, a ConfigMap's data or someone's RayJob
     would otherwise be replaced, and garbage-collected with the job).
     """
-    ref = controller_of(live)
-    if ref is not None and str(ref.get("uid")) == uid:
+    if is_controlled_by(live, uid):
         return None
-    if ref is None:
-        owner = "it has no controller"
-    else:
-        owner = f"its controller is {ref.get('kind')} {ref.get('name')} (uid {ref.get('uid')})"
-    return f"{description} already exists and is not this job's ({owner})"
+    return f"{description} already exists and is not this job's ({describe_controller(live)})"

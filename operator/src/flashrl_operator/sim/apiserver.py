@@ -44,7 +44,7 @@ from aiohttp import web
 
 from flashrl_api import SINGULAR
 from flashrl_api.experiment import EXPERIMENT_SINGULAR
-from flashrl_operator.client.kube import now_rfc3339
+from flashrl_api.times import now_rfc3339
 from flashrl_operator.vocab import kuberay
 from flashrl_operator.vocab.kinds import CONFIG_MAP, EVENT, FLASHRL_EXPERIMENT, FLASHRL_JOB, POD
 from flashrl_operator.vocab.resource import Resource

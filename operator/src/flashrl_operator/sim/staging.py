@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from flashrl_api.times import now_rfc3339
 from flashrl_jobs import contract
-from flashrl_operator.client.kube import now_rfc3339
 from flashrl_operator.render.staging import JOB_NAME_LABEL, STAGE_CONTAINER
 from flashrl_operator.sim.apiserver import JOBS_RESOURCE, KUBELET, PODS_RESOURCE, ApiClient, resource_key
 from flashrl_operator.vocab.kinds import JOB as BATCH_JOB

@@ -19,10 +19,10 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from flashrl_api.times import now_rfc3339
 from flashrl_jobs.progress import step_status
 from flashrl_jobs.run_metrics import RunState
 from flashrl_jobs.run_observer import step_report
-from flashrl_operator.client.kube import now_rfc3339
 from flashrl_operator.sim.apiserver import (
     GARBAGE_COLLECTOR,
     JOBS_RESOURCE,
@@ -54,6 +54,7 @@ from flashrl_operator.vocab.kuberay import (
     NodeType,
     desired_worker_replicas,
 )
+from flashrl_operator.vocab.owners import owner_uids
 from flashrl_operator.vocab.resource import Resource
 
 #: KubeRay's RayJob status at each step of a normal run (see docs/operator.md for the mapping).
@@ -481,9 +482,7 @@ class GarbageCollectorStandIn:
             orphans = [
                 (key, obj.raw)
                 for key, obj in list(self._server.objects.items())
-                if not obj.deleted
-                and (refs := (obj.raw.get("metadata") or {}).get("ownerReferences"))
-                and not any(str(ref.get("uid")) in live for ref in refs)
+                if not obj.deleted and (owners := owner_uids(obj.raw)) and not owners & live
             ]
             if not orphans:
                 return deleted

@@ -29,6 +29,7 @@ from prometheus_client.registry import Collector
 from flashrl_api import PHASES
 from flashrl_api.exported_metrics import GOODPUT_PHASE_LABEL, GPU_SECONDS
 from flashrl_api.goodput import OPERATOR_PHASES
+from flashrl_api.times import parse_rfc3339
 
 #: Metric family names (documented in docs/operator.md).
 RECONCILE_DURATION: Final = "flashrl_operator_reconcile_duration_seconds"
@@ -44,13 +45,7 @@ CONTENT_TYPE: Final = CONTENT_TYPE_LATEST
 
 def parse_time(value: object) -> datetime.datetime | None:
     """An RFC 3339 timestamp as written by the API server, or ``None``."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)
+    return parse_rfc3339(value)
 
 
 class GoodputCollector(Collector):

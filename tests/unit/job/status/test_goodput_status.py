@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from flashrl_api.goodput import LauncherClock, launcher_phases, parse_rfc3339, rfc3339
+from flashrl_api.goodput import LauncherClock, launcher_phases, parse_rfc3339
+from flashrl_api.times import rfc3339_millis as rfc3339
 from flashrl_operator.job.attempts import Attempts
 from flashrl_operator.job.status.goodput import fold_attempts, goodput, unreleased
 

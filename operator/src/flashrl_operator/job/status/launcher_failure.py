@@ -11,20 +11,20 @@ supervisor (``ray/dashboard/modules/job/job_supervisor.py``) sets the job's mess
 and KubeRay copies it into the RayJob's ``status.message`` with reason ``AppFailed`` (v1.7.0
 ``ray-operator/controllers/ray/rayjob_controller.go``: ``Status.Message = jobInfo.Message``; in
 K8sJobMode a failed submitter keeps that message when the Ray job itself failed). The launcher's last
-line of output is
-always its reason, prefixed ``flashrl-launch: ``, and its exit code is one of
-:mod:`flashrl_jobs.contract`'s, so the FlashRLJob can say ``GPUWaitTimeout`` and the launcher's own
-words instead of KubeRay's generic ``AppFailed`` and a page of log tail.
+line of output is always its reason, prefixed ``flashrl-launch: ``, and its exit code is one of the
+table :data:`flashrl_api.status.LAUNCHER_FAILURES`, so the FlashRLJob can say ``GPUWaitTimeout`` and
+the launcher's own words instead of KubeRay's generic ``AppFailed`` and a page of log tail.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Final
 
-from flashrl_api.status import Reason
-from flashrl_jobs import contract
+from flashrl_api.status import LAUNCHER_FAILURES, Reason, reasons_by_exit_code
 
 #: How every launcher log line starts (``flashrl_jobs.cli.log``).
 LAUNCHER_PREFIX: Final = "flashrl-launch: "
@@ -32,15 +32,8 @@ LAUNCHER_PREFIX: Final = "flashrl-launch: "
 VERL_FAILED_PREFIX: Final = "verl exited with code "
 
 
-#: Reason per launcher exit code; any other non-zero code is verl's own.
-REASONS: Final[dict[int, Reason]] = {
-    contract.EXIT_USAGE: Reason.LAUNCHER_USAGE,
-    contract.EXIT_INVALID_CONFIG: Reason.INVALID_CONFIG,
-    contract.EXIT_RAY_UNREACHABLE: Reason.RAY_UNREACHABLE,
-    contract.EXIT_GPU_TIMEOUT: Reason.GPU_WAIT_TIMEOUT,
-    contract.EXIT_STOPPED_EARLY: Reason.STOPPED_EARLY,
-    contract.EXIT_CHECKPOINT_UNWRITABLE: Reason.CHECKPOINT_UNWRITABLE,
-}
+#: Reason per launcher exit code, from the launcher failure table; any other non-zero code is verl's own.
+REASONS: Final[Mapping[int, Reason]] = MappingProxyType(reasons_by_exit_code(LAUNCHER_FAILURES))
 
 _EXIT_CODE = re.compile(r"entrypoint command failed with exit code (-?\d+)")
 
