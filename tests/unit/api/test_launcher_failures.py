@@ -23,7 +23,7 @@ from flashrl_operator.job.retry_policy import NON_RETRYABLE, AttemptEnd, decide,
 from flashrl_operator.job.status import launcher_failure
 from flashrl_operator.job.status.launcher_failure import launcher_failure as read_failure
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 OPERATOR_DOC = ROOT / "docs" / "operator.md"
 LAUNCHER_DOC = ROOT / "docs" / "launcher.md"
 

@@ -13,7 +13,7 @@ from flashrl_jobs.deadline import parse_rfc3339 as deadline_start
 from flashrl_jobs.progress import StepReport, progress_fields
 from flashrl_operator.vocab.metrics import parse_time
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SOURCES = [ROOT / "jobs" / "src", ROOT / "operator" / "src"]
 #: Writing or reading a timestamp format by hand.
 BY_HAND = re.compile(r"strftime|strptime|isoformat|%Y-%m-%dT|%Y%m%dT")

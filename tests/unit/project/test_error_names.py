@@ -8,7 +8,7 @@ from pathlib import Path
 
 from flashrl_operator.client.errors import ApiError, ConflictError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SOURCES = [ROOT / "jobs" / "src", ROOT / "operator" / "src"]
 
 
