@@ -17,15 +17,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import kopf
 
 from flashrl_api import GROUP, KIND, PLURAL, VERSION
+from flashrl_api.experiment import EXPERIMENT_KIND
 from flashrl_api.status import ConditionType
 from flashrl_operator.client.errors import TransientError
 from flashrl_operator.client.kube import KubeClient
@@ -189,28 +191,43 @@ def staging_progress_unshown(status: Mapping[str, Any]) -> bool:
 async def reconcile_with_retries(
     ctx: OperatorContext, namespace: str, name: str, body: Mapping[str, Any] | None
 ) -> None:
-    """Reconcile one job, retrying transient failures with a growing delay until it succeeds.
+    """Reconcile one job, retrying transient failures (see :func:`_retrying`).
+
+    The first try uses the watch event's ``body``; a retry reads the job again, as it may have changed
+    meanwhile.
+    """
+
+    async def once(attempt: int) -> None:
+        await ctx.require_reconciler().reconcile(namespace, name, body if attempt == 0 else None)
+
+    await _retrying(ctx, KIND, namespace, name, once)
+
+
+async def _retrying(
+    ctx: OperatorContext, kind: str, namespace: str, name: str, once: Callable[[int], Awaitable[None]]
+) -> None:
+    """Call ``once(attempt)`` until it succeeds, waiting a growing delay after each transient failure.
 
     The server's Retry-After (in :attr:`TransientError.delay`) is a floor, never shortened. Any
-    other error is logged and left to the next event or resync: retrying a bug does not fix it.
+    other error is logged and left to the next event or resync: retrying a bug does not fix it. A
+    replica that stops leading stops retrying: the new leader resyncs everything when it takes over.
     """
     config = ctx.config
     for attempt in itertools.count():
         if not ctx.may_reconcile:
-            return  # another replica leads; this one resyncs everything when it takes over
+            return
         try:
-            await ctx.require_reconciler().reconcile(namespace, name, body)
+            await once(attempt)
             return
         except TransientError as exc:
             backoff = backoff_delay(
                 config.retry_delay, attempt, config.max_retry_delay, f"{namespace}/{name}"
             )
             delay = max(exc.delay, backoff)
-            logger.warning("FlashRLJob %s/%s: will retry in %.1fs: %s", namespace, name, delay, exc)
+            logger.warning("%s %s/%s: will retry in %.1fs: %s", kind, namespace, name, delay, exc)
             await asyncio.sleep(delay)
-            body = None  # read it again: it may have changed meanwhile
         except Exception:
-            logger.exception("FlashRLJob %s/%s: reconcile failed", namespace, name)
+            logger.exception("%s %s/%s: reconcile failed", kind, namespace, name)
             return
 
 
@@ -230,50 +247,42 @@ async def resync_all(ctx: OperatorContext) -> None:
     """Reconcile every known job once (at most eight at a time); nothing when another replica leads."""
     limit = asyncio.Semaphore(8)
 
-    async def one(namespace: str, name: str) -> None:
+    async def one(kind: str, namespace: str, name: str, reconcile: Callable[[], Awaitable[None]]) -> None:
         async with limit:
             if not ctx.may_reconcile:
                 return
             try:
-                await ctx.require_reconciler().reconcile(namespace, name)
-            except Exception as exc:  # One job's trouble must not stop the others' resync.
-                logger.warning("Resync of FlashRLJob %s/%s failed: %s", namespace, name, exc)
+                await reconcile()
+            except Exception as exc:  # One object's trouble must not stop the others' resync.
+                logger.warning("Resync of %s %s/%s failed: %s", kind, namespace, name, exc)
+
+    async def job(namespace: str, name: str) -> None:
+        await ctx.require_reconciler().reconcile(namespace, name)
 
     async def experiment(namespace: str, name: str) -> None:
-        async with limit:
-            if not ctx.may_reconcile:
-                return
-            try:
-                if ctx.experiments is not None:
-                    await ctx.experiments.reconcile(namespace, name)
-            except Exception as exc:
-                logger.warning("Resync of FlashRLExperiment %s/%s failed: %s", namespace, name, exc)
+        if ctx.experiments is not None:
+            await ctx.experiments.reconcile(namespace, name)
 
-    await asyncio.gather(*(one(ns, name) for ns, name in sorted(ctx.known_jobs)))
-    await asyncio.gather(*(experiment(ns, name) for ns, name in sorted(ctx.known_experiments)))
+    await asyncio.gather(
+        *(one(KIND, ns, name, functools.partial(job, ns, name)) for ns, name in sorted(ctx.known_jobs))
+    )
+    await asyncio.gather(
+        *(
+            one(EXPERIMENT_KIND, ns, name, functools.partial(experiment, ns, name))
+            for ns, name in sorted(ctx.known_experiments)
+        )
+    )
 
 
 async def reconcile_experiment_with_retries(ctx: OperatorContext, namespace: str, name: str) -> None:
     """Reconcile one FlashRLExperiment, retrying transient failures like a job's reconcile."""
-    config = ctx.config
-    for attempt in itertools.count():
-        if not ctx.may_reconcile:
-            return  # another replica leads
-        try:
-            if ctx.experiments is None:
-                raise TransientError("the operator is still starting", delay=1)
-            await ctx.experiments.reconcile(namespace, name)
-            return
-        except TransientError as exc:
-            backoff = backoff_delay(
-                config.retry_delay, attempt, config.max_retry_delay, f"{namespace}/{name}"
-            )
-            delay = max(exc.delay, backoff)
-            logger.warning("FlashRLExperiment %s/%s: will retry in %.1fs: %s", namespace, name, delay, exc)
-            await asyncio.sleep(delay)
-        except Exception:
-            logger.exception("FlashRLExperiment %s/%s: reconcile failed", namespace, name)
-            return
+
+    async def once(_attempt: int) -> None:
+        if ctx.experiments is None:
+            raise TransientError("the operator is still starting", delay=1)
+        await ctx.experiments.reconcile(namespace, name)
+
+    await _retrying(ctx, EXPERIMENT_KIND, namespace, name, once)
 
 
 async def record_history(ctx: OperatorContext, body: Mapping[str, Any]) -> None:
