@@ -65,81 +65,73 @@ _KEPT_KEYWORDS: Final = (
     "maxProperties",
 )
 
+
+def printer_column(
+    name: str, kind: str, json_path: str, description: str = "", priority: int = 0
+) -> dict[str, Any]:
+    """One ``kubectl get`` column; ``priority=1`` shows it only with ``-o wide``."""
+    column: dict[str, Any] = {"name": name, "type": kind, "jsonPath": json_path}
+    if description:
+        column["description"] = description
+    if priority:
+        column["priority"] = priority
+    return column
+
+
 PRINTER_COLUMNS: Final[tuple[dict[str, Any], ...]] = (
-    {"name": "Phase", "type": "string", "jsonPath": ".status.phase", "description": "Lifecycle phase."},
-    {
-        "name": "Step",
-        "type": "integer",
-        "jsonPath": ".status.progress.step",
-        "description": "Last completed training step.",
-    },
-    {
-        "name": "Steps",
-        "type": "integer",
-        "jsonPath": ".status.progress.totalSteps",
-        "description": "Steps the job will run.",
-    },
-    {
-        "name": "Checkpoint",
-        "type": "integer",
-        "jsonPath": ".status.checkpoint.step",
-        "description": "Step of the newest checkpoint (where a retry resumes).",
-    },
-    {
-        "name": "Val-Score",
-        "type": "number",
-        "jsonPath": ".status.validationScore.value",
-        "description": "Newest validation score (verl val-core/<source>/<var>/mean@N).",
-    },
-    {
-        "name": "Mismatch-KL",
-        "type": "number",
-        "jsonPath": '.status.metrics[?(@.name=="rollout_corr/kl")].value',
-        "description": "Newest rollout/trainer mismatch (verl rollout_corr/kl).",
-        "priority": 1,
-    },
-    {
-        "name": "Quantization",
-        "type": "string",
-        "jsonPath": ".spec.rollout.quantization",
-        "description": "Rollout weight precision.",
-    },
-    {
-        "name": "Nodes",
-        "type": "integer",
-        "jsonPath": ".spec.resources.nodes",
-        "description": "GPU worker pods (resources.gpusPerNode GPUs each).",
-        "priority": 1,
-    },
-    {
-        "name": "Attempt",
-        "type": "integer",
-        "jsonPath": ".status.attempt",
-        "description": "Current attempt (Ray cluster); each retry is a new one.",
-        "priority": 1,
-    },
-    {
-        "name": "Goodput",
-        "type": "number",
-        "jsonPath": ".status.goodput.productiveFraction",
-        "description": "Share of the held GPU-seconds that trained the model (status.goodput).",
-        "priority": 1,
-    },
-    {
-        "name": "Reason",
-        "type": "string",
-        "jsonPath": ".status.reason",
-        "description": "Why the job failed or is waiting.",
-        "priority": 1,
-    },
-    {
-        "name": kuberay.RAY_JOB.kind,
-        "type": "string",
-        "jsonPath": ".status.rayJobName",
-        "description": "The KubeRay RayJob running this job.",
-        "priority": 1,
-    },
-    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    printer_column("Phase", "string", ".status.phase", "Lifecycle phase."),
+    printer_column("Step", "integer", ".status.progress.step", "Last completed training step."),
+    printer_column("Steps", "integer", ".status.progress.totalSteps", "Steps the job will run."),
+    printer_column(
+        "Checkpoint",
+        "integer",
+        ".status.checkpoint.step",
+        "Step of the newest checkpoint (where a retry resumes).",
+    ),
+    printer_column(
+        "Val-Score",
+        "number",
+        ".status.validationScore.value",
+        "Newest validation score (verl val-core/<source>/<var>/mean@N).",
+    ),
+    printer_column(
+        "Mismatch-KL",
+        "number",
+        '.status.metrics[?(@.name=="rollout_corr/kl")].value',
+        "Newest rollout/trainer mismatch (verl rollout_corr/kl).",
+        priority=1,
+    ),
+    printer_column("Quantization", "string", ".spec.rollout.quantization", "Rollout weight precision."),
+    printer_column(
+        "Nodes",
+        "integer",
+        ".spec.resources.nodes",
+        "GPU worker pods (resources.gpusPerNode GPUs each).",
+        priority=1,
+    ),
+    printer_column(
+        "Attempt",
+        "integer",
+        ".status.attempt",
+        "Current attempt (Ray cluster); each retry is a new one.",
+        priority=1,
+    ),
+    printer_column(
+        "Goodput",
+        "number",
+        ".status.goodput.productiveFraction",
+        "Share of the held GPU-seconds that trained the model (status.goodput).",
+        priority=1,
+    ),
+    printer_column("Reason", "string", ".status.reason", "Why the job failed or is waiting.", priority=1),
+    printer_column(
+        kuberay.RAY_JOB.kind,
+        "string",
+        ".status.rayJobName",
+        "The KubeRay RayJob running this job.",
+        priority=1,
+    ),
+    printer_column("Age", "date", ".metadata.creationTimestamp"),
 )
 
 

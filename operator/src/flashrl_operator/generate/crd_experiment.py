@@ -38,6 +38,7 @@ from flashrl_operator.generate.crd import (
     kind_root_schema,
     list_map,
     object_schema,
+    printer_column,
     spec_schema,
 )
 
@@ -52,28 +53,13 @@ IMMUTABLE_MESSAGE: Final = (
 )
 
 PRINTER_COLUMNS: Final[tuple[dict[str, Any], ...]] = (
-    {"name": "Phase", "type": "string", "jsonPath": ".status.phase", "description": "Experiment phase."},
-    {
-        "name": "Finished",
-        "type": "string",
-        "jsonPath": ".status.finished",
-        "description": "Variants finished out of all.",
-    },
-    {
-        "name": "Parallelism",
-        "type": "integer",
-        "jsonPath": ".spec.parallelism",
-        "description": "Variants running at once (empty: all).",
-        "priority": 1,
-    },
-    {
-        "name": "Reason",
-        "type": "string",
-        "jsonPath": ".status.reason",
-        "description": "Why the experiment failed or waits.",
-        "priority": 1,
-    },
-    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    printer_column("Phase", "string", ".status.phase", "Experiment phase."),
+    printer_column("Finished", "string", ".status.finished", "Variants finished out of all."),
+    printer_column(
+        "Parallelism", "integer", ".spec.parallelism", "Variants running at once (empty: all).", priority=1
+    ),
+    printer_column("Reason", "string", ".status.reason", "Why the experiment failed or waits.", priority=1),
+    printer_column("Age", "date", ".metadata.creationTimestamp"),
 )
 
 
