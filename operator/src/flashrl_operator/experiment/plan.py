@@ -106,23 +106,21 @@ def experiment_status(
         reason, message = ExperimentReason.WAITING_FOR_VARIANTS, "no variant is running yet"
     previous = experiment.status.conditions if experiment.status is not None else []
     conditions = [
-        _condition("Accepted", True, ExperimentReason.ACCEPTED, f"{len(variants)} variants", now, previous),
+        _condition("Accepted", True, ExperimentReason.ACCEPTED, f"{len(variants)} variants", now, previous)
+    ] + [
+        # True with the phase's reason in that phase, else False with its Not... reason.
         _condition(
-            "Succeeded",
-            phase == "Succeeded",
-            reason if phase == "Succeeded" else ExperimentReason.NOT_SUCCEEDED,
-            message if phase == "Succeeded" else "",
+            ctype,
+            phase == ctype,
+            reason if phase == ctype else otherwise,
+            message if phase == ctype else "",
             now,
             previous,
-        ),
-        _condition(
-            "Failed",
-            phase == "Failed",
-            reason if phase == "Failed" else ExperimentReason.NOT_FAILED,
-            message if phase == "Failed" else "",
-            now,
-            previous,
-        ),
+        )
+        for ctype, otherwise in (
+            ("Succeeded", ExperimentReason.NOT_SUCCEEDED),
+            ("Failed", ExperimentReason.NOT_FAILED),
+        )
     ]
     return FlashRLExperimentStatus(
         phase=phase,
