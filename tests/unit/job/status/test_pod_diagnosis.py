@@ -136,17 +136,19 @@ def test_long_details_are_clipped_and_whitespace_folded() -> None:
 
 # --- the job's status ------------------------------------------------------------------------------
 
-STARTING_CLUSTER = RayClusterView.of(
-    {
-        "metadata": {"name": "j-abcde"},
-        "status": {
-            "conditions": [
-                {"type": "HeadPodReady", "status": "True", "reason": "HeadPodRunningAndReady"},
-                {"type": "RayClusterProvisioned", "status": "False", "reason": "RayClusterPodsProvisioning"},
-            ],
-            "desiredWorkerReplicas": 1,
-        },
-    }
+HEAD_READY = {"type": "HeadPodReady", "status": "True", "reason": "HeadPodRunningAndReady"}
+
+
+def cluster(*conditions: dict[str, str], **status: Any) -> RayClusterView:
+    """RayCluster j-abcde with its head pod ready and these further conditions."""
+    return RayClusterView.of(
+        {"metadata": {"name": "j-abcde"}, "status": {"conditions": [HEAD_READY, *conditions], **status}}
+    )
+
+
+STARTING_CLUSTER = cluster(
+    {"type": "RayClusterProvisioned", "status": "False", "reason": "RayClusterPodsProvisioning"},
+    desiredWorkerReplicas=1,
 )
 
 
@@ -189,17 +191,7 @@ def test_without_problems_the_status_is_plain_progress() -> None:
 
 
 def test_a_replica_failure_still_wins_over_pod_problems() -> None:
-    failing = RayClusterView.of(
-        {
-            "metadata": {"name": "j-abcde"},
-            "status": {
-                "conditions": [
-                    {"type": "HeadPodReady", "status": "True", "reason": "HeadPodRunningAndReady"},
-                    {"type": "ReplicaFailure", "status": "True", "message": "quota"},
-                ]
-            },
-        }
-    )
+    failing = cluster({"type": "ReplicaFailure", "status": "True", "message": "quota"})
     obs = Observation(
         generation=1,
         ray_job=ray_job("Initializing"),
