@@ -65,6 +65,15 @@ def recorder() -> Iterator[RecordingServer]:
     server.sock.close()
 
 
+def refused_before_ray(job: Path, recorder: RecordingServer) -> str:
+    """``check`` refuses the job's config with EXIT_INVALID_CONFIG before any Ray call; the termination
+    message it wrote beside the job."""
+    code = main(["check", "--spec", str(job), "--ray-address", recorder.address])
+    assert code == contract.EXIT_INVALID_CONFIG
+    assert recorder.connections == 0
+    return (job.parent / "termination-log").read_text()
+
+
 def test_bad_override_fails_before_any_ray_call(
     tmp_path: Path, recorder: RecordingServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -81,13 +90,9 @@ def test_bad_override_fails_before_any_ray_call(
 
 def test_removed_key_is_named_with_its_replacement(tmp_path: Path, recorder: RecordingServer) -> None:
     job = write_job(tmp_path / "job.yaml", overrides=["reward_model.overlong_buffer.len=4096"])
-    assert (
-        main(["check", "--spec", str(job), "--ray-address", recorder.address]) == contract.EXIT_INVALID_CONFIG
-    )
-    message = (tmp_path / "termination-log").read_text()
+    message = refused_before_ray(job, recorder)
     assert "spec.overrides[0]: reward_model.overlong_buffer.len" in message
     assert "spec.training.overlongBuffer" in message
-    assert recorder.connections == 0
 
 
 def test_no_address_is_refused_not_discovered(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -130,21 +135,14 @@ def test_overrides_file_from_another_version_is_refused(tmp_path: Path, recorder
     job = write_job(tmp_path / "flashrljob.yaml")
     rendered = verl_overrides(load_job_file(job))
     (tmp_path / contract.OVERRIDES_FILE).write_text(json.dumps([*rendered[:-1], "trainer.some_old_key=1"]))
-    assert (
-        main(["check", "--spec", str(job), "--ray-address", recorder.address]) == contract.EXIT_INVALID_CONFIG
-    )
-    message = (tmp_path / "termination-log").read_text()
+    message = refused_before_ray(job, recorder)
     assert "different flashrl versions" in message
     assert "trainer.some_old_key=1" in message
-    assert recorder.connections == 0
 
 
 def test_invalid_spec_file_names_the_field(tmp_path: Path, recorder: RecordingServer) -> None:
     job = write_job(tmp_path / "job.yaml", rollout={"quantization": "int4"})
-    assert (
-        main(["check", "--spec", str(job), "--ray-address", recorder.address]) == contract.EXIT_INVALID_CONFIG
-    )
-    assert "spec.rollout.quantization" in (tmp_path / "termination-log").read_text()
+    assert "spec.rollout.quantization" in refused_before_ray(job, recorder)
 
 
 def test_missing_spec_file(tmp_path: Path, recorder: RecordingServer) -> None:
