@@ -14,9 +14,10 @@ events change nothing. Each reconcile
    whole :class:`~flashrl_operator.job.step.Step`: the children to write, the objects to delete, the
    patches, the status, its Events and the next wake-up;
 3. **acts**: writes the children (:meth:`Reconciler._converge`, the one place that does), records
-   staged sources on their claims, deletes a failed attempt's RayJob, patches the job's spec;
-4. **writes** the status once (only the keys the operator owns, only when changed) and then posts the
-   Events, so an Event never announces a status that was not written.
+   staged sources on their claims, deletes a failed attempt's RayJob;
+4. **writes** the status once (only the keys the operator owns, only when changed), then the job's
+   spec when the step patches it (the mismatch guard's Suspend), and then posts the Events, so an
+   Event never announces a status that was not written.
 
 The I/O goes through :class:`~flashrl_operator.client.kube.KubeClient`; no method here decides.
 
@@ -408,7 +409,7 @@ class Reconciler:
         return None
 
     async def _act(self, observed: Observed, step: Step) -> None:
-        """Record staged sources on their claims, delete a failed attempt's RayJob, patch the spec."""
+        """Record staged sources on their claims, delete a failed attempt's RayJob."""
         for patch in step.claim_patches:
             try:
                 await self._kube.patch(patch.resource, patch.namespace, patch.name, patch.body)
@@ -419,16 +420,20 @@ class Reconciler:
                 await self._kube.delete(ref.resource, ref.namespace, ref.name)
             except RejectedError as exc:
                 self._refused_once("delete RayJobs", exc, "a failed attempt's cluster stays until its TTL")
-        if step.spec_patch is not None:
-            await self._kube.patch(FLASHRL_JOB, observed.namespace, observed.name, step.spec_patch)
 
     # Write.
 
     async def _write(self, body: Mapping[str, Any], observed: Observed, step: Step) -> None:
-        """The status (only when it changed), the metrics, then the Events the step announces."""
+        """The status (only when it changed), then the spec, the metrics, and the Events the step announces.
+
+        The spec after the status: its change reaches the next reconcile with the job as the watch event
+        delivers it, which then already holds the status that decided it (the guard's trip, announced once).
+        """
         namespace, name = observed.namespace, observed.name
         if step.status_patch:
             await self._kube.patch_status(FLASHRL_JOB, namespace, name, step.status_patch)
+        if step.spec_patch is not None:
+            await self._kube.patch(FLASHRL_JOB, namespace, name, step.spec_patch)
         rollout = (body.get("spec") or {}).get("rollout") or {}
         quantization = str(rollout.get("quantization") or DEFAULT_QUANTIZATION)
         phase = str(step.status.phase)

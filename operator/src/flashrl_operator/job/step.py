@@ -4,10 +4,10 @@ A reconcile reads, decides, acts, writes, in that order and once each (as JobSet
 Trainer's controllers do). The reconciler reads the job and its children, and the claims, the
 RayCluster, the pods only when a predicate here or in :mod:`~flashrl_operator.job.status.ray` says
 they can matter; it hands all of it to :func:`next_step` as one :class:`Observed`; it then carries
-out the :class:`Step` it gets back: applies the children, patches claims and the spec, deletes the
-failed attempt's RayJob, writes the status once, and posts the Events only after that write
-succeeded. Nothing here does I/O, so every case is plain data in and a whole Step out
-(``tests/unit/job/test_step.py``).
+out the :class:`Step` it gets back: applies the children, patches claims, deletes the failed
+attempt's RayJob, writes the status once (then the spec, when the step patches it), and posts the
+Events only after that write succeeded. Nothing here does I/O, so every case is plain data in and a
+whole Step out (``tests/unit/job/test_step.py``).
 
 Each rule has one named place here, over the pure modules that hold the details:
 
@@ -201,7 +201,9 @@ class Step:
     delete: tuple[Ref, ...] = ()
     """The failed attempt's RayJob on a retry (its GPUs are freed now, not at KubeRay's TTL)."""
     spec_patch: Mapping[str, Any] | None = None
-    """A merge patch to the job itself (the mismatch guard's Suspend)."""
+    """A merge patch to the job's spec (the mismatch guard's Suspend), sent after the status: the
+    reconcile its change triggers gets the job from the watch event, which must already hold the
+    status that decided it, or the guard's trip would be announced twice."""
     wake_after: float | None = None
     """Reconcile again after this many seconds (a retry's backoff); ``None``: events and resync only."""
     goodput: Mapping[str, Any] | None = None
