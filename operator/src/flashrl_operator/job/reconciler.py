@@ -19,7 +19,8 @@ events change nothing. Each reconcile
    spec when the step patches it (the mismatch guard's Suspend), and then posts the Events, so an
    Event never announces a status that was not written.
 
-The I/O goes through :class:`~flashrl_operator.client.kube.KubeClient`; no method here decides.
+The I/O goes through :class:`~flashrl_operator.client.kube.KubeClient`. No method here decides
+anything of its own: what to read next it asks of the pure predicates, everything else of ``next_step``.
 
 Requests, fewest first:
 
