@@ -14,11 +14,16 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+import pytest
+
+import flashrl_operator.job.status.mapping as mapping_module
+import flashrl_operator.job.step as step_module
 from flashrl_api import FlashRLJob, parse_job
 from flashrl_api.staging import staging_plan
 from flashrl_operator.job.attempts import Reported
 from flashrl_operator.job.staging import record_patches
-from flashrl_operator.job.status.mapping import Announcement
+from flashrl_operator.job.status.mapping import Announcement, Observation, decide_phase
+from flashrl_operator.job.status.ray import PhaseDecision
 from flashrl_operator.job.step import (
     GUARD_SUSPEND_MESSAGE,
     WAKE_MARGIN_SECONDS,
@@ -606,3 +611,27 @@ def test_the_job_is_read_again_only_when_its_attempt_may_have_ended() -> None:
     ended = {**running(2)}
     assert release_checks(job, ended) == ((1, attempt_ray_job_name(job, 1)),)
     assert release_checks(job, running()) == ()
+
+
+def test_decide_phase_runs_once_per_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+
+    def counted(obs: Observation) -> PhaseDecision:
+        decision = decide_phase(obs)
+        calls.append(decision.phase)
+        return decision
+
+    # Wherever it is called from: the step, or the status mapping (desired_status calls it).
+    monkeypatch.setattr(step_module, "decide_phase", counted)
+    monkeypatch.setattr(mapping_module, "decide_phase", counted)
+    job = make_job({"lifecycle": {"maxRestarts": 2}})
+    cases = [
+        observe(job),
+        observe(job, running(), live=as_live(job, running(), RayJob=ray_status("Complete", "FAILED"))),
+        observe(job, running(), live=as_live(job, running(), RayJob=ray_status("Complete", "SUCCEEDED"))),
+        Observed(NAMESPACE, NAME, UID, NOW, CREATED, 1, spec_problems=("spec: bad",)),
+    ]
+    for observed in cases:
+        calls.clear()
+        next_step(observed)
+        assert len(calls) == 1, calls
