@@ -660,23 +660,3 @@ def next_step(o: Observed) -> Step:
         wake_after=_wake_after(outcome.wake_at, o.now),
         goodput=obs.goodput,
     )
-
-
-__all__ = [
-    "ENDED_DEPLOYMENTS",
-    "RUNNING_PHASES",
-    "Apply",
-    "Observed",
-    "Patch",
-    "Ref",
-    "Step",
-    "attempt_context",
-    "claims_to_read",
-    "converging",
-    "may_end_attempt",
-    "needs_staging_pods",
-    "next_step",
-    "owned",
-    "release_checks",
-    "with_trainer_image",
-]
