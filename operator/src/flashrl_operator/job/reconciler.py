@@ -1,11 +1,26 @@
-"""One reconcile of one FlashRLJob: parse, render, converge the children, then write the status.
+"""One reconcile of one FlashRLJob: read, decide, act, write.
 
 Every trigger (a new job or a spec change, the operator starting, the periodic resync, a change to a
-RayJob the operator owns) ends here, so there is one path to test. It is level-based and
-idempotent: it renders the full desired state (:func:`~flashrl_operator.render.render`), converges
-each child on it, and writes the status only when it differs, so repeated or duplicated events
-change nothing. Decisions are delegated to pure modules (``render``, ``children``,
-``status_mapping``); the I/O goes through :class:`~flashrl_operator.client.kube.KubeClient`.
+RayJob the operator owns, a retry's backoff ending) ends here, so there is one path to test. It is
+level-based and idempotent: it renders the full desired state (:func:`~flashrl_operator.render.render`),
+converges each child on it, and writes the status only when it differs, so repeated or duplicated
+events change nothing. Each reconcile
+
+1. **reads** once: the job (from the watch event that triggered it, else a GET), its children, and
+   only what can matter now (the staging claims and the failed staging Job's pods, the RayCluster
+   and its starting pods, the job's status again after a RayJob that ended, the clusters of ended
+   attempts not yet seen released), each behind a pure predicate of :mod:`~flashrl_operator.job.step`;
+2. **decides** in one pure call, :func:`~flashrl_operator.job.step.next_step`, which returns the
+   whole :class:`~flashrl_operator.job.step.Step`: the children to write, the objects to delete, the
+   patches, the status, its Events and the next wake-up;
+3. **acts**: writes the children (:meth:`Reconciler._converge`, the one place that does), records
+   staged sources on their claims, deletes a failed attempt's RayJob;
+4. **writes** the status once (only the keys the operator owns, only when changed), then the job's
+   spec when the step patches it (the mismatch guard's Suspend), and then posts the Events, so an
+   Event never announces a status that was not written.
+
+The I/O goes through :class:`~flashrl_operator.client.kube.KubeClient`. No method here decides
+anything of its own: what to read next it asks of the pure predicates, everything else of ``next_step``.
 
 Requests, fewest first:
 
@@ -18,11 +33,15 @@ Requests, fewest first:
   fields), and an unchanged one costs nothing more: a resync of an unchanged job is reads only.
 * Before any of that, the spec is checked against the cluster admin's policy
   (:mod:`~flashrl_operator.job.policy`); a violation is ``PolicyViolation`` with the field paths, and
-  nothing is created.
+  nothing is read or created.
 * The RayJob is the exception to the forced apply once it exists: KubeRay cannot reshape a live
   RayJob, and Kueue owns ``spec.suspend`` of a queued one, so only its labels, ownership and the
   lifecycle fields that may change are merge-patched (:func:`~flashrl_operator.render.children.drift_patch`);
   other spec edits are reported (``ImmutableFieldChanged``), not applied.
+* A write the API server refuses ends the reconcile before the status is written, and the job is
+  reconciled again at once: a rejection (remembered for the job's generation) is then reported as
+  ``ChildRejected``; an object someone created meanwhile under a child's name is then read like any
+  other.
 """
 
 from __future__ import annotations
@@ -32,53 +51,38 @@ import datetime
 import json
 import logging
 import time
-from collections.abc import Mapping
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from flashrl_api import KIND, FlashRLJob, FlashRLJobStatus, SpecError, parse_job
-from flashrl_api.pins import default_trainer_image
+from flashrl_api import KIND, FlashRLJob, SpecError, parse_job
 from flashrl_api.spec import RolloutSpec
-from flashrl_api.staging import staging_plan
-from flashrl_api.status import RECOVERABLE_FAILURES, ConditionType, Reason
-from flashrl_api.times import now_rfc3339, rfc3339
 from flashrl_operator.client.errors import ConflictError, RejectedError, TransientError
 from flashrl_operator.client.kube import KubeClient
 from flashrl_operator.job import overrides
-from flashrl_operator.job.attempts import Attempts, Reported, on_failure
+from flashrl_operator.job.attempts import Reported
 from flashrl_operator.job.policy import AdminPolicy, policy_problems
 from flashrl_operator.job.retry_policy import BACKOFF_BASE_SECONDS
-from flashrl_operator.job.staging import (
-    JobOutcome,
-    StagingObservation,
-    is_staged,
-    job_outcome,
-    record_patches,
-    recorded,
-    termination_message,
-)
-from flashrl_operator.job.status.conditions import find_condition
-from flashrl_operator.job.status.goodput import fold_attempts, goodput, unreleased
-from flashrl_operator.job.status.mapping import (
-    Observation,
-    decide_phase,
-    desired_status,
-    guard_observation,
-    guard_tripped_now,
-    status_events,
-    status_patch,
-)
 from flashrl_operator.job.status.pods import PodProblem, pod_problems
-from flashrl_operator.job.status.ray import PhaseDecision, is_final, should_read_cluster, should_read_pods
-from flashrl_operator.render import AttemptContext, Child, attempt_ray_job_name, render
-from flashrl_operator.render.children import (
-    SPEC_ANNOTATION,
-    drift_patch,
-    immutable_changes,
-    ownership_conflict,
+from flashrl_operator.job.status.ray import should_read_cluster, should_read_pods
+from flashrl_operator.job.step import (
+    Apply,
+    Observed,
+    Step,
+    attempt_context,
+    claims_to_read,
+    converging,
+    may_end_attempt,
+    needs_staging_pods,
+    next_step,
+    owned,
+    rejection,
+    release_checks,
+    with_trainer_image,
 )
+from flashrl_operator.render import Child, render
 from flashrl_operator.render.network import NetworkSettings
-from flashrl_operator.render.staging import JOB_NAME_LABEL, STAGE_CONTAINER
+from flashrl_operator.render.staging import JOB_NAME_LABEL
 from flashrl_operator.vocab import kuberay
 from flashrl_operator.vocab.kinds import FLASHRL_JOB, PERSISTENT_VOLUME_CLAIM, POD
 from flashrl_operator.vocab.kuberay import CLUSTER_LABEL, RayClusterView, RayJobView
@@ -92,14 +96,8 @@ logger = logging.getLogger(__name__)
 #: Specs whose verl check results are remembered (a check takes about a second).
 _CONFIG_CACHE_SIZE = 256
 
-#: Phases in which the current attempt's RayJob is in KubeRay's hands: its disappearance is a failure.
-RUNNING_PHASES: Final = frozenset({"Starting", "Running"})
-
-
-def _waiting(attempts: Attempts, now: datetime.datetime) -> bool:
-    """Whether the next attempt is still waiting out its backoff."""
-    when = parse_time(attempts.next_attempt_time)
-    return when is not None and now < when and not attempts.created
+#: How soon a reconcile whose write was refused runs again (to report or re-read what refused it).
+REREAD_SECONDS: Final = 0.1
 
 
 def _log_failure(task: asyncio.Task[None]) -> None:
@@ -122,16 +120,13 @@ def override_problems(job: FlashRLJob) -> list[str]:
     return [str(p) for p in report.problems]
 
 
-def with_trainer_image(job: FlashRLJob, image: str | None) -> FlashRLJob:
-    """The job with the operator's default trainer image when it names none of its own (pure).
+@dataclass(frozen=True)
+class Halt:
+    """A child write the API server refused: the rest of the step is not carried out."""
 
-    The CRD defaults ``spec.images.trainer`` to the pinned image, so "names none" is "holds the pinned
-    default"; a job naming any other image keeps it.
-    """
-    if not image or job.spec.images.trainer != default_trainer_image():
-        return job
-    images = job.spec.images.model_copy(update={"trainer": image})
-    return job.model_copy(update={"spec": job.spec.model_copy(update={"images": images})})
+    rejected: str | None
+    """Why the API server rejected the child (reported next); ``None``: an object was created meanwhile
+    under its name (read next)."""
 
 
 class Reconciler:
@@ -155,6 +150,8 @@ class Reconciler:
         self._retry_backoff = retry_backoff
         #: Reconciles scheduled for when a retry's backoff ends, one per job.
         self._wakeups: dict[tuple[str, str], asyncio.TimerHandle] = {}
+        #: A child the API server rejected, by job: (the job's generation, why), until reported.
+        self._rejections: dict[tuple[str, str], tuple[int | None, str]] = {}
         self._metrics = metrics
         self._check_overrides = check_overrides
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
@@ -193,6 +190,7 @@ class Reconciler:
     def forget(self, namespace: str, name: str, uid: str | None) -> None:
         """Drop what is remembered about a deleted job."""
         self._locks.pop((namespace, name), None)
+        self._rejections.pop((namespace, name), None)
         wakeup = self._wakeups.pop((namespace, name), None)
         if wakeup is not None:
             wakeup.cancel()
@@ -200,6 +198,121 @@ class Reconciler:
         if uid:
             self._first_seen.pop(uid, None)
             self._metrics.forget(uid)
+
+    async def _reconcile(self, body: Mapping[str, Any]) -> None:
+        """Read, decide (once), act, write; then the Events, then the next wake-up."""
+        observed = await self._observe(body)
+        step = next_step(observed)
+        key = (observed.namespace, observed.name)
+        halt = await self._converge(step.apply)
+        if halt is not None:
+            if halt.rejected is not None:
+                self._rejections[key] = (observed.generation, halt.rejected)
+            self._wake_in(key, REREAD_SECONDS)
+            return
+        await self._act(observed, step)
+        await self._write(body, observed, step)
+        if step.wake_after is not None:
+            self._wake_in(key, step.wake_after)
+
+    # Read.
+
+    async def _observe(self, body: Mapping[str, Any]) -> Observed:
+        """Everything :func:`~flashrl_operator.job.step.next_step` needs: the job as given and, for a
+        valid spec the policy allows, what its children and their cluster say."""
+        meta = body.get("metadata") or {}
+        namespace = str(meta.get("namespace") or "default")
+        name = str(meta["name"])
+        uid = str(meta.get("uid") or f"{namespace}/{name}")
+        now = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+        seen = Observed(
+            namespace=namespace,
+            name=name,
+            uid=uid,
+            now=now,
+            created=parse_time(meta.get("creationTimestamp")) or self._first_seen.setdefault(uid, now),
+            generation=meta.get("generation") if isinstance(meta.get("generation"), int) else None,
+            previous=body.get("status") or {},
+            retry_backoff=self._retry_backoff,
+        )
+        job, problems = await self._spec_problems(body)
+        if job is None or problems:
+            return replace(seen, spec_problems=tuple(problems))
+        # The operator's default trainer image is the job's from here on: the policy judges it, the
+        # staging Job and the Ray pods run it, the RayJob's spec snapshot records it.
+        job = with_trainer_image(job, self._default_trainer_image)
+        refused = tuple(str(p) for p in policy_problems(job, self._policy))
+        if refused:
+            return replace(seen, job=job, policy_problems=refused)
+        desired = render(job, attempt_context(job, seen.previous, seen.created), self._network)
+        rejected = self._rejections.pop((namespace, name), None)
+        seen = replace(
+            seen,
+            job=job,
+            desired=desired,
+            refused=rejected[1] if rejected is not None and rejected[0] == seen.generation else None,
+        )
+        if converging(seen.previous, seen.generation, seen.refused):
+            seen = await self._read_children(seen, desired.children)
+            seen = await self._read_staging(seen)
+        else:
+            seen = await self._read_children(seen, (desired.ray_job,))
+        return await self._read_ray(seen)
+
+    async def _read_children(self, seen: Observed, children: Sequence[Child]) -> Observed:
+        """Each child by name (``None``: missing)."""
+        live = {c.describe(): await self._kube.get(c.resource, c.namespace, c.name) for c in children}
+        return replace(seen, live=live)
+
+    async def _read_staging(self, seen: Observed) -> Observed:
+        """The claims whose records say whether sources are staged, and a failed staging Job's pods."""
+        assert seen.job is not None and seen.desired is not None
+        claims: dict[str, Mapping[str, Any] | None] = {}
+        for claim in claims_to_read(seen.job, seen.desired, seen.previous):
+            try:
+                claims[claim] = await self._kube.get(PERSISTENT_VOLUME_CLAIM, seen.namespace, claim)
+            except RejectedError as exc:
+                self._refused_once("read claims", exc, "sources are staged by a Job every time")
+                claims[claim] = None
+        stage = seen.desired.staging_job
+        pods: list[dict[str, Any]] = []
+        if stage is not None and needs_staging_pods(seen.previous, seen.live_of(stage)):
+            try:
+                pods = await self._kube.list_objects(POD, seen.namespace, f"{JOB_NAME_LABEL}={stage.name}")
+            except RejectedError as exc:
+                self._refused_once("list pods", exc, "a staging failure shows the Job's reason only")
+        return replace(seen, claims=claims, staging_pods=tuple(pods))
+
+    async def _read_ray(self, seen: Observed) -> Observed:
+        """The RayJob's cluster and starting pods, the launcher's report after an attempt that may have
+        ended, and the ended attempts whose clusters are gone."""
+        assert seen.job is not None and seen.desired is not None
+        ray_live = owned(seen.live_of(seen.desired.ray_job), seen.uid)
+        ray_view = RayJobView.of(ray_live) if ray_live is not None else None
+        cluster = await self._ray_cluster(seen.namespace, ray_view, seen.previous)
+        problems = await self._pod_problems(seen.namespace, ray_view, cluster)
+        reported = None
+        if may_end_attempt(seen.previous, ray_live) and seen.desired.ray_job.describe() in seen.live:
+            fresh = await self._kube.get(FLASHRL_JOB, seen.namespace, seen.name)
+            reported = Reported.of(fresh.get("status") or {}) if fresh is not None else None
+        rejected = rejection(seen.previous, seen.generation, seen.refused)
+        released = await self._released(seen) if rejected is None else ()
+        return replace(seen, ray_cluster=cluster, pod_problems=problems, reported=reported, released=released)
+
+    async def _released(self, seen: Observed) -> tuple[int, ...]:
+        """Ended attempts whose Ray cluster is gone (their GPUs released): a LIST by KubeRay's label each."""
+        assert seen.job is not None
+        released = []
+        for attempt, ray_job_name in release_checks(seen.job, seen.previous):
+            selector = f"{kuberay.ORIGINATED_FROM_NAME}={ray_job_name}"
+            try:
+                clusters = await self._kube.list_objects(kuberay.RAY_CLUSTER, seen.namespace, selector)
+            except RejectedError as exc:
+                self._refused_once("list RayClusters", exc, "goodput counts teardown until the next attempt")
+                break
+            if not clusters:
+                released.append(attempt)
+        return tuple(released)
 
     async def _spec_problems(self, body: Mapping[str, Any]) -> tuple[FlashRLJob | None, list[str]]:
         try:
@@ -231,403 +344,6 @@ class Reconciler:
     async def _compose(self, job: FlashRLJob) -> list[str]:
         async with self._compose_limit:
             return await asyncio.to_thread(override_problems, job)
-
-    async def _converge(
-        self, child: Child, live: dict[str, Any] | None, *, uid: str, queued: bool
-    ) -> dict[str, Any]:
-        """Bring ``child`` into the cluster as rendered, from ``live`` as just read; returns it live."""
-        if live is None:
-            try:
-                applied = await self._kube.apply(child.body, force=False)
-                logger.info("Created %s", child.describe())
-                return applied
-            except ConflictError:
-                # Created meanwhile by someone else: look at it; it is ours only if it names this job.
-                live = await self._kube.get(child.resource, child.namespace, child.name)
-                if live is None:
-                    raise TransientError(f"{child.describe()} conflicted and vanished; retrying") from None
-                conflict = ownership_conflict(child.describe(), live, uid)
-                if conflict is not None:
-                    raise _ForeignChildError((conflict,)) from None
-        patch = drift_patch(child.body, live, queued=queued)
-        if not patch:
-            return live
-        logger.info("Restoring %s (%s)", child.describe(), ", ".join(sorted(patch)))
-        if child.resource == kuberay.RAY_JOB:
-            return await self._kube.patch(child.resource, child.namespace, child.name, patch)
-        return await self._kube.apply(child.body, force=True)
-
-    async def _reconcile(self, body: Mapping[str, Any]) -> None:
-        meta = body.get("metadata") or {}
-        namespace = str(meta.get("namespace") or "default")
-        name = str(meta["name"])
-        uid = str(meta.get("uid") or f"{namespace}/{name}")
-        generation = meta.get("generation") if isinstance(meta.get("generation"), int) else None
-        previous: Mapping[str, Any] = body.get("status") or {}
-        now = now_rfc3339()
-        created = parse_time(meta.get("creationTimestamp")) or self._first_seen.setdefault(
-            uid, datetime.datetime.now(datetime.UTC)
-        )
-
-        job, problems = await self._spec_problems(body)
-        if job is None or problems:
-            obs = Observation(generation=generation, spec_problems=tuple(problems), previous=previous)
-            await self._write_status(body, previous, desired_status(obs, now), uid, created)
-            return
-        # The operator's default trainer image is the job's from here on: the policy judges it, the
-        # staging Job and the Ray pods run it, the RayJob's spec snapshot records it.
-        job = with_trainer_image(job, self._default_trainer_image)
-        refused = tuple(str(p) for p in policy_problems(job, self._policy))
-        if refused:
-            obs = Observation(generation=generation, policy_problems=refused, previous=previous)
-            await self._write_status(body, previous, desired_status(obs, now), uid, created)
-            return
-
-        attempts = Attempts.of(previous)
-        reported = Reported.of(previous)
-        final = is_final(previous)
-        now_dt = parse_time(now) or datetime.datetime.now(datetime.UTC)
-        desired = render(job, self._attempt_context(job, attempts, created), self._network)
-        ray_job = desired.ray_job
-        staging: StagingObservation | None = None
-        if desired.staging_job is None:
-            staging = StagingObservation()
-        rejected: str | None = None
-        conflicts: tuple[str, ...] = ()
-        immutable: list[str] = []
-        ray_live: dict[str, Any] | None = None
-        deleted = False
-        waiting = not final and _waiting(attempts, now_dt)
-        same_generation = previous.get("observedGeneration") == generation
-        if previous.get("reason") == Reason.CHILD_REJECTED and same_generation:
-            # Retrying cannot help until the spec changes (a new generation).
-            rejected = str(previous.get("message") or "A child object was rejected")
-            ray_live = self._own(await self._kube.get(ray_job.resource, namespace, ray_job.name), uid)
-        elif final:
-            ray_live = self._own(await self._kube.get(ray_job.resource, namespace, ray_job.name), uid)
-        else:
-            fresh = previous.get("observedGeneration") is None
-            lives = [await self._kube.get(c.resource, c.namespace, c.name) for c in desired.children]
-            conflicts = tuple(
-                found
-                for child, known in zip(desired.children, lives, strict=True)
-                if known is not None
-                and (found := ownership_conflict(child.describe(), known, uid)) is not None
-            )
-            for child, known in zip(desired.children, lives if not conflicts else [], strict=False):
-                if child is ray_job and staging is not None and not is_staged(staging):
-                    break  # No GPU is requested until the sources are on the volumes.
-                if child is ray_job and waiting:
-                    continue  # the next attempt's RayJob is created when its backoff ends
-                # The attempt's RayJob existed: gone now while the job ran means someone deleted it.
-                # That is a failed attempt (counted, announced), never a silent restart.
-                if (
-                    child is ray_job
-                    and attempts.created
-                    and not fresh
-                    and known is None
-                    and previous.get("phase") in RUNNING_PHASES
-                ):
-                    deleted = True
-                    continue
-                try:
-                    if child is desired.staging_job:
-                        staging = await self._staging(job, child, known, previous, uid=uid)
-                        continue
-                    live = await self._converge(child, known, uid=uid, queued=desired.queued)
-                except RejectedError as exc:
-                    rejected = (
-                        f"{child.describe()} was rejected by the API server "
-                        f"(HTTP {exc.status} {exc.reason}): {exc.message}"
-                    )
-                    logger.error("%s", rejected)
-                    break
-                except _ForeignChildError as exc:
-                    conflicts = exc.conflicts
-                    break
-                if child is ray_job:
-                    ray_live = live
-            for conflict in conflicts:
-                logger.warning("FlashRLJob %s/%s waits: %s", namespace, name, conflict)
-        ray_view = RayJobView.of(ray_live) if ray_live is not None else None
-        if ray_view is not None:
-            immutable = immutable_changes(ray_view.annotation(SPEC_ANNOTATION), job.spec.to_wire())
-
-        cluster_view = await self._ray_cluster(namespace, ray_view, previous)
-        obs = Observation(
-            generation=generation,
-            rejected=rejected,
-            conflicts=conflicts,
-            immutable_changes=tuple(immutable),
-            suspend_requested=job.spec.lifecycle.suspend,
-            queued=desired.queued,
-            ray_job_name=ray_job.name,
-            ray_job=ray_view,
-            ray_cluster=cluster_view,
-            pod_problems=await self._pod_problems(namespace, ray_view, cluster_view),
-            staging=staging,
-            previous=previous,
-            guard=guard_observation(job.spec.correction.guard, previous),
-        )
-        if not final and rejected is None and not conflicts:
-            obs = await self._attempts(
-                body, job, obs, attempts, reported, now_dt, created, deleted=deleted, waiting=waiting
-            )
-        if rejected is None and not conflicts:
-            obs = await self._goodput(job, obs, created, now)
-        status = desired_status(obs, now)
-        await self._write_status(body, previous, status, uid, created)
-        if (
-            job.spec.correction.guard.action == "Suspend"
-            and not job.spec.lifecycle.suspend
-            and guard_tripped_now(previous, status)
-        ):
-            await self._suspend_for_mismatch(body)
-
-    async def _staging(
-        self,
-        job: FlashRLJob,
-        child: Child,
-        known: dict[str, Any] | None,
-        previous: Mapping[str, Any],
-        *,
-        uid: str,
-    ) -> StagingObservation:
-        """Where the job's sources stand; runs the staging Job when they are not staged yet.
-
-        Staged before this generation (the Staged condition holds): nothing is read. Recorded on
-        every claim (an earlier job staged them): no Job. Otherwise the Job is applied (from ``known``,
-        as just read, which the caller checked is this job's own) and read; its
-        success is recorded on the claims, its failure explained by its pod's termination message.
-        """
-        plan = tuple(staging_plan(job.spec))
-        held = find_condition(previous.get("conditions") or [], ConditionType.STAGED)
-        if held is not None and held.get("status") == "True":
-            already = held.get("reason") == Reason.ALREADY_STAGED
-            return StagingObservation(plan, already=already, outcome=JobOutcome(succeeded=not already))
-        namespace = job.namespace or "default"
-        claims = {}
-        for claim in sorted({item.claim_name for item in plan if item.claim_name}):
-            try:
-                claims[claim] = await self._kube.get(PERSISTENT_VOLUME_CLAIM, namespace, claim)
-            except RejectedError as exc:
-                self._refused_once("read claims", exc, "sources are staged by a Job every time")
-                claims[claim] = None
-        if recorded(plan, claims):
-            logger.info(
-                "FlashRLJob %s/%s: sources already staged on %s", namespace, job.name, ", ".join(claims)
-            )
-            return StagingObservation(plan, already=True)
-        live = await self._converge(child, known, uid=uid, queued=False)
-        outcome = job_outcome(live)
-        failure = ""
-        if outcome is not None and outcome.failed:
-            try:
-                pods = await self._kube.list_objects(POD, namespace, f"{JOB_NAME_LABEL}={child.name}")
-            except RejectedError as exc:
-                self._refused_once("list pods", exc, "a staging failure shows the Job's reason only")
-                pods = []
-            failure = termination_message(pods, STAGE_CONTAINER)
-        elif outcome is not None and outcome.succeeded:
-            for claim, patch in record_patches(plan, job.name, now_rfc3339()).items():
-                if claims.get(claim) is None:
-                    continue
-                try:
-                    await self._kube.patch(PERSISTENT_VOLUME_CLAIM, namespace, claim, patch)
-                except RejectedError as exc:
-                    self._refused_once("annotate claims", exc, "the next job stages its sources again")
-        return StagingObservation(
-            plan, outcome=outcome, failure=failure, progress=previous.get("staging") or None
-        )
-
-    def _attempt_context(
-        self, job: FlashRLJob, attempts: Attempts, created: datetime.datetime
-    ) -> AttemptContext:
-        """The current attempt's number, the job's start, and what is left of its deadline.
-
-        Attempt ``k > 1`` gets the deadline left when attempt ``k - 1`` ended (stored, so every
-        reconcile renders the same RayJob); the first attempt gets the whole deadline.
-        """
-        deadline = job.spec.lifecycle.active_deadline_seconds
-        left: int | None = None
-        if deadline is not None and attempts.attempt > 1:
-            ends = [t for e in attempts.history if (t := parse_time(e.end_time)) is not None]
-            ended = max(ends, default=None)
-            used = (ended - created).total_seconds() if ended is not None else 0.0
-            left = max(1, int(deadline - used))
-        start = rfc3339(created)
-        return AttemptContext(attempts.attempt, start, left)
-
-    async def _attempts(
-        self,
-        body: Mapping[str, Any],
-        job: FlashRLJob,
-        obs: Observation,
-        attempts: Attempts,
-        reported: Reported,
-        now: datetime.datetime,
-        created: datetime.datetime,
-        *,
-        deleted: bool,
-        waiting: bool,
-    ) -> Observation:
-        """Apply the retry policy to the current attempt (:mod:`flashrl_operator.job.attempts`)."""
-        meta = body.get("metadata") or {}
-        namespace, name = str(meta.get("namespace") or "default"), str(meta["name"])
-        stamp = rfc3339(now)
-        previous = obs.previous
-        if waiting:
-            self._wake_at(namespace, name, attempts, now)
-            message = str(previous.get("message") or f"Attempt {attempts.attempt} starts after its backoff")
-            decision = PhaseDecision("Starting", Reason.RETRYING, message)
-            return replace(obs, attempt_decision=decision, attempts=attempts.to_status())
-        if obs.ray_job is not None:
-            attempts = attempts.started(stamp, reported.checkpoint_step)
-        if deleted:
-            phase = previous.get("phase")
-            verdict = PhaseDecision(
-                "Failed",
-                Reason.RAY_JOB_DELETED,
-                f"RayJob {obs.ray_job_name} of attempt {attempts.attempt} was deleted while the job "
-                f"was {phase}",
-            )
-        else:
-            verdict = decide_phase(obs)
-        if verdict.phase == "Succeeded":
-            if attempts.current.end_time is None:
-                # Closing the attempt records its last step: read what the launcher reported last
-                # (the job was read before the RayJob, as for a failure below).
-                fresh = await self._kube.get(FLASHRL_JOB, namespace, name)
-                if fresh is not None:
-                    reported = Reported.of(fresh.get("status") or {})
-            return replace(obs, attempts=attempts.finished(stamp, reported, None).to_status())
-        if verdict.phase == "Pending" and attempts.attempt > 1:
-            # A retry's RayJob waiting for KubeRay: still the retry, not a new job.
-            message = f"Attempt {attempts.attempt}: {verdict.message}"
-            decision = PhaseDecision("Starting", Reason.RETRYING, message)
-            return replace(obs, attempt_decision=decision, attempts=attempts.to_status())
-        if verdict.phase != "Failed" or verdict.reason in RECOVERABLE_FAILURES:
-            return replace(obs, attempts=attempts.to_status())
-        # The job was read before the RayJob: the launcher may have reported a later step or
-        # checkpoint in between. What the attempt achieved decides the retry, so read it again.
-        fresh = await self._kube.get(FLASHRL_JOB, namespace, name)
-        if fresh is not None:
-            reported = Reported.of(fresh.get("status") or {})
-        deadline = job.spec.lifecycle.active_deadline_seconds
-        left = None if deadline is None else deadline - (now - created).total_seconds()
-        failure = on_failure(
-            attempts,
-            reported,
-            verdict.reason,
-            verdict.message,
-            job.spec.lifecycle.max_restarts,
-            now,
-            deadline_left_seconds=left,
-            backoff_base=self._retry_backoff,
-            jitter_key=job.uid or f"{namespace}/{name}",
-        )
-        involved = {**body, "kind": body.get("kind") or KIND}
-        if failure.decision.action == "fail":
-            message = failure.decision.message
-            if failure.decision.reason == verdict.reason and job.spec.lifecycle.max_restarts == 0:
-                message = verdict.message  # no retries configured: the failure speaks for itself
-            decision = PhaseDecision("Failed", failure.decision.reason, message)
-            return replace(obs, attempt_decision=decision, attempts=failure.attempts.to_status())
-        # A retry: free the failed attempt's GPUs now (KubeRay would keep its cluster until the TTL),
-        # announce what the failure cost, and wake up when the backoff ends.
-        if obs.ray_job is not None and obs.ray_job_name:
-            try:
-                await self._kube.delete(kuberay.RAY_JOB, namespace, obs.ray_job_name)
-            except RejectedError as exc:
-                self._refused_once("delete RayJobs", exc, "a failed attempt's cluster stays until its TTL")
-        logger.warning("FlashRLJob %s/%s: %s", namespace, name, failure.event_message)
-        await self._kube.create_event(involved, "Warning", failure.event_reason, failure.event_message)
-        self._wake_at(namespace, name, failure.attempts, now)
-        decision = PhaseDecision("Starting", Reason.RETRYING, failure.event_message)
-        # The failed attempt's RayJob and cluster are gone; the status speaks of the next one.
-        return replace(
-            obs,
-            attempt_decision=decision,
-            attempts=failure.attempts.to_status(),
-            ray_job_name=attempt_ray_job_name(job, failure.attempts.attempt),
-            ray_job=None,
-            ray_cluster=None,
-            pod_problems=(),
-        )
-
-    async def _goodput(
-        self, job: FlashRLJob, obs: Observation, created: datetime.datetime, now: str
-    ) -> Observation:
-        """Fold the launcher's phases and the released clusters into the attempts; ``status.goodput``.
-
-        An ended attempt's GPUs are released when its Ray cluster is gone: one LIST by KubeRay's label
-        for each such attempt not yet seen released (none once they all are).
-        """
-        namespace = job.namespace or "default"
-        attempts = Attempts.of(obs.attempts if obs.attempts is not None else obs.previous)
-        released = []
-        for entry in unreleased(attempts)[-2:]:
-            selector = f"{kuberay.ORIGINATED_FROM_NAME}={attempt_ray_job_name(job, entry.attempt)}"
-            try:
-                clusters = await self._kube.list_objects(kuberay.RAY_CLUSTER, namespace, selector)
-            except RejectedError as exc:
-                self._refused_once("list RayClusters", exc, "goodput counts teardown until the next attempt")
-                break
-            if not clusters:
-                released.append(entry.attempt)
-        resources = job.spec.resources
-        admitted = obs.ray_job is not None and not obs.ray_job.spec_suspend  # Kueue admitted it
-        gpus = resources.nodes * resources.gpus_per_node
-        folded = fold_attempts(attempts, obs.previous.get("launcherPhases"), gpus, released, now, admitted)
-        stamp = rfc3339(created)
-        ledger = goodput(folded, obs.previous.get("conditions"), stamp)
-        self._metrics.observe_goodput(job.namespace or "default", job.name, ledger)
-        # Unchanged attempts stay as the attempt policy left them (a final job's are not rewritten).
-        return replace(
-            obs, attempts=folded.to_status() if folded != attempts else obs.attempts, goodput=ledger
-        )
-
-    def _wake_at(self, namespace: str, name: str, attempts: Attempts, now: datetime.datetime) -> None:
-        """Reconcile the job again when its backoff ends (the resync would, later)."""
-        when = parse_time(attempts.next_attempt_time)
-        if when is None:
-            return
-        key = (namespace, name)
-        old = self._wakeups.pop(key, None)
-        if old is not None:
-            old.cancel()
-        delay = max(0.0, (when - now).total_seconds()) + 0.05
-        loop = asyncio.get_running_loop()
-
-        def fire() -> None:
-            self._wakeups.pop(key, None)
-            task = loop.create_task(self.reconcile(namespace, name))
-            task.add_done_callback(_log_failure)
-
-        self._wakeups[key] = loop.call_later(delay, fire)
-
-    @staticmethod
-    def _own(live: dict[str, Any] | None, uid: str) -> dict[str, Any] | None:
-        """``live`` when this job controls it; someone else's object under the name is not its state."""
-        if live is None or ownership_conflict("", live, uid) is not None:
-            return None
-        return live
-
-    async def _suspend_for_mismatch(self, body: Mapping[str, Any]) -> None:
-        """spec.correction.guard.action Suspend: set spec.lifecycle.suspend (the normal suspend path
-        then deletes the Ray cluster; checkpoints stay). Done once, when the guard trips."""
-        meta = body.get("metadata") or {}
-        namespace, name = str(meta.get("namespace") or "default"), str(meta["name"])
-        patch = {"spec": {"lifecycle": {"suspend": True}}}
-        await self._kube.patch(FLASHRL_JOB, namespace, name, patch)
-        message = (
-            "Suspended by spec.correction.guard (action Suspend): the rollout/trainer mismatch drifted; "
-            "set spec.lifecycle.suspend to false to resume from the newest checkpoint"
-        )
-        logger.warning("FlashRLJob %s/%s: %s", namespace, name, message)
-        await self._kube.create_event(
-            {**body, "kind": body.get("kind") or KIND}, "Warning", Reason.MISMATCH_DRIFT, message
-        )
 
     async def _ray_cluster(
         self, namespace: str, ray_job: RayJobView | None, previous: Mapping[str, Any]
@@ -663,38 +379,90 @@ class Reconciler:
             return ()
         return pod_problems(pods)
 
+    # Act.
+
+    async def _converge(self, applies: Sequence[Apply]) -> Halt | None:
+        """Write each child as the step says, in order; the first refused write stops the rest."""
+        for action in applies:
+            child = action.child
+            try:
+                if action.mode == "create":
+                    await self._kube.apply(child.body, force=False)
+                    logger.info("Created %s", child.describe())
+                    continue
+                logger.info("Restoring %s (%s)", child.describe(), ", ".join(sorted(action.patch)))
+                if action.mode == "merge":
+                    await self._kube.patch(child.resource, child.namespace, child.name, action.patch)
+                else:
+                    await self._kube.apply(child.body, force=True)
+            except RejectedError as exc:
+                rejected = (
+                    f"{child.describe()} was rejected by the API server "
+                    f"(HTTP {exc.status} {exc.reason}): {exc.message}"
+                )
+                logger.error("%s", rejected)
+                return Halt(rejected)
+            except ConflictError:
+                # Created meanwhile by someone else: the next reconcile reads it (ours only if it names
+                # this job as its controller).
+                logger.info("%s appeared meanwhile; reading it again", child.describe())
+                return Halt(None)
+        return None
+
+    async def _act(self, observed: Observed, step: Step) -> None:
+        """Record staged sources on their claims, delete a failed attempt's RayJob."""
+        for patch in step.claim_patches:
+            try:
+                await self._kube.patch(patch.resource, patch.namespace, patch.name, patch.body)
+            except RejectedError as exc:
+                self._refused_once("annotate claims", exc, "the next job stages its sources again")
+        for ref in step.delete:
+            try:
+                await self._kube.delete(ref.resource, ref.namespace, ref.name)
+            except RejectedError as exc:
+                self._refused_once("delete RayJobs", exc, "a failed attempt's cluster stays until its TTL")
+
+    # Write.
+
+    async def _write(self, body: Mapping[str, Any], observed: Observed, step: Step) -> None:
+        """The status (only when it changed), then the spec, the metrics, and the Events the step announces.
+
+        The spec after the status: its change reaches the next reconcile with the job as the watch event
+        delivers it, which then already holds the status that decided it (the guard's trip, announced once).
+        """
+        namespace, name = observed.namespace, observed.name
+        if step.status_patch:
+            await self._kube.patch_status(FLASHRL_JOB, namespace, name, step.status_patch)
+        if step.spec_patch is not None:
+            await self._kube.patch(FLASHRL_JOB, namespace, name, step.spec_patch)
+        rollout = (body.get("spec") or {}).get("rollout") or {}
+        quantization = str(rollout.get("quantization") or DEFAULT_QUANTIZATION)
+        phase = str(step.status.phase)
+        self._metrics.observe_phase(observed.uid, phase, observed.created, (namespace, name, quantization))
+        if step.goodput is not None:
+            self._metrics.observe_goodput(namespace, name, step.goodput)
+        involved = {**body, "kind": body.get("kind") or KIND}
+        for event in step.events:
+            log = logger.warning if event.type == "Warning" else logger.info
+            log("FlashRLJob %s/%s: %s: %s", namespace, name, event.reason, event.message)
+            await self._kube.create_event(involved, event.type, event.reason, event.message)
+
+    def _wake_in(self, key: tuple[str, str], delay: float) -> None:
+        """Reconcile the job again after ``delay`` seconds (the resync would, later)."""
+        old = self._wakeups.pop(key, None)
+        if old is not None:
+            old.cancel()
+        loop = asyncio.get_running_loop()
+
+        def fire() -> None:
+            self._wakeups.pop(key, None)
+            task = loop.create_task(self.reconcile(*key))
+            task.add_done_callback(_log_failure)
+
+        self._wakeups[key] = loop.call_later(delay, fire)
+
     def _refused_once(self, what: str, exc: RejectedError, consequence: str) -> None:
         """A refused optional read costs only detail: say so once per kind of read, not per job."""
         if what not in self._refused_reads:
             self._refused_reads.add(what)
             logger.warning("Cannot %s (%s); %s", what, exc, consequence)
-
-    async def _write_status(
-        self,
-        body: Mapping[str, Any],
-        previous: Mapping[str, Any],
-        desired: FlashRLJobStatus,
-        uid: str,
-        created: datetime.datetime,
-    ) -> None:
-        meta = body.get("metadata") or {}
-        namespace, name = str(meta.get("namespace") or "default"), str(meta["name"])
-        patch = status_patch(previous, desired)
-        if patch:
-            await self._kube.patch_status(FLASHRL_JOB, namespace, name, patch)
-        rollout = (body.get("spec") or {}).get("rollout") or {}
-        quantization = str(rollout.get("quantization") or DEFAULT_QUANTIZATION)
-        self._metrics.observe_phase(uid, str(desired.phase), created, (namespace, name, quantization))
-        involved = {**body, "kind": body.get("kind") or KIND}
-        for event in status_events(previous, desired):
-            log = logger.warning if event.type == "Warning" else logger.info
-            log("FlashRLJob %s/%s: %s: %s", namespace, name, event.reason, event.message)
-            await self._kube.create_event(involved, event.type, event.reason, event.message)
-
-
-class _ForeignChildError(Exception):
-    """Objects under children's names that the job does not control (a reconcile stops and waits)."""
-
-    def __init__(self, conflicts: tuple[str, ...]) -> None:
-        self.conflicts = conflicts
-        super().__init__("; ".join(conflicts))

@@ -64,6 +64,7 @@ __all__ = [
     "should_read_cluster",
     "should_read_pods",
     "status_events",
+    "status_of",
     "status_patch",
 ]
 
@@ -303,7 +304,11 @@ def phase_conditions(decision: PhaseDecision) -> dict[str, Verdict]:
 
 def desired_status(obs: Observation, now: str) -> FlashRLJobStatus:
     """The operator-owned status for this observation (the launcher's keys are left unset)."""
-    decision = decide_phase(obs)
+    return status_of(obs, decide_phase(obs), now)
+
+
+def status_of(obs: Observation, decision: PhaseDecision, now: str) -> FlashRLJobStatus:
+    """The operator-owned status for this observation and the phase already decided for it."""
     verdicts = {
         ConditionType.ACCEPTED: accepted_check(obs),
         ConditionType.CLUSTER_READY: cluster_ready_check(obs, decision),

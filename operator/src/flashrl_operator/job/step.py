@@ -1,0 +1,658 @@
+"""The whole outcome of one FlashRLJob reconcile, from what it read: :func:`next_step` (pure).
+
+A reconcile reads, decides, acts, writes, in that order and once each (as JobSet's and Kubeflow
+Trainer's controllers do). The reconciler reads the job and its children, and the claims, the
+RayCluster, the pods only when a predicate here or in :mod:`~flashrl_operator.job.status.ray` says
+they can matter; it hands all of it to :func:`next_step` as one :class:`Observed`; it then carries
+out the :class:`Step` it gets back: applies the children, patches claims, deletes the failed
+attempt's RayJob, writes the status once (then the spec, when the step patches it), and posts the
+Events only after that write succeeded. Nothing here does I/O, so every case is plain data in and a
+whole Step out (``tests/unit/job/test_step.py``).
+
+Each rule has one named place here, over the pure modules that hold the details:
+
+* what is read: :func:`converging` (every child, or only the RayJob of a final or rejected job),
+  :func:`claims_to_read`, :func:`needs_staging_pods`, :func:`may_end_attempt`,
+  :func:`release_checks`;
+* which child is written and how: :func:`child_plan` (ownership first: an object this job does not
+  control stops everything; staging gates the RayJob; a backoff delays it; a RayJob gone while the
+  job ran fails the attempt) and :func:`converge` (create, restore, or merge-patch a RayJob);
+* staging: :func:`staging_step` (:mod:`~flashrl_operator.job.staging`);
+* retries: :func:`attempt_outcome` (:mod:`~flashrl_operator.job.attempts`, whose
+  :func:`~flashrl_operator.job.attempts.on_failure` applies the retry policy);
+* goodput: :func:`with_goodput`;
+* the mismatch guard's Suspend action: :func:`guard_suspend`;
+* the status and its Events: :func:`~flashrl_operator.job.status.mapping.status_of` and
+  :func:`~flashrl_operator.job.status.mapping.status_events`.
+
+:func:`~flashrl_operator.job.status.mapping.decide_phase` runs exactly once per step; the attempt
+rules may override its verdict (a retry is ``Starting``/``Retrying``, a spent retry budget fails
+with the policy's reason), and the status is built from the verdict that stands.
+
+A step decides on the objects as read, and on what its own writes will leave: a RayJob it creates
+is judged as the rendered object (KubeRay has not seen it yet), a drifted one as patched. A write
+the API server refuses stops the reconcile before the status is written: the reconciler remembers a
+rejection for the job's generation and reconciles again at once, and that reconcile reports it
+(``ChildRejected``); an object created meanwhile under a child's name is read by that next
+reconcile like any other.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Final, Literal
+
+from flashrl_api import FlashRLJob, FlashRLJobStatus
+from flashrl_api.pins import default_trainer_image
+from flashrl_api.staging import staging_plan
+from flashrl_api.status import RECOVERABLE_FAILURES, ConditionType, Reason
+from flashrl_api.times import rfc3339
+from flashrl_operator.job.attempts import Attempts, Reported, on_failure
+from flashrl_operator.job.retry_policy import BACKOFF_BASE_SECONDS
+from flashrl_operator.job.staging import (
+    JobOutcome,
+    StagingObservation,
+    is_staged,
+    job_outcome,
+    record_patches,
+    recorded,
+    termination_message,
+)
+from flashrl_operator.job.status.conditions import find_condition
+from flashrl_operator.job.status.goodput import fold_attempts, goodput, unreleased
+from flashrl_operator.job.status.mapping import (
+    Announcement,
+    Observation,
+    decide_phase,
+    guard_observation,
+    guard_tripped_now,
+    status_events,
+    status_of,
+    status_patch,
+)
+from flashrl_operator.job.status.pods import PodProblem
+from flashrl_operator.job.status.ray import PhaseDecision, is_final
+from flashrl_operator.render import AttemptContext, Child, DesiredState, attempt_ray_job_name
+from flashrl_operator.render.children import (
+    SPEC_ANNOTATION,
+    drift_patch,
+    immutable_changes,
+    ownership_conflict,
+)
+from flashrl_operator.render.staging import STAGE_CONTAINER
+from flashrl_operator.vocab import kuberay
+from flashrl_operator.vocab.kinds import PERSISTENT_VOLUME_CLAIM
+from flashrl_operator.vocab.kuberay import DeploymentStatus, RayClusterView, RayJobView
+from flashrl_operator.vocab.metrics import parse_time
+from flashrl_operator.vocab.resource import Resource
+
+#: Phases in which the current attempt's RayJob is in KubeRay's hands: its disappearance is a failure.
+RUNNING_PHASES: Final = frozenset({"Starting", "Running"})
+
+#: RayJob deployment states in which the attempt has ended (its outcome is KubeRay's to report).
+ENDED_DEPLOYMENTS: Final = frozenset(
+    {DeploymentStatus.COMPLETE, DeploymentStatus.FAILED, DeploymentStatus.VALIDATION_FAILED}
+)
+
+#: A wake-up lands this long after the backoff ends, so the reconcile finds it over.
+WAKE_MARGIN_SECONDS: Final = 0.05
+
+#: The Event the mismatch guard's ``Suspend`` action posts.
+GUARD_SUSPEND_MESSAGE: Final = (
+    "Suspended by spec.correction.guard (action Suspend): the rollout/trainer mismatch drifted; "
+    "set spec.lifecycle.suspend to false to resume from the newest checkpoint"
+)
+
+
+@dataclass(frozen=True)
+class Observed:
+    """Everything one reconcile read about one job, and what it was read with."""
+
+    namespace: str
+    name: str
+    uid: str
+    """The job's UID: only objects whose controller ownerReference carries it are the job's."""
+    now: datetime.datetime
+    created: datetime.datetime
+    """``metadata.creationTimestamp`` (when the operator first saw it, if absent)."""
+    generation: int | None = None
+    previous: Mapping[str, Any] = field(default_factory=dict)
+    """The status as read (the launcher's keys included)."""
+    spec_problems: tuple[str, ...] = ()
+    """An invalid spec, or what verl would refuse in it (nothing else is read then)."""
+    policy_problems: tuple[str, ...] = ()
+    """What the cluster admin's policy refuses (nothing else is read then)."""
+    job: FlashRLJob | None = None
+    """The parsed job with the operator's default trainer image; ``None`` when the spec is invalid."""
+    desired: DesiredState | None = None
+    """Every child as rendered for the current attempt (``None`` when nothing is created)."""
+    live: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
+    """The children read, by :meth:`Child.describe`; ``None``: it does not exist. A child that was not
+    read (only the RayJob is, for a final or rejected job) has no key."""
+    refused: str | None = None
+    """The API server rejected a child of this generation in the previous reconcile (which, why)."""
+    claims: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
+    """The staging claims read (:func:`claims_to_read`); ``None``: missing or not readable."""
+    staging_pods: tuple[Mapping[str, Any], ...] = ()
+    """The failed staging Job's pods (:func:`needs_staging_pods`)."""
+    ray_cluster: RayClusterView | None = None
+    pod_problems: tuple[PodProblem, ...] = ()
+    reported: Reported | None = None
+    """What the launcher reported, read again after the RayJob (:func:`may_end_attempt`); ``None``:
+    the status as read is new enough."""
+    released: tuple[int, ...] = ()
+    """Ended attempts whose Ray cluster is gone (:func:`release_checks`)."""
+    retry_backoff: float = BACKOFF_BASE_SECONDS
+
+    def live_of(self, child: Child) -> Mapping[str, Any] | None:
+        """``child`` as read (``None`` when missing or not read)."""
+        return self.live.get(child.describe())
+
+
+ApplyMode = Literal["create", "restore", "merge"]
+
+
+@dataclass(frozen=True)
+class Apply:
+    """One child to write: ``create`` a missing one (an unforced server-side apply), ``restore`` a
+    drifted one (a forced apply: the operator owns those fields), or ``merge`` ``patch`` into a
+    drifted RayJob (KubeRay cannot reshape a live one; Kueue owns a queued one's ``spec.suspend``)."""
+
+    child: Child
+    mode: ApplyMode
+    patch: Mapping[str, Any] = field(default_factory=dict)
+    """What drifted (the merge patch that restores it); empty for ``create``."""
+
+
+@dataclass(frozen=True)
+class Ref:
+    """An object to delete."""
+
+    resource: Resource
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True)
+class Patch:
+    """A merge patch to send to one object."""
+
+    resource: Resource
+    namespace: str
+    name: str
+    body: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Step:
+    """The whole outcome of one reconcile, in the order the reconciler carries it out."""
+
+    status: FlashRLJobStatus
+    """The operator-owned status."""
+    status_patch: Mapping[str, Any] = field(default_factory=dict)
+    """The merge patch from the status as read; empty: nothing to write."""
+    events: tuple[Announcement, ...] = ()
+    """Posted once the status is written, in this order."""
+    apply: tuple[Apply, ...] = ()
+    """Children to write, in render order."""
+    claim_patches: tuple[Patch, ...] = ()
+    """Records of staged sources on their claims."""
+    delete: tuple[Ref, ...] = ()
+    """The failed attempt's RayJob on a retry (its GPUs are freed now, not at KubeRay's TTL)."""
+    spec_patch: Mapping[str, Any] | None = None
+    """A merge patch to the job's spec (the mismatch guard's Suspend), sent after the status: the
+    reconcile its change triggers gets the job from the watch event, which must already hold the
+    status that decided it, or the guard's trip would be announced twice."""
+    wake_after: float | None = None
+    """Reconcile again after this many seconds (a retry's backoff); ``None``: events and resync only."""
+    goodput: Mapping[str, Any] | None = None
+    """``status.goodput`` as computed now, for the metrics (``None``: not computed)."""
+
+
+def with_trainer_image(job: FlashRLJob, image: str | None) -> FlashRLJob:
+    """The job with the operator's default trainer image when it names none of its own.
+
+    The CRD defaults ``spec.images.trainer`` to the pinned image, so "names none" is "holds the pinned
+    default"; a job naming any other image keeps it.
+    """
+    if not image or job.spec.images.trainer != default_trainer_image():
+        return job
+    images = job.spec.images.model_copy(update={"trainer": image})
+    return job.model_copy(update={"spec": job.spec.model_copy(update={"images": images})})
+
+
+def attempt_context(
+    job: FlashRLJob, previous: Mapping[str, Any], created: datetime.datetime
+) -> AttemptContext:
+    """The current attempt's number, the job's start, and what is left of its deadline (to render).
+
+    Attempt ``k > 1`` gets the deadline left when attempt ``k - 1`` ended (stored, so every
+    reconcile renders the same RayJob); the first attempt gets the whole deadline.
+    """
+    attempts = Attempts.of(previous)
+    deadline = job.spec.lifecycle.active_deadline_seconds
+    left: int | None = None
+    if deadline is not None and attempts.attempt > 1:
+        ends = [t for e in attempts.history if (t := parse_time(e.end_time)) is not None]
+        ended = max(ends, default=None)
+        used = (ended - created).total_seconds() if ended is not None else 0.0
+        left = max(1, int(deadline - used))
+    return AttemptContext(attempts.attempt, rfc3339(created), left)
+
+
+# What is read.
+
+
+def rejection(previous: Mapping[str, Any], generation: int | None, refused: str | None) -> str | None:
+    """Why a child of this generation was rejected, if one was: retrying cannot help until the spec
+    changes (a new generation), so a ``ChildRejected`` status stands for its generation."""
+    if refused:
+        return refused
+    if previous.get("reason") == Reason.CHILD_REJECTED and previous.get("observedGeneration") == generation:
+        return str(previous.get("message") or "A child object was rejected")
+    return None
+
+
+def converging(previous: Mapping[str, Any], generation: int | None, refused: str | None) -> bool:
+    """Whether the children are read and converged; otherwise (a final job, a rejected child) only the
+    RayJob is read, for its status, and nothing is restored: a cleaned-up RayJob of a finished job does
+    not start training again."""
+    return not is_final(previous) and rejection(previous, generation, refused) is None
+
+
+def _staged_held(previous: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    held = find_condition(previous.get("conditions") or [], ConditionType.STAGED)
+    return held if held is not None and held.get("status") == "True" else None
+
+
+def claims_to_read(job: FlashRLJob, desired: DesiredState, previous: Mapping[str, Any]) -> tuple[str, ...]:
+    """The claims whose staging records decide whether the staging Job runs: none when there is
+    nothing to stage or the ``Staged`` condition already holds."""
+    if desired.staging_job is None or _staged_held(previous) is not None:
+        return ()
+    return tuple(sorted({item.claim_name for item in staging_plan(job.spec) if item.claim_name}))
+
+
+def needs_staging_pods(previous: Mapping[str, Any], live_job: Mapping[str, Any] | None) -> bool:
+    """Whether the staging Job's pods are worth a LIST: it failed, and the stage command's
+    termination message says why."""
+    outcome = job_outcome(live_job)
+    return _staged_held(previous) is None and outcome is not None and outcome.failed
+
+
+def may_end_attempt(previous: Mapping[str, Any], ray_job: Mapping[str, Any] | None) -> bool:
+    """Whether the current attempt may end now (its RayJob finished, or vanished while running): what
+    it achieved decides the retry, and the launcher may have reported a later step or checkpoint since
+    the job was read, so the job's status is read again after the RayJob."""
+    if is_final(previous):
+        return False
+    if ray_job is None:
+        return Attempts.of(previous).created and previous.get("phase") in RUNNING_PHASES
+    return RayJobView.of(ray_job).deployment in ENDED_DEPLOYMENTS
+
+
+def release_checks(job: FlashRLJob, previous: Mapping[str, Any]) -> tuple[tuple[int, str], ...]:
+    """The ended attempts (the newest two) whose Ray cluster has not been seen gone, each with the
+    RayJob it originated from: one LIST by KubeRay's label each, none once they all are released."""
+    return tuple(
+        (e.attempt, attempt_ray_job_name(job, e.attempt)) for e in unreleased(Attempts.of(previous))[-2:]
+    )
+
+
+# Which child is written and how.
+
+
+def owned(live: Mapping[str, Any] | None, uid: str) -> Mapping[str, Any] | None:
+    """``live`` when this job controls it; someone else's object under the name is not its state."""
+    if live is None or ownership_conflict("", live, uid) is not None:
+        return None
+    return live
+
+
+def _merged(live: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
+    """``live`` after the JSON merge patch ``patch`` (RFC 7386)."""
+    out = dict(live)
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, Mapping):
+            base = out.get(key)
+            out[key] = _merged(base if isinstance(base, Mapping) else {}, value)
+        else:
+            out[key] = value
+    return out
+
+
+def converge(child: Child, live: Mapping[str, Any] | None, *, queued: bool) -> Apply | None:
+    """How to bring ``child`` from ``live`` (as read, this job's) to its rendered state; ``None``: it is."""
+    if live is None:
+        return Apply(child, "create")
+    patch = drift_patch(child.body, live, queued=queued)
+    if not patch:
+        return None
+    return Apply(child, "merge" if child.resource == kuberay.RAY_JOB else "restore", patch)
+
+
+def _after(child: Child, live: Mapping[str, Any] | None, action: Apply | None) -> Mapping[str, Any]:
+    """The object as ``action`` leaves it: a created one as rendered, a drifted one as patched."""
+    if live is None:
+        return child.body
+    if action is None:
+        return live
+    return _merged(live, action.patch)
+
+
+def staging_step(
+    o: Observed, child: Child, live: Mapping[str, Any] | None
+) -> tuple[StagingObservation, tuple[Apply, ...], tuple[Patch, ...]]:
+    """Where the job's sources stand, the staging Job to write, and the claims to record.
+
+    Staged before (the ``Staged`` condition holds): nothing. Recorded on every claim (an earlier job
+    staged them): no Job. Otherwise the Job runs; its success is recorded on the claims, its failure
+    explained by its pod's termination message.
+    """
+    assert o.job is not None
+    plan = tuple(staging_plan(o.job.spec))
+    held = _staged_held(o.previous)
+    if held is not None:
+        already = held.get("reason") == Reason.ALREADY_STAGED
+        return StagingObservation(plan, already=already, outcome=JobOutcome(succeeded=not already)), (), ()
+    if recorded(plan, o.claims):
+        return StagingObservation(plan, already=True), (), ()
+    action = converge(child, live, queued=False)
+    outcome = job_outcome(_after(child, live, action))
+    failure = termination_message(o.staging_pods, STAGE_CONTAINER) if outcome and outcome.failed else ""
+    patches: tuple[Patch, ...] = ()
+    if outcome is not None and outcome.succeeded:
+        patches = tuple(
+            Patch(PERSISTENT_VOLUME_CLAIM, o.namespace, claim, body)
+            for claim, body in record_patches(plan, o.job.name, rfc3339(o.now)).items()
+            if o.claims.get(claim) is not None
+        )
+    progress = o.previous.get("staging") or None
+    observation = StagingObservation(plan, outcome=outcome, failure=failure, progress=progress)
+    return observation, (action,) if action is not None else (), patches
+
+
+@dataclass(frozen=True)
+class ChildPlan:
+    """What :func:`child_plan` decided about the children."""
+
+    apply: tuple[Apply, ...] = ()
+    claim_patches: tuple[Patch, ...] = ()
+    conflicts: tuple[str, ...] = ()
+    """Objects under the children's names that the job does not control (nothing is written)."""
+    staging: StagingObservation | None = None
+    ray_job: Mapping[str, Any] | None = None
+    """The RayJob as this step leaves it (``None``: absent, or not written yet)."""
+    deleted: bool = False
+    """The attempt's RayJob existed and is gone while the job ran: someone deleted it."""
+
+
+def child_plan(o: Observed, attempts: Attempts, *, waiting: bool) -> ChildPlan:
+    """Which children to write, in render order, and what that leaves.
+
+    An object under a child's name that this job does not control is never patched, adopted or
+    deleted: the job then creates nothing and waits. No GPU is requested until the sources are staged;
+    the next attempt's RayJob is created when its backoff ends; the attempt's RayJob gone while the
+    job ran is a failed attempt (counted, announced), never a silent restart.
+    """
+    desired = o.desired
+    assert desired is not None
+    staging = StagingObservation() if desired.staging_job is None else None
+    conflicts = tuple(
+        found
+        for child in desired.children
+        if (known := o.live_of(child)) is not None
+        and (found := ownership_conflict(child.describe(), known, o.uid)) is not None
+    )
+    if conflicts:
+        return ChildPlan(conflicts=conflicts, staging=staging)
+    fresh = o.previous.get("observedGeneration") is None
+    applies: list[Apply] = []
+    patches: tuple[Patch, ...] = ()
+    ray_job: Mapping[str, Any] | None = None
+    deleted = False
+    for child in desired.children:
+        live = o.live_of(child)
+        if child is desired.staging_job:
+            staging, staging_apply, patches = staging_step(o, child, live)
+            applies.extend(staging_apply)
+            continue
+        if child is desired.ray_job:
+            if staging is not None and not is_staged(staging):
+                break
+            if waiting:
+                continue
+            if attempts.created and not fresh and live is None and o.previous.get("phase") in RUNNING_PHASES:
+                deleted = True
+                continue
+        action = converge(child, live, queued=desired.queued)
+        if action is not None:
+            applies.append(action)
+        if child is desired.ray_job:
+            ray_job = _after(child, live, action)
+    return ChildPlan(tuple(applies), patches, (), staging, ray_job, deleted)
+
+
+# Retries.
+
+
+def backoff_pending(attempts: Attempts, now: datetime.datetime) -> bool:
+    """Whether the next attempt is still waiting out its backoff."""
+    when = parse_time(attempts.next_attempt_time)
+    return when is not None and now < when and not attempts.created
+
+
+@dataclass(frozen=True)
+class AttemptOutcome:
+    """What the attempt rules made of the verdict."""
+
+    observation: Observation
+    """With the attempt keys; after a retry, with the next attempt's RayJob (not created yet)."""
+    decision: PhaseDecision
+    """The phase that stands (a retry is ``Starting``/``Retrying``)."""
+    delete: tuple[Ref, ...] = ()
+    events: tuple[Announcement, ...] = ()
+    wake_at: str | None = None
+    """When the backoff ends (``None``: no wake-up)."""
+
+
+def _retrying(message: str) -> PhaseDecision:
+    return PhaseDecision("Starting", Reason.RETRYING, message)
+
+
+def attempt_outcome(
+    o: Observed,
+    obs: Observation,
+    verdict: PhaseDecision,
+    attempts: Attempts,
+    *,
+    deleted: bool,
+    waiting: bool,
+) -> AttemptOutcome:
+    """Apply the retry policy to the current attempt (:mod:`flashrl_operator.job.attempts`).
+
+    While the backoff runs the job is a retry that starts later. An attempt whose RayJob exists has
+    started; one that succeeded is closed with its last step; a non-recoverable failure is judged by
+    the retry policy: a final failure, or a retry that frees the failed attempt's Ray cluster now,
+    announces what the failure cost and wakes up when the backoff ends.
+    """
+    assert o.job is not None
+    job, previous, now = o.job, obs.previous, rfc3339(o.now)
+    if waiting:
+        message = str(previous.get("message") or f"Attempt {attempts.attempt} starts after its backoff")
+        return AttemptOutcome(
+            replace(obs, attempts=attempts.to_status()),
+            _retrying(message),
+            wake_at=attempts.next_attempt_time,
+        )
+    if obs.ray_job is not None:
+        attempts = attempts.started(now, Reported.of(previous).checkpoint_step)
+    if deleted:
+        verdict = PhaseDecision(
+            "Failed",
+            Reason.RAY_JOB_DELETED,
+            f"RayJob {obs.ray_job_name} of attempt {attempts.attempt} was deleted while the job "
+            f"was {previous.get('phase')}",
+        )
+    reported = o.reported or Reported.of(previous)
+    if verdict.phase == "Succeeded":
+        return AttemptOutcome(
+            replace(obs, attempts=attempts.finished(now, reported, None).to_status()), verdict
+        )
+    if verdict.phase == "Pending" and attempts.attempt > 1:
+        # A retry's RayJob waiting for KubeRay: still the retry, not a new job.
+        decision = _retrying(f"Attempt {attempts.attempt}: {verdict.message}")
+        return AttemptOutcome(replace(obs, attempts=attempts.to_status()), decision)
+    if verdict.phase != "Failed" or verdict.reason in RECOVERABLE_FAILURES:
+        return AttemptOutcome(replace(obs, attempts=attempts.to_status()), verdict)
+    deadline = job.spec.lifecycle.active_deadline_seconds
+    left = None if deadline is None else deadline - (o.now - o.created).total_seconds()
+    failure = on_failure(
+        attempts,
+        reported,
+        verdict.reason,
+        verdict.message,
+        job.spec.lifecycle.max_restarts,
+        o.now,
+        deadline_left_seconds=left,
+        backoff_base=o.retry_backoff,
+        jitter_key=job.uid or f"{o.namespace}/{o.name}",
+    )
+    if failure.decision.action == "fail":
+        message = failure.decision.message
+        if failure.decision.reason == verdict.reason and job.spec.lifecycle.max_restarts == 0:
+            message = verdict.message  # no retries configured: the failure speaks for itself
+        decision = PhaseDecision("Failed", failure.decision.reason, message)
+        return AttemptOutcome(replace(obs, attempts=failure.attempts.to_status()), decision)
+    delete: tuple[Ref, ...] = ()
+    if obs.ray_job is not None and obs.ray_job_name:
+        delete = (Ref(kuberay.RAY_JOB, o.namespace, obs.ray_job_name),)
+    # The failed attempt's RayJob and cluster are gone; the status speaks of the next one.
+    retried = replace(
+        obs,
+        attempts=failure.attempts.to_status(),
+        ray_job_name=attempt_ray_job_name(job, failure.attempts.attempt),
+        ray_job=None,
+        ray_cluster=None,
+        pod_problems=(),
+    )
+    return AttemptOutcome(
+        retried,
+        _retrying(failure.event_message),
+        delete=delete,
+        events=(Announcement("Warning", str(failure.event_reason), failure.event_message),),
+        wake_at=failure.attempts.next_attempt_time,
+    )
+
+
+# Goodput and the guard.
+
+
+def with_goodput(o: Observed, obs: Observation) -> Observation:
+    """Fold the launcher's phases and the released clusters into the attempts; ``status.goodput``."""
+    assert o.job is not None
+    attempts = Attempts.of(obs.attempts if obs.attempts is not None else obs.previous)
+    resources = o.job.spec.resources
+    admitted = obs.ray_job is not None and not obs.ray_job.spec_suspend  # Kueue admitted it
+    gpus = resources.nodes * resources.gpus_per_node
+    launcher = obs.previous.get("launcherPhases")
+    folded = fold_attempts(attempts, launcher, gpus, o.released, rfc3339(o.now), admitted)
+    ledger = goodput(folded, obs.previous.get("conditions"), rfc3339(o.created))
+    # Unchanged attempts stay as the attempt rules left them (a final job's are not rewritten).
+    return replace(obs, attempts=folded.to_status() if folded != attempts else obs.attempts, goodput=ledger)
+
+
+def guard_suspend(
+    job: FlashRLJob, previous: Mapping[str, Any], status: FlashRLJobStatus
+) -> tuple[Mapping[str, Any] | None, tuple[Announcement, ...]]:
+    """spec.correction.guard.action ``Suspend``: set ``spec.lifecycle.suspend`` once, when the guard
+    trips (the normal suspend path then deletes the Ray cluster; checkpoints stay)."""
+    if (
+        job.spec.correction.guard.action != "Suspend"
+        or job.spec.lifecycle.suspend
+        or not guard_tripped_now(previous, status)
+    ):
+        return None, ()
+    patch = {"spec": {"lifecycle": {"suspend": True}}}
+    return patch, (Announcement("Warning", Reason.MISMATCH_DRIFT, GUARD_SUSPEND_MESSAGE),)
+
+
+# The step.
+
+
+def _wake_after(when: str | None, now: datetime.datetime) -> float | None:
+    moment = parse_time(when)
+    if moment is None:
+        return None
+    return max(0.0, (moment - now).total_seconds()) + WAKE_MARGIN_SECONDS
+
+
+def _refused(o: Observed) -> Step:
+    """An invalid spec or a policy violation: the status says why, nothing is created."""
+    obs = Observation(
+        generation=o.generation,
+        spec_problems=o.spec_problems,
+        policy_problems=() if o.spec_problems else o.policy_problems,
+        previous=o.previous,
+    )
+    status = status_of(obs, decide_phase(obs), rfc3339(o.now))
+    return Step(status, status_patch(o.previous, status), tuple(status_events(o.previous, status)))
+
+
+def next_step(o: Observed) -> Step:
+    """Everything one reconcile does, decided from what it read."""
+    if o.job is None or o.desired is None or o.spec_problems or o.policy_problems:
+        return _refused(o)
+    job, desired, previous = o.job, o.desired, o.previous
+    attempts = Attempts.of(previous)
+    final = is_final(previous)
+    waiting = not final and backoff_pending(attempts, o.now)
+    rejected = rejection(previous, o.generation, o.refused)
+    if converging(previous, o.generation, o.refused):
+        plan = child_plan(o, attempts, waiting=waiting)
+    else:
+        staging = StagingObservation() if desired.staging_job is None else None
+        plan = ChildPlan(staging=staging, ray_job=owned(o.live_of(desired.ray_job), o.uid))
+    ray_view = RayJobView.of(plan.ray_job) if plan.ray_job is not None else None
+    immutable = (
+        immutable_changes(ray_view.annotation(SPEC_ANNOTATION), job.spec.to_wire()) if ray_view else []
+    )
+    obs = Observation(
+        generation=o.generation,
+        rejected=rejected,
+        conflicts=plan.conflicts,
+        immutable_changes=tuple(immutable),
+        suspend_requested=job.spec.lifecycle.suspend,
+        queued=desired.queued,
+        ray_job_name=desired.ray_job.name,
+        ray_job=ray_view,
+        ray_cluster=o.ray_cluster,
+        pod_problems=o.pod_problems,
+        staging=plan.staging,
+        previous=previous,
+        guard=guard_observation(job.spec.correction.guard, previous),
+    )
+    verdict = decide_phase(obs)
+    outcome = AttemptOutcome(obs, verdict)
+    if not final and rejected is None and not plan.conflicts:
+        outcome = attempt_outcome(o, obs, verdict, attempts, deleted=plan.deleted, waiting=waiting)
+    obs = outcome.observation
+    if rejected is None and not plan.conflicts:
+        obs = with_goodput(o, obs)
+    status = status_of(obs, outcome.decision, rfc3339(o.now))
+    spec_patch, guard_events = guard_suspend(job, previous, status)
+    return Step(
+        status=status,
+        status_patch=status_patch(previous, status),
+        events=(*outcome.events, *status_events(previous, status), *guard_events),
+        apply=plan.apply,
+        claim_patches=plan.claim_patches,
+        delete=outcome.delete,
+        spec_patch=spec_patch,
+        wake_after=_wake_after(outcome.wake_at, o.now),
+        goodput=obs.goodput,
+    )

@@ -1,0 +1,637 @@
+"""One reconcile's whole outcome from plain data: ``next_step`` (pure), case by case.
+
+Each test builds what a reconcile would have read (the job, its children as the API server returns
+them, the claims, the cluster) and asserts the whole Step: the children written and how, the
+deletions and patches, the status's phase, reason, conditions and attempts, the Events in order,
+and the next wake-up.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+import flashrl_operator.job.status.mapping as mapping_module
+import flashrl_operator.job.step as step_module
+from flashrl_api import FlashRLJob, parse_job
+from flashrl_api.staging import staging_plan
+from flashrl_operator.job.attempts import Reported
+from flashrl_operator.job.staging import record_patches
+from flashrl_operator.job.status.mapping import Announcement, Observation, decide_phase
+from flashrl_operator.job.status.ray import PhaseDecision
+from flashrl_operator.job.step import (
+    GUARD_SUSPEND_MESSAGE,
+    WAKE_MARGIN_SECONDS,
+    Observed,
+    Patch,
+    Ref,
+    Step,
+    attempt_context,
+    claims_to_read,
+    converging,
+    may_end_attempt,
+    needs_staging_pods,
+    next_step,
+    release_checks,
+)
+from flashrl_operator.render import Child, attempt_ray_job_name, render
+from flashrl_operator.vocab import kuberay
+from flashrl_operator.vocab.kinds import PERSISTENT_VOLUME_CLAIM
+
+UID = "0b5e7c1e-0000-4000-8000-00000000f1a5"
+NAMESPACE = "rl"
+NAME = "qwen"
+NOW = datetime.datetime(2026, 3, 1, 12, 0, 0, tzinfo=datetime.UTC)
+CREATED = NOW - datetime.timedelta(hours=1)
+T0 = "2026-03-01T11:00:30Z"  # when attempt 1's RayJob was first seen
+NOW_S = "2026-03-01T12:00:00Z"
+#: Model and data as paths on the job's volumes: nothing to stage.
+LOCAL = {
+    "model": {"source": "/models/Qwen3-8B-Base"},
+    "data": {"train": "/data/train.parquet", "validation": "/data/val.parquet"},
+}
+
+
+def make_job(spec: Mapping[str, Any] | None = None, *, hf: bool = False) -> FlashRLJob:
+    full = {**({} if hf else LOCAL), **(spec or {})}
+    return parse_job(
+        {
+            "apiVersion": "flashrl.dev/v1alpha1",
+            "kind": "FlashRLJob",
+            "metadata": {"name": NAME, "namespace": NAMESPACE, "uid": UID, "generation": 1},
+            "spec": full,
+        }
+    )
+
+
+def observe(job: FlashRLJob, previous: Mapping[str, Any] | None = None, **read: Any) -> Observed:
+    """What a reconcile read: ``live`` maps a kind to its live object (absent: missing)."""
+    prev = previous or {}
+    desired = render(job, attempt_context(job, prev, CREATED))
+    by_kind = read.pop("live", {})
+    live = {c.describe(): by_kind.get(c.resource.kind) for c in desired.children}
+    return Observed(
+        namespace=NAMESPACE,
+        name=NAME,
+        uid=UID,
+        now=NOW,
+        created=CREATED,
+        generation=1,
+        previous=prev,
+        job=job,
+        desired=desired,
+        live=live,
+        **read,
+    )
+
+
+def children(job: FlashRLJob, previous: Mapping[str, Any] | None = None) -> dict[str, Child]:
+    """The rendered children by kind."""
+    return {c.resource.kind: c for c in render(job, attempt_context(job, previous or {}, CREATED)).children}
+
+
+def as_live(job: FlashRLJob, previous: Mapping[str, Any] | None = None, **status: Any) -> dict[str, Any]:
+    """Every child as the API server returns it: this job's, unchanged; ``status`` by kind."""
+    out = {}
+    for kind, child in children(job, previous).items():
+        body = copy.deepcopy(child.body)
+        body["metadata"]["uid"] = f"uid-{kind}"
+        if kind in status:
+            body["status"] = status[kind]
+        out[kind] = body
+    return out
+
+
+def ray_status(deployment: str, job_status: str = "", **extra: Any) -> dict[str, Any]:
+    return {"jobDeploymentStatus": deployment, "jobStatus": job_status, **extra}
+
+
+def conditions(step: Step) -> dict[str, tuple[str, str]]:
+    return {c.type: (c.status, c.reason) for c in step.status.conditions}
+
+
+def running(attempt: int = 1, **extra: Any) -> dict[str, Any]:
+    """The status of a job whose attempt ``attempt`` runs (attempt 1 from step 0)."""
+    history = [{"attempt": 1, "startStep": 0, "startTime": T0}]
+    if attempt > 1:
+        history = [
+            {
+                "attempt": 1,
+                "startStep": 0,
+                "endStep": 20,
+                "checkpointStep": 20,
+                "reason": "AppFailed",
+                "startTime": T0,
+                "endTime": "2026-03-01T11:30:00Z",
+            },
+            {"attempt": 2, "startStep": 20, "startTime": "2026-03-01T11:31:00Z"},
+        ]
+    return {
+        "phase": "Running",
+        "observedGeneration": 1,
+        "rayJobName": attempt_ray_job_name(make_job(), attempt),
+        "attempt": attempt,
+        "attempts": history,
+        "lostSteps": 0,
+        **extra,
+    }
+
+
+def applied(step: Step) -> list[tuple[str, str, dict[str, Any]]]:
+    return [(a.child.resource.kind, a.mode, dict(a.patch)) for a in step.apply]
+
+
+ALL_CREATED = [
+    ("ServiceAccount", "create", {}),
+    ("Role", "create", {}),
+    ("RoleBinding", "create", {}),
+    ("ConfigMap", "create", {}),
+    ("NetworkPolicy", "create", {}),
+]
+ACCEPTED = ("True", "Accepted")
+NOTHING_TO_STAGE = ("True", "NothingToStage")
+PHASES_FALSE = {
+    "Failed": ("False", "NotFailed"),
+    "Running": ("False", "NotRunning"),
+    "Succeeded": ("False", "NotSucceeded"),
+    "Suspended": ("False", "NotSuspended"),
+}
+
+
+# The first attempt.
+
+
+def test_a_new_job_creates_every_child_and_its_first_attempt_starts() -> None:
+    step = next_step(observe(make_job()))
+    assert applied(step) == [*ALL_CREATED, ("RayJob", "create", {})]
+    assert step.apply[-1].child.name == NAME
+    assert (step.status.phase, step.status.reason) == ("Pending", None)
+    assert step.status.message == "RayJob created; waiting for KubeRay to act on it"
+    assert conditions(step) == {
+        "Accepted": ACCEPTED,
+        "ClusterReady": ("False", "ClusterStarting"),
+        "Staged": NOTHING_TO_STAGE,
+        **PHASES_FALSE,
+    }
+    assert step.events == (
+        Announcement(
+            "Normal", "Pending", "Phase New -> Pending: RayJob created; waiting for KubeRay to act on it"
+        ),
+    )
+    assert step.status.attempt == 1 and step.status.next_attempt_time is None
+    assert [(a.attempt, a.start_time, a.end_time) for a in step.status.attempts or []] == [(1, NOW_S, None)]
+    assert (step.delete, step.claim_patches, step.spec_patch, step.wake_after) == ((), (), None, None)
+    assert step.status_patch["phase"] == "Pending" and step.status_patch["rayJobName"] == NAME
+
+
+def test_an_unchanged_running_job_writes_nothing_and_announces_nothing() -> None:
+    job = make_job()
+    first = next_step(
+        observe(job, running(), live=as_live(job, running(), RayJob=ray_status("Running", "RUNNING")))
+    )
+    assert (first.status.phase, first.apply) == ("Running", ())
+    previous = {**running(), **first.status_patch}
+    again = next_step(
+        observe(job, previous, live=as_live(job, previous, RayJob=ray_status("Running", "RUNNING")))
+    )
+    assert again.apply == () and again.status_patch == {} and again.events == ()
+
+
+def test_a_drifted_child_is_restored_and_a_drifted_rayjob_merge_patched() -> None:
+    job = make_job()
+    live = as_live(job, running(), RayJob=ray_status("Running", "RUNNING"))
+    live["ConfigMap"]["data"] = {"spec.json": "{}"}
+    live["RayJob"]["spec"]["ttlSecondsAfterFinished"] = 5
+    step = next_step(observe(job, running(), live=live))
+    cm = children(job)["ConfigMap"].body
+    assert applied(step) == [
+        ("ConfigMap", "restore", {"data": cm["data"]}),
+        ("RayJob", "merge", {"spec": {"ttlSecondsAfterFinished": 3600}}),
+    ]
+    assert step.status.phase == "Running" and step.events == ()
+
+
+# Retries.
+
+
+def failed_attempt(job: FlashRLJob, previous: Mapping[str, Any], ray: dict[str, Any], **read: Any) -> Step:
+    live = as_live(job, previous, RayJob=ray)
+    return next_step(observe(job, previous, live=live, retry_backoff=10.0, **read))
+
+
+def test_a_retryable_failure_deletes_the_rayjob_and_starts_a_new_attempt_after_the_backoff() -> None:
+    job = make_job({"lifecycle": {"maxRestarts": 2}})
+    # The launcher reported step 12 and a checkpoint at 10 after the job was first read.
+    step = failed_attempt(job, running(), ray_status("Complete", "FAILED"), reported=Reported(12, 1, 10))
+    assert step.apply == ()
+    assert step.delete == (Ref(kuberay.RAY_JOB, NAMESPACE, NAME),)
+    status = step.status
+    assert (status.phase, status.reason, status.attempt, status.lost_steps) == ("Starting", None, 2, 2)
+    assert status.ray_job_name == attempt_ray_job_name(job, 2) != NAME
+    assert [
+        (a.attempt, a.start_step, a.end_step, a.checkpoint_step, a.reason, a.end_time)
+        for a in status.attempts or []
+    ] == [
+        (1, 0, 12, 10, "AppFailed", NOW_S),
+        (2, 10, None, None, None, None),
+    ]
+    # The backoff (10 s, less this job's jitter), in whole seconds as the status stores it.
+    next_time = datetime.datetime.fromisoformat(str(status.next_attempt_time))
+    assert NOW + datetime.timedelta(seconds=7) <= next_time <= NOW + datetime.timedelta(seconds=10)
+    assert step.wake_after == (next_time - NOW).total_seconds() + WAKE_MARGIN_SECONDS
+    assert "attempt 2 resumes from step 10" in status.message
+    assert step.events == (
+        Announcement("Warning", "Retrying", status.message),
+        Announcement("Normal", "Starting", f"Phase Running -> Starting: {status.message}"),
+    )
+    assert conditions(step)["ClusterReady"] == ("False", "ClusterNotCreated")
+
+
+def test_while_the_backoff_runs_the_next_rayjob_waits_and_the_job_wakes_when_it_ends() -> None:
+    job = make_job({"lifecycle": {"maxRestarts": 2}})
+    previous = {
+        **running(),
+        "phase": "Starting",
+        "message": "attempt 2 resumes from step 10 in 8s",
+        "attempt": 2,
+        "attempts": [
+            {
+                "attempt": 1,
+                "startStep": 0,
+                "endStep": 12,
+                "checkpointStep": 10,
+                "reason": "AppFailed",
+                "startTime": T0,
+                "endTime": "2026-03-01T11:59:55Z",
+            },
+            {"attempt": 2, "startStep": 10},
+        ],
+        "nextAttemptTime": "2026-03-01T12:00:03Z",
+    }
+    live = as_live(job, previous)
+    del live["RayJob"]
+    step = next_step(observe(job, previous, live=live))
+    assert step.apply == () and step.delete == ()
+    assert (step.status.phase, step.status.message) == ("Starting", "attempt 2 resumes from step 10 in 8s")
+    assert step.status.next_attempt_time == "2026-03-01T12:00:03Z"
+    assert step.wake_after == 3 + WAKE_MARGIN_SECONDS
+    assert step.events == ()
+    # Once it is over, the next attempt's RayJob is created, named for attempt 2.
+    later = next_step(replace_now(observe(job, previous, live=live), seconds=4))
+    assert applied(later) == [("RayJob", "create", {})]
+    assert later.apply[0].child.name == attempt_ray_job_name(job, 2)
+    assert (later.status.phase, later.status.reason, later.wake_after) == ("Starting", None, None)
+    assert later.status.message.startswith("Attempt 2: RayJob created")
+    assert later.status.next_attempt_time is None
+
+
+def replace_now(observed: Observed, *, seconds: int) -> Observed:
+    return replace(observed, now=observed.now + datetime.timedelta(seconds=seconds))
+
+
+def test_a_non_retryable_failure_fails_the_job_at_once() -> None:
+    job = make_job({"lifecycle": {"maxRestarts": 5}})
+    ray = ray_status("Failed", "", reason="DeadlineExceeded", message="The RayJob ran past its deadline")
+    step = failed_attempt(job, running(), ray)
+    assert step.apply == () and step.delete == () and step.wake_after is None
+    assert (step.status.phase, step.status.reason, step.status.attempt) == ("Failed", "DeadlineExceeded", 1)
+    assert conditions(step)["Failed"] == ("True", "DeadlineExceeded")
+    assert step.status.completion_time == NOW_S
+    assert [(a.attempt, a.reason, a.end_time) for a in step.status.attempts or []] == [
+        (1, "DeadlineExceeded", NOW_S)
+    ]
+    assert [(e.type, e.reason) for e in step.events] == [("Warning", "DeadlineExceeded")]
+    assert step.events[0].message == f"Phase Running -> Failed: {step.status.message}"
+
+
+def test_with_the_retries_spent_the_job_fails_with_the_attempts_reason() -> None:
+    job = make_job({"lifecycle": {"maxRestarts": 1}})
+    previous = running(2)
+    step = failed_attempt(job, previous, ray_status("Complete", "FAILED"), reported=Reported(30, 2, 30))
+    assert step.delete == () and step.wake_after is None
+    assert (step.status.phase, step.status.reason, step.status.attempt) == ("Failed", "AppFailed", 2)
+    assert "1 restart" in step.status.message or "maxRestarts" in step.status.message
+    assert [(a.attempt, a.end_step, a.reason) for a in step.status.attempts or []] == [
+        (1, 20, "AppFailed"),
+        (2, 30, "AppFailed"),
+    ]
+    assert [(e.type, e.reason) for e in step.events] == [("Warning", "AppFailed")]
+
+
+def test_a_rayjob_deleted_while_the_job_ran_is_a_failed_attempt_not_a_silent_restart() -> None:
+    job = make_job({"lifecycle": {"maxRestarts": 1}})
+    live = as_live(job, running())
+    del live["RayJob"]
+    step = next_step(observe(job, running(), live=live, retry_backoff=10.0))
+    assert step.apply == () and step.delete == ()  # nothing left to delete, nothing recreated yet
+    assert (step.status.phase, step.status.attempt) == ("Starting", 2)
+    assert [(a.attempt, a.reason) for a in step.status.attempts or []] == [(1, "RayJobDeleted"), (2, None)]
+    assert [(e.type, e.reason) for e in step.events] == [("Warning", "Retrying"), ("Normal", "Starting")]
+    assert step.wake_after is not None
+
+
+def test_success_closes_the_attempt_with_the_launchers_last_step() -> None:
+    job = make_job()
+    step = failed_attempt(
+        job, running(), ray_status("Complete", "SUCCEEDED", message="done"), reported=Reported(150, 1, 150)
+    )
+    assert (step.status.phase, step.status.reason, step.status.message) == ("Succeeded", None, "done")
+    assert [(a.end_step, a.checkpoint_step, a.reason, a.end_time) for a in step.status.attempts or []] == [
+        (150, 150, None, NOW_S)
+    ]
+    assert conditions(step)["Succeeded"] == ("True", "JobSucceeded")
+    assert step.events == (Announcement("Normal", "Succeeded", "Phase Running -> Succeeded: done"),)
+
+
+# Staging.
+
+
+HF = make_job(hf=True)
+CLAIMS = ("hf-cache", "rl-data")
+
+
+def claim(name: str, annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": NAMESPACE, "annotations": dict(annotations or {})}}
+
+
+def staging_live(job_status: Mapping[str, Any] | None) -> dict[str, Any]:
+    live = as_live(HF, None, Job=job_status or {})
+    del live["RayJob"]
+    if job_status is None:
+        del live["Job"]
+    return live
+
+
+def test_sources_to_stage_start_the_staging_job_and_no_rayjob() -> None:
+    assert claims_to_read(HF, render(HF), {}) == CLAIMS
+    step = next_step(observe(HF, live={}, claims={c: claim(c) for c in CLAIMS}))
+    assert applied(step) == [*ALL_CREATED, ("Job", "create", {})]
+    assert (step.status.phase, step.status.reason) == ("Staging", None)
+    assert step.status.message.startswith("Downloading hf://")
+    assert conditions(step)["Staged"] == ("False", "Staging")
+    assert step.claim_patches == () and step.status.attempts is None
+    assert [(e.type, e.reason) for e in step.events] == [("Normal", "Staging")]
+
+
+def test_a_running_staging_job_shows_its_progress_and_is_left_alone() -> None:
+    progress = {"files": 3, "filesTotal": 7, "bytes": 1_200_000_000, "bytesTotal": 16_400_000_000}
+    previous = {"phase": "Staging", "observedGeneration": 1, "staging": progress}
+    step = next_step(observe(HF, previous, live=staging_live({}), claims={c: claim(c) for c in CLAIMS}))
+    assert step.apply == () and step.claim_patches == () and step.events == ()
+    assert step.status.phase == "Staging" and step.status.message.endswith(": 3/7 files, 1.20/16.40 GB")
+
+
+def test_a_staged_job_records_its_sources_on_the_claims_and_creates_the_rayjob() -> None:
+    live = staging_live({"conditions": [{"type": "Complete", "status": "True"}]})
+    previous = {"phase": "Staging", "observedGeneration": 1}
+    step = next_step(observe(HF, previous, live=live, claims={c: claim(c) for c in CLAIMS}))
+    assert applied(step) == [("RayJob", "create", {})]
+    patches = record_patches(tuple(staging_plan(HF.spec)), NAME, NOW_S)
+    assert step.claim_patches == tuple(
+        Patch(PERSISTENT_VOLUME_CLAIM, NAMESPACE, c, patches[c]) for c in CLAIMS
+    )
+    assert conditions(step)["Staged"][0:2] == ("True", "Staged")
+    assert step.status.phase == "Pending" and step.status.attempt == 1
+    # A claim that is gone gets no record.
+    one = next_step(observe(HF, previous, live=live, claims={"hf-cache": claim("hf-cache"), "rl-data": None}))
+    assert [p.name for p in one.claim_patches] == ["hf-cache"]
+
+
+def test_a_failed_staging_job_fails_the_job_with_the_stage_commands_reason() -> None:
+    failed = {"conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]}
+    assert needs_staging_pods({}, {"status": failed})
+    pod = {
+        "status": {
+            "containerStatuses": [
+                {
+                    "name": "stage",
+                    "state": {
+                        "terminated": {"message": "401: token refused", "finishedAt": "2026-03-01T11:59:00Z"}
+                    },
+                }
+            ]
+        }
+    }
+    previous = {"phase": "Staging", "observedGeneration": 1}
+    step = next_step(observe(HF, previous, live=staging_live(failed), claims={}, staging_pods=(pod,)))
+    assert step.apply == () and step.claim_patches == ()
+    assert (step.status.phase, step.status.reason) == ("Failed", "StagingFailed")
+    assert step.status.message == "Staging failed: 401: token refused"
+    assert conditions(step)["Staged"] == ("False", "StagingFailed")
+    assert [(e.type, e.reason) for e in step.events] == [("Warning", "StagingFailed")]
+
+
+def test_sources_recorded_by_an_earlier_job_need_no_staging_job() -> None:
+    records = record_patches(tuple(staging_plan(HF.spec)), "earlier-job", "2026-02-01T00:00:00Z")
+    claims = {c: claim(c, records[c]["metadata"]["annotations"]) for c in CLAIMS}
+    step = next_step(observe(HF, live={}, claims=claims))
+    assert applied(step) == [*ALL_CREATED, ("RayJob", "create", {})]
+    assert conditions(step)["Staged"] == ("True", "AlreadyStaged") and step.claim_patches == ()
+
+
+def test_once_staged_the_claims_are_not_read_and_the_job_not_looked_at() -> None:
+    previous = {
+        **running(),
+        "conditions": [
+            {
+                "type": "Staged",
+                "status": "True",
+                "reason": "Staged",
+                "message": "Staged",
+                "lastTransitionTime": T0,
+            }
+        ],
+    }
+    assert claims_to_read(HF, render(HF), previous) == ()
+    assert not needs_staging_pods(
+        previous, {"status": {"conditions": [{"type": "Failed", "status": "True"}]}}
+    )
+    live = as_live(HF, previous, RayJob=ray_status("Running", "RUNNING"))
+    del live["Job"]  # cleaned up by its TTL: not recreated
+    step = next_step(observe(HF, previous, live=live))
+    assert (
+        step.apply == ()
+        and conditions(step)["Staged"] == ("True", "Staged")
+        and step.status.phase == "Running"
+    )
+
+
+# Suspend and resume.
+
+
+def test_suspend_then_resume() -> None:
+    job = make_job({"lifecycle": {"suspend": True}})
+    live = as_live(job, running(), RayJob=ray_status("Running", "RUNNING"))
+    live["RayJob"]["spec"]["suspend"] = False
+    asked = next_step(observe(job, running(), live=live))
+    assert applied(asked) == [("RayJob", "merge", {"spec": {"suspend": True}})]
+    assert asked.status.phase == "Running"  # until KubeRay deletes the cluster
+
+    suspended_live = as_live(job, running(), RayJob=ray_status("Suspended"))
+    suspended = next_step(observe(job, running(), live=suspended_live))
+    assert suspended.apply == ()
+    assert (suspended.status.phase, suspended.status.message) == (
+        "Suspended",
+        "Suspended by spec.lifecycle.suspend",
+    )
+    assert conditions(suspended)["Suspended"] == ("True", "Suspended")
+    assert conditions(suspended)["ClusterReady"] == ("False", "ClusterSuspended")
+    assert suspended.events == (
+        Announcement(
+            "Normal", "Suspended", "Phase Running -> Suspended: Suspended by spec.lifecycle.suspend"
+        ),
+    )
+
+    resumed_job = make_job()
+    previous = {**running(), **suspended.status_patch}
+    resumed_live = {**as_live(resumed_job, previous), "RayJob": suspended_live["RayJob"]}
+    resumed = next_step(observe(resumed_job, previous, live=resumed_live))
+    assert applied(resumed) == [("RayJob", "merge", {"spec": {"suspend": False}})]
+    assert resumed.status.attempt == 1 and resumed.delete == ()
+
+
+def test_a_new_suspended_job_creates_a_suspended_rayjob() -> None:
+    job = make_job({"lifecycle": {"suspend": True}})
+    step = next_step(observe(job))
+    assert applied(step)[-1] == ("RayJob", "create", {})
+    assert step.apply[-1].child.body["spec"]["suspend"] is True
+    assert (step.status.phase, step.status.message) == ("Suspended", "Suspended by spec.lifecycle.suspend")
+
+
+# What stops a job before anything is written.
+
+
+def test_an_object_under_a_childs_name_that_the_job_does_not_control_stops_everything() -> None:
+    job = make_job()
+    foreign = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": f"{NAME}-spec", "namespace": NAMESPACE},
+    }
+    step = next_step(observe(job, live={"ConfigMap": foreign}))
+    assert step.apply == () and step.delete == ()
+    assert (step.status.phase, step.status.reason) == ("Pending", None)
+    assert step.status.message.startswith(
+        f"Waiting: ConfigMap {NAMESPACE}/{NAME}-spec already exists and is not this job's "
+        "(it has no controller)"
+    )
+    assert conditions(step)["Accepted"] == ("False", "ChildConflict")
+    assert step.status.attempts is None and step.status.goodput is None
+    assert [(e.type, e.reason) for e in step.events] == [("Normal", "Pending"), ("Warning", "ChildConflict")]
+
+
+def test_a_policy_violation_fails_the_job_and_creates_nothing() -> None:
+    observed = Observed(
+        NAMESPACE,
+        NAME,
+        UID,
+        NOW,
+        CREATED,
+        1,
+        job=make_job(),
+        policy_problems=("spec.resources.nodes: at most 2",),
+    )
+    step = next_step(observed)
+    assert step.apply == () and step.wake_after is None
+    assert (step.status.phase, step.status.reason) == ("Failed", "PolicyViolation")
+    assert step.status.message == "Refused by the cluster's policy: spec.resources.nodes: at most 2"
+    assert conditions(step)["Accepted"] == ("False", "PolicyViolation")
+    assert step.status.completion_time is None  # not final: a new generation is judged again
+    assert [(e.type, e.reason) for e in step.events] == [("Warning", "PolicyViolation")]
+
+
+def test_an_invalid_spec_fails_the_job_and_creates_nothing() -> None:
+    step = next_step(
+        Observed(NAMESPACE, NAME, UID, NOW, CREATED, 3, spec_problems=("spec.resources.nodes: must be >= 1",))
+    )
+    assert step.apply == () and step.status.observed_generation == 3
+    assert (step.status.phase, step.status.reason) == ("Failed", "InvalidSpec")
+    assert step.status.message == "Invalid spec: spec.resources.nodes: must be >= 1"
+    assert conditions(step)["Accepted"] == ("False", "InvalidSpec")
+    assert step.status.ray_job_name is None
+    assert [(e.type, e.reason) for e in step.events] == [("Warning", "InvalidSpec")]
+
+
+def test_a_rejected_child_fails_the_job_until_the_spec_changes() -> None:
+    job = make_job()
+    why = "RayJob rl/qwen was rejected by the API server (HTTP 422 Unprocessable): spec.x: bad"
+    observed = observe(job, {}, refused=why)
+    assert not converging({}, 1, why)
+    step = next_step(observed)
+    assert step.apply == ()
+    assert (step.status.phase, step.status.reason, step.status.message) == ("Failed", "ChildRejected", why)
+    assert conditions(step)["Accepted"] == ("False", "ChildRejected")
+    # The written status keeps it for this generation; a new generation converges again.
+    previous = {**step.status_patch}
+    assert not converging(previous, 1, None) and converging(previous, 2, None)
+    again = next_step(observe(job, previous))
+    assert again.apply == () and again.status_patch == {} and again.events == ()
+
+
+def test_a_final_job_reads_only_its_rayjob_and_restores_nothing() -> None:
+    previous = {**running(), "phase": "Succeeded", "completionTime": NOW_S}
+    assert not converging(previous, 1, None)
+    assert not may_end_attempt(previous, None)
+    step = next_step(observe(make_job(), previous, live={}))
+    assert step.apply == () and step.status.phase == "Succeeded"
+
+
+# The mismatch guard and the read predicates.
+
+
+def test_the_guard_suspends_the_job_once_when_the_mismatch_drifts() -> None:
+    job = make_job({"correction": {"guard": {"action": "Suspend", "maxKL": 0.1, "consecutiveSteps": 1}}})
+    metrics = [{"name": "rollout_corr/kl", "value": 0.9, "step": 5}]
+    previous = running(metrics=metrics)
+    step = next_step(
+        observe(job, previous, live=as_live(job, previous, RayJob=ray_status("Running", "RUNNING")))
+    )
+    assert conditions(step)["RolloutMismatch"] == ("True", "MismatchDrift")
+    assert step.spec_patch == {"spec": {"lifecycle": {"suspend": True}}}
+    assert step.events[-1] == Announcement("Warning", "MismatchDrift", GUARD_SUSPEND_MESSAGE)
+    previous = {**previous, **step.status_patch}
+    again = next_step(
+        observe(job, previous, live=as_live(job, previous, RayJob=ray_status("Running", "RUNNING")))
+    )
+    assert again.spec_patch is None and again.events == ()
+
+
+def test_the_job_is_read_again_only_when_its_attempt_may_have_ended() -> None:
+    job = make_job()
+    assert may_end_attempt(running(), {"status": ray_status("Complete", "FAILED")})
+    assert may_end_attempt(running(), {"status": ray_status("Failed")})
+    assert not may_end_attempt(running(), {"status": ray_status("Running", "RUNNING")})
+    assert may_end_attempt(running(), None)  # gone while running
+    assert not may_end_attempt({}, None)  # a new job
+    ended = {**running(2)}
+    assert release_checks(job, ended) == ((1, attempt_ray_job_name(job, 1)),)
+    assert release_checks(job, running()) == ()
+
+
+def test_decide_phase_runs_once_per_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+
+    def counted(obs: Observation) -> PhaseDecision:
+        decision = decide_phase(obs)
+        calls.append(decision.phase)
+        return decision
+
+    # Wherever it is called from: the step, or the status mapping (desired_status calls it).
+    monkeypatch.setattr(step_module, "decide_phase", counted)
+    monkeypatch.setattr(mapping_module, "decide_phase", counted)
+    job = make_job({"lifecycle": {"maxRestarts": 2}})
+    cases = [
+        observe(job),
+        observe(job, running(), live=as_live(job, running(), RayJob=ray_status("Complete", "FAILED"))),
+        observe(job, running(), live=as_live(job, running(), RayJob=ray_status("Complete", "SUCCEEDED"))),
+        Observed(NAMESPACE, NAME, UID, NOW, CREATED, 1, spec_problems=("spec: bad",)),
+    ]
+    for observed in cases:
+        calls.clear()
+        next_step(observed)
+        assert len(calls) == 1, calls
