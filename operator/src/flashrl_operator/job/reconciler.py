@@ -9,13 +9,22 @@ change nothing. Decisions are delegated to pure modules (``render``, ``children`
 
 Requests, fewest first:
 
-* Each child is read first, on a new job too: an object under a child's name that this job does not
-  control (no controller ownerReference with the job's UID) is never patched, adopted or deleted. The
-  job then reports ``ChildConflict`` naming each such object, creates nothing, and waits (the resync
-  looks again). A server-side apply cannot be told "only if it does not exist", and an unforced
-  apply onto someone else's object with no conflicting field would merge into it and adopt it.
-* A missing child is applied, a drifted one restored (by a forced apply: the operator owns those
-  fields), and an unchanged one costs nothing more: a resync of an unchanged job is reads only.
+* An object under a child's name that this job does not control (no controller ownerReference with
+  the job's UID) is never patched, adopted or deleted. The job then reports ``ChildConflict`` naming
+  each such object, keeps none of its own children, and waits (the resync looks again). Hence no
+  child is written by a bare server-side apply while it may be absent: an apply cannot be told
+  "only if it does not exist", and an unforced apply onto someone else's object with no conflicting
+  field would merge into it and adopt it.
+* A new job (no ``observedGeneration`` yet) creates first: one ``POST`` per child, which the server
+  refuses atomically (409 AlreadyExists) when the name is taken; only then is the object read, and
+  it is the job's only under its controller reference. So a new job costs one request per child,
+  not a read and a write. If some child is taken, the children this reconcile created are deleted
+  again, each under a UID precondition (the one its create returned), so nothing else can be
+  deleted; the rest are only read, to name every conflict.
+* A known job reads each child first (they exist; creating first would cost a refused create and
+  a read each): a missing child is created as above, a drifted one restored (by a forced apply: the
+  operator owns those fields, and the read showed it is the job's), and an unchanged one costs
+  nothing more: a resync of an unchanged job is reads only.
 * Before any of that, the spec is checked against the cluster admin's policy
   (:mod:`~flashrl_operator.job.policy`); a violation is ``PolicyViolation`` with the field paths, and
   nothing is created.
@@ -232,22 +241,30 @@ class Reconciler:
             return await asyncio.to_thread(override_problems, job)
 
     async def _converge(
-        self, child: Child, live: dict[str, Any] | None, *, uid: str, queued: bool
+        self,
+        child: Child,
+        live: dict[str, Any] | None,
+        *,
+        uid: str,
+        queued: bool,
+        created: list[tuple[Child, str]] | None = None,
     ) -> dict[str, Any]:
-        """Bring ``child`` into the cluster as rendered, from ``live`` as just read; returns it live."""
+        """Bring ``child`` into the cluster as rendered, from ``live`` as just read (``None``: absent, or
+        not read); returns it live. What it creates is appended to ``created`` with its UID."""
         if live is None:
-            try:
-                applied = await self._kube.apply(child.body, force=False)
+            made = await self._kube.create(child.body)
+            if made is not None:
                 logger.info("Created %s", child.describe())
-                return applied
-            except ConflictError:
-                # Created meanwhile by someone else: look at it; it is ours only if it names this job.
-                live = await self._kube.get(child.resource, child.namespace, child.name)
-                if live is None:
-                    raise TransientError(f"{child.describe()} conflicted and vanished; retrying") from None
-                conflict = ownership_conflict(child.describe(), live, uid)
-                if conflict is not None:
-                    raise _ConflictError((conflict,)) from None
+                if created is not None:
+                    created.append((child, str((made.get("metadata") or {}).get("uid") or "")))
+                return made
+            # It exists (made meanwhile, or not read): it is ours only if it names this job.
+            live = await self._kube.get(child.resource, child.namespace, child.name)
+            if live is None:
+                raise TransientError(f"{child.describe()} conflicted and vanished; retrying") from None
+            conflict = ownership_conflict(child.describe(), live, uid)
+            if conflict is not None:
+                raise _ConflictError((conflict,)) from None
         patch = drift_patch(child.body, live, queued=queued)
         if not patch:
             return live
@@ -255,6 +272,25 @@ class Reconciler:
         if child.resource == kuberay.RAY_JOB:
             return await self._kube.patch(child.resource, child.namespace, child.name, patch)
         return await self._kube.apply(child.body, force=True)
+
+    async def _conflicts_among(self, children: tuple[Child, ...], uid: str) -> tuple[str, ...]:
+        """Which of ``children`` exist and are not this job's (read each: nothing is written)."""
+        found = []
+        for child in children:
+            live = await self._kube.get(child.resource, child.namespace, child.name)
+            if live is not None and (conflict := ownership_conflict(child.describe(), live, uid)):
+                found.append(conflict)
+        return tuple(found)
+
+    async def _undo(self, created: list[tuple[Child, str]]) -> None:
+        """Delete what this reconcile created before it met a conflict, each only under the UID it
+        was created with (never another object under the name since)."""
+        for child, made_uid in reversed(created):
+            try:
+                await self._kube.delete(child.resource, child.namespace, child.name, uid=made_uid or None)
+                logger.info("Removed %s again: another child of the job conflicts", child.describe())
+            except (ConflictError, RejectedError) as exc:
+                logger.warning("Cannot remove %s again: %s", child.describe(), exc)
 
     async def _reconcile(self, body: Mapping[str, Any]) -> None:
         meta = body.get("metadata") or {}
@@ -306,16 +342,27 @@ class Reconciler:
             ray_live = self._own(await self._kube.get(ray_job.resource, namespace, ray_job.name), uid)
         else:
             fresh = previous.get("observedGeneration") is None
-            lives = [await self._kube.get(c.resource, c.namespace, c.name) for c in desired.children]
+            # A new job creates first (one request per child; a name taken is the 409's read); a known
+            # job reads first (its children exist: an unchanged resync is reads only).
+            lives: list[dict[str, Any] | None] = [None] * len(desired.children)
+            if not fresh:
+                lives = [await self._kube.get(c.resource, c.namespace, c.name) for c in desired.children]
             conflicts = tuple(
                 found
                 for child, known in zip(desired.children, lives, strict=True)
                 if known is not None
                 and (found := ownership_conflict(child.describe(), known, uid)) is not None
             )
-            for child, known in zip(desired.children, lives if not conflicts else [], strict=False):
+            made: list[tuple[Child, str]] = []
+            for index, (child, known) in enumerate(
+                zip(desired.children, lives if not conflicts else [], strict=False)
+            ):
                 if child is ray_job and staging is not None and not is_staged(staging):
-                    break  # No GPU is requested until the sources are on the volumes.
+                    # No GPU is requested until the sources are on the volumes. A new job still
+                    # looks at the RayJob's name, so a taken one keeps nothing (as reading first would).
+                    if fresh and (conflicts := await self._conflicts_among((child,), uid)):
+                        await self._undo(made)
+                    break
                 if child is ray_job and waiting:
                     continue  # the next attempt's RayJob is created when its backoff ends
                 # The attempt's RayJob existed: gone now while the job ran means someone deleted it.
@@ -331,9 +378,9 @@ class Reconciler:
                     continue
                 try:
                     if child is desired.staging_job:
-                        staging = await self._staging(job, child, known, previous, uid=uid)
+                        staging = await self._staging(job, child, known, previous, uid=uid, created=made)
                         continue
-                    live = await self._converge(child, known, uid=uid, queued=desired.queued)
+                    live = await self._converge(child, known, uid=uid, queued=desired.queued, created=made)
                 except RejectedError as exc:
                     rejected = (
                         f"{child.describe()} was rejected by the API server "
@@ -342,7 +389,11 @@ class Reconciler:
                     logger.error("%s", rejected)
                     break
                 except _ConflictError as exc:
-                    conflicts = exc.conflicts
+                    # Name every conflict, and leave nothing of this job behind (as a job that read
+                    # first would have created nothing).
+                    later = desired.children[index + 1 :]
+                    conflicts = exc.conflicts + await self._conflicts_among(later, uid)
+                    await self._undo(made)
                     break
                 if child is ray_job:
                     ray_live = live
@@ -391,12 +442,14 @@ class Reconciler:
         previous: Mapping[str, Any],
         *,
         uid: str,
+        created: list[tuple[Child, str]] | None = None,
     ) -> StagingObservation:
         """Where the job's sources stand; runs the staging Job when they are not staged yet.
 
         Staged before this generation (the Staged condition holds): nothing is read. Recorded on
-        every claim (an earlier job staged them): no Job. Otherwise the Job is applied (from ``known``,
-        as just read, which the caller checked is this job's own) and read; its
+        every claim (an earlier job staged them): no Job. Otherwise the Job is created or converged
+        (from ``known``, as read, which the caller checked is this job's own; ``None``: created first,
+        as for any child), and what is created goes to ``created``; its
         success is recorded on the claims, its failure explained by its pod's termination message.
         """
         plan = tuple(staging_plan(job.spec))
@@ -417,7 +470,7 @@ class Reconciler:
                 "FlashRLJob %s/%s: sources already staged on %s", namespace, job.name, ", ".join(claims)
             )
             return StagingObservation(plan, already=True)
-        live = await self._converge(child, known, uid=uid, queued=False)
+        live = await self._converge(child, known, uid=uid, queued=False, created=created)
         outcome = job_outcome(live)
         failure = ""
         if outcome is not None and outcome.failed:
