@@ -71,6 +71,17 @@ def what(event: dict[str, Any]) -> str:
     return f"{event['verb']} {ref.get('resource', '?')}{sub}"
 
 
+def creates(event: dict[str, Any], resource: str) -> bool:
+    """Whether the request created an object of ``resource`` (a create, or a server-side apply that
+    created it: either answers 201)."""
+    return (
+        (event.get("objectRef") or {}).get("resource") == resource
+        and not (event.get("objectRef") or {}).get("subresource")
+        and event["verb"] in ("create", "patch", "update")
+        and (event.get("responseStatus") or {}).get("code") == 201
+    )
+
+
 def by(user: str, found: list[dict[str, Any]], namespace: str | None = None) -> list[dict[str, Any]]:
     """The requests ``user`` made (in ``namespace``, when given), watches left out: a watch is one
     long request the operator opens at start, not a request per job."""
