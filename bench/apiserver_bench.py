@@ -125,7 +125,7 @@ def histogram_quantile(q: float, before: dict[float, float], after: dict[float, 
     for bound, cumulative in zip(bounds, counts, strict=True):
         if cumulative >= rank:
             if bound == float("inf"):
-                return lower
+                return float("inf")  # beyond the last finite bucket: only a lower bound is known
             inside = cumulative - below
             return lower + (bound - lower) * ((rank - below) / inside if inside else 1.0)
         lower, below = bound, cumulative
@@ -149,6 +149,12 @@ def measure(source: Path | None = None) -> dict[str, Any]:
         return _drive(plane, log, source)
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far."""
+    times = psutil.Process(pid).cpu_times()
+    return float(times.user + times.system)
+
+
 def _drive(plane: ControlPlane, log: Path, source: Path | None) -> dict[str, Any]:
     ready_for_jobs(plane)
     user = f"system:serviceaccount:{CHART_NAMESPACE}:{container_service_account(plane)}"
@@ -166,6 +172,9 @@ def _drive(plane: ControlPlane, log: Path, source: Path | None) -> dict[str, Any
         idle_rss = rss.now()
         started = len(audit.events(log))
         h0 = buckets(operator.metrics_port)
+        server = next(p.popen.pid for p in plane.processes if p.name == "kube-apiserver")
+        etcd = next(p.popen.pid for p in plane.processes if p.name == "etcd")
+        cpu0 = [cpu_seconds(pid) for pid in (operator.popen.pid, server, etcd)]
 
         def create(chunk: list[dict[str, Any]]) -> None:
             body = json.dumps({"apiVersion": "v1", "kind": "List", "items": chunk})
@@ -186,6 +195,7 @@ def _drive(plane: ControlPlane, log: Path, source: Path | None) -> dict[str, Any
             time.sleep(5)  # the last jobs' status writes and Events
         creating = audit.events(log)[started:]
         new_requests = audit.by(user, creating)
+        cpu1 = [cpu_seconds(pid) for pid in (operator.popen.pid, server, etcd)]
         h1 = buckets(operator.metrics_port)
         time.sleep(RESYNC_S + 5)
         settled = audit.events(log)
@@ -221,9 +231,13 @@ def _drive(plane: ControlPlane, log: Path, source: Path | None) -> dict[str, Any
         "reconcile_new_p99_s": histogram_quantile(0.99, h0, h1),
         "reconcile_resync_p50_s": histogram_quantile(0.5, h1, h2),
         "reconcile_resync_p99_s": histogram_quantile(0.99, h1, h2),
+        "operator_cpu_ms": 1000 * (cpu1[0] - cpu0[0]) / JOBS,
+        "apiserver_cpu_ms": 1000 * (cpu1[1] - cpu0[1]) / JOBS,
+        "etcd_cpu_ms": 1000 * (cpu1[2] - cpu0[2]) / JOBS,
         "idle_rss_mib": idle_rss / 2**20,
         "peak_rss_mib": rss.peak / 2**20,
         "rss_with_jobs_mib": rss_with_jobs / 2**20,
+        "last_bucket": max((b for b in h2 if b != float("inf")), default=0.0),
         "version": plane.version,
     }
 
@@ -239,6 +253,9 @@ ROWS: list[tuple[str, str, str]] = [
     ("same, p99", "p99_s", "{:.1f} s"),
     ("operator requests per new job", "per_new_job", "{:.2f}"),
     ("operator requests per job in an unchanged resync", "per_resync", "{:.2f}"),
+    ("CPU per new job: the operator", "operator_cpu_ms", "{:.0f} ms"),
+    ("CPU per new job: kube-apiserver", "apiserver_cpu_ms", "{:.0f} ms"),
+    ("CPU per new job: etcd", "etcd_cpu_ms", "{:.0f} ms"),
     ("reconcile duration, new jobs: p50", "reconcile_new_p50_s", "{:.2f} s"),
     ("same, p99", "reconcile_new_p99_s", "{:.2f} s"),
     ("reconcile duration, unchanged resync: p50", "reconcile_resync_p50_s", "{:.3f} s"),
@@ -247,6 +264,12 @@ ROWS: list[tuple[str, str, str]] = [
     ("operator RSS peak while creating", "peak_rss_mib", "{:.0f} MiB"),
     (f"operator RSS with {JOBS} jobs known (after a resync)", "rss_with_jobs_mib", "{:.0f} MiB"),
 ]
+
+
+def _cell(fmt: str, value: float, last_bucket: float) -> str:
+    if value == float("inf"):
+        return f"> {last_bucket:g} s"
+    return fmt.format(value)
 
 
 def section(now: dict[str, Any], before: dict[str, Any] | None) -> str:
@@ -272,12 +295,17 @@ def section(now: dict[str, Any], before: dict[str, Any] | None) -> str:
     ]
     if before is None:
         lines += ["| figure | value |", "|---|---|"]
-        lines += [f"| {label} | {fmt.format(now[key])} |" for label, key, fmt in ROWS]
+        lines += [f"| {label} | {_cell(fmt, now[key], now['last_bucket'])} |" for label, key, fmt in ROWS]
     else:
         lines += ["| figure | before | now | now / before |", "|---|---|---|---|"]
         for label, key, fmt in ROWS:
-            ratio = now[key] / before[key] if before[key] else float("nan")
-            lines.append(f"| {label} | {fmt.format(before[key])} | {fmt.format(now[key])} | {ratio:.2f} |")
+            finite = before[key] and abs(before[key]) != float("inf") and abs(now[key]) != float("inf")
+            ratio = f"{now[key] / before[key]:.2f}" if finite else "n/a"
+            old, new = (
+                _cell(fmt, before[key], before["last_bucket"]),
+                _cell(fmt, now[key], now["last_bucket"]),
+            )
+            lines.append(f"| {label} | {old} | {new} | {ratio} |")
     lines += ["", f"Per new job, by request (now): {_breakdown(now['new_breakdown'], JOBS)}."]
     if before is not None:
         lines += ["", f"Per new job, by request (before): {_breakdown(before['new_breakdown'], JOBS)}."]

@@ -20,7 +20,10 @@ Requests, fewest first:
   it is the job's only under its controller reference. So a new job costs one request per child,
   not a read and a write. If some child is taken, the children this reconcile created are deleted
   again, each under a UID precondition (the one its create returned), so nothing else can be
-  deleted; the rest are only read, to name every conflict.
+  deleted; the rest are only read, to name every conflict. (Not ownership from a watch cache: to see
+  someone else's object under a child's name, which carries none of the job's labels, it would have
+  to watch and hold every ServiceAccount, Role, ConfigMap... of the watched namespaces, and a cache
+  may lag, so a create would still need the server's 409 as the last word.)
 * A known job reads each child first (they exist; creating first would cost a refused create and
   a read each): a missing child is created as above, a drifted one restored (by a forced apply: the
   operator owns those fields, and the read showed it is the job's), and an unchanged one costs
