@@ -12,7 +12,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from bench import apiserver_bench, operator_bench, override_bench, requests_bench, resume_bench
+from bench import apiserver_bench, override_bench, resume_bench
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 
@@ -22,6 +22,7 @@ Measured figures, not targets; tests never assert timings. Regenerate with:
 
 ```sh
 make bench          # or: .venv/bin/python -m bench
+BENCH_BASELINE=<git revision> make bench   # the real-server section measures that revision too, side by side
 ```
 
 Last run: {date}. Each section below is written by one module in `bench/`.
@@ -34,10 +35,6 @@ def main() -> int:
     status = 0
     print("operator benchmark on the real API server (needs `make tools`) ...", file=sys.stderr)
     sections.append(apiserver_bench.run())
-    print("operator benchmark: 1,000 FlashRLJobs against the emulated API server ...", file=sys.stderr)
-    sections.append(operator_bench.run())
-    print("request-count benchmark: API requests per new job and per resync ...", file=sys.stderr)
-    sections.append(requests_bench.run())
     if importlib.util.find_spec("bench.gate_bench") is not None:
         print("Ray gate benchmark ...", file=sys.stderr)
         try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import signal
 import sys
+from pathlib import Path
 
 from envtest.chart import NAMESPACE as CHART_NAMESPACE
 from envtest.chart import deployment
@@ -15,9 +16,14 @@ from envtest.control_plane import ControlPlane, Process, free_ports
 class OperatorProcess:
     """``flashrl operator`` with the chart's Deployment arguments (ports made free) and its token."""
 
-    def __init__(self, plane: ControlPlane, name: str, extra: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, plane: ControlPlane, name: str, extra: tuple[str, ...] = (), source: Path | None = None
+    ) -> None:
+        """``source``: run the operator from that checkout's ``operator/src`` and ``jobs/src`` (another
+        commit's code, for a benchmark's before and after) instead of this one's."""
         container = deployment(plane)["spec"]["template"]["spec"]["containers"][0]
         metrics, health = free_ports(2)
+        self.metrics_port = metrics
         args = [
             a
             for a in container["args"]
@@ -25,6 +31,8 @@ class OperatorProcess:
         ]
         kubeconfig = plane.token_kubeconfig(container_service_account(plane), CHART_NAMESPACE, name)
         env = plane.env(kubeconfig) | {"POD_NAME": name, "POD_NAMESPACE": CHART_NAMESPACE}
+        if source is not None:
+            env["PYTHONPATH"] = f"{source / 'operator' / 'src'}:{source / 'jobs' / 'src'}"
         argv = [
             sys.executable, "-m", "flashrl_operator.cli", "operator", *args, *extra,
             f"--metrics-port={metrics}", f"--health-port={health}", "--log-format=plain",

@@ -134,27 +134,29 @@ namespaced Role (watchNamespaces mode). No wildcards.
   verbs: ["list"]
 # The staging Job (a CPU-only flashrl-launch stage before the RayJob when model or data come from
 # Hugging Face): created, watched for its outcome. Its pods are listed (above) for a failure's message.
+# delete (here and for the children below): a new job whose child's name is taken by someone else's
+# object removes what it created a moment before, each under the UID it was created with.
 - apiGroups: ["batch"]
   resources: ["jobs"]
-  verbs: ["get", "list", "watch", "create", "patch"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 # The claims sources are staged into: read, and annotated with what is staged there, so the next
 # job using the same source on the same claim runs no staging Job.
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]
   verbs: ["get", "patch"]
-# Per-job ConfigMap (spec + verl overrides) and the launcher's ServiceAccount. Written by server-side
-# apply: patch, and create for an apply that creates the object.
+# Per-job ConfigMap (spec + verl overrides) and the launcher's ServiceAccount. Created, and restored
+# by server-side apply (patch) when they drift.
 - apiGroups: [""]
   resources: ["configmaps", "serviceaccounts"]
-  verbs: ["get", "create", "patch"]
+  verbs: ["get", "create", "patch", "delete"]
 # Per-job Role/RoleBinding letting the launcher patch its own FlashRLJob status.
 - apiGroups: ["rbac.authorization.k8s.io"]
   resources: ["roles", "rolebindings"]
-  verbs: ["get", "create", "patch"]
+  verbs: ["get", "create", "patch", "delete"]
 # Per-job NetworkPolicy closing the job's Ray pods to everything but the job, KubeRay and monitoring.
 - apiGroups: ["networking.k8s.io"]
   resources: ["networkpolicies"]
-  verbs: ["get", "create", "patch"]
+  verbs: ["get", "create", "patch", "delete"]
 # Events on FlashRLJobs (core v1 Events, as kubectl describe shows them).
 - apiGroups: [""]
   resources: ["events"]

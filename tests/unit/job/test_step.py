@@ -32,8 +32,10 @@ from flashrl_operator.job.step import (
     Ref,
     Step,
     attempt_context,
+    children_to_read,
     claims_to_read,
     converging,
+    creates_first,
     may_end_attempt,
     needs_staging_pods,
     next_step,
@@ -523,6 +525,111 @@ def test_an_object_under_a_childs_name_that_the_job_does_not_control_stops_every
     assert conditions(step)["Accepted"] == ("False", "ChildConflict")
     assert step.status.attempts is None and step.status.goodput is None
     assert [(e.type, e.reason) for e in step.events] == [("Normal", "Pending"), ("Warning", "ChildConflict")]
+
+
+# A new job creates first.
+
+
+def observe_new(
+    job: FlashRLJob,
+    previous: Mapping[str, Any] | None = None,
+    *,
+    tried: bool = False,
+    live: Mapping[str, Any] | None = None,
+    **read: Any,
+) -> Observed:
+    """What a reconcile of a job with no ``observedGeneration`` reads: only ``children_to_read``
+    (from ``live`` by kind; absent: missing), after ``creates_first`` decided whether it is new."""
+    seen = observe(job, previous, **read)
+    new = creates_first(seen.previous, seen.generation, seen.refused, tried=tried)
+    seen = replace(seen, live={}, new=new)
+    by_kind = live or {}
+    return replace(seen, live={c.describe(): by_kind.get(c.resource.kind) for c in children_to_read(seen)})
+
+
+def firsts(step: Step) -> list[tuple[str, str, bool]]:
+    return [(a.child.resource.kind, a.mode, a.first) for a in step.apply]
+
+
+KINDS = ("ServiceAccount", "Role", "RoleBinding", "ConfigMap", "NetworkPolicy")
+
+
+def test_a_new_job_reads_none_of_its_children_and_creates_each_first() -> None:
+    job = make_job()
+    seen = observe_new(job)
+    assert seen.new and seen.live == {}
+    step = next_step(seen)
+    assert firsts(step) == [*((k, "create", True) for k in KINDS), ("RayJob", "create", True)]
+    # The same outcome as reading first and finding nothing (which creates without ``first``).
+    read_first = next_step(observe(job))
+    assert [(k, m) for k, m, _ in firsts(step)] == [(k, m) for k, m, _ in firsts(read_first)]
+    assert not any(a.first for a in read_first.apply)
+    assert (step.status, step.status_patch, step.events) == (
+        read_first.status,
+        read_first.status_patch,
+        read_first.events,
+    )
+
+
+def test_only_a_new_job_creates_first_and_only_once() -> None:
+    job = make_job()
+    assert creates_first({}, 1, None, tried=False)
+    assert not creates_first({}, 1, None, tried=True)  # a reconcile of it created first already
+    assert not creates_first(running(), 1, None, tried=False)  # reconciled before
+    assert not creates_first({}, 1, "ConfigMap rl/qwen-spec was rejected", tried=False)
+    assert not creates_first({"phase": "Succeeded"}, 1, None, tried=False)  # final: only the RayJob
+
+    base = observe(job)
+    desired = base.desired
+    assert desired is not None
+    assert children_to_read(replace(base, new=True)) == ()
+    assert children_to_read(base) == tuple(desired.children)
+    final = replace(base, previous={**running(), "phase": "Succeeded", "completionTime": NOW_S})
+    assert children_to_read(final) == (desired.ray_job,)
+    hf = observe(HF, claims={c: claim(c) for c in CLAIMS})
+    assert hf.desired is not None and children_to_read(replace(hf, new=True)) == (hf.desired.ray_job,)
+
+
+def test_a_new_job_with_sources_to_stage_looks_at_its_rayjobs_name() -> None:
+    claims = {c: claim(c) for c in CLAIMS}
+    seen = observe_new(HF, claims=claims)
+    assert seen.desired is not None
+    assert seen.new and list(seen.live) == [seen.desired.ray_job.describe()]
+    step = next_step(seen)
+    assert firsts(step) == [*((k, "create", True) for k in KINDS), ("Job", "create", True)]
+    assert step.status.phase == "Staging"
+    # Someone's RayJob under the name: nothing is created (as a job that read every child would).
+    foreign = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {"name": NAME, "namespace": NAMESPACE},
+    }
+    taken = next_step(observe_new(HF, live={"RayJob": foreign}, claims=claims))
+    assert taken.apply == () and conditions(taken)["Accepted"] == ("False", "ChildConflict")
+
+
+def test_after_a_new_jobs_first_reconcile_every_later_one_reads_its_children() -> None:
+    # The first reconcile's ConfigMap create met a 409 (its creations were deleted again); the next
+    # reconcile reads every child instead of creating first again.
+    job = make_job()
+    foreign = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": f"{NAME}-spec", "namespace": NAMESPACE},
+    }
+    seen = observe_new(job, tried=True, live={"ConfigMap": foreign})
+    assert not seen.new and len(seen.live) == len(render(job).children)
+    step = next_step(seen)
+    assert step.apply == () and step.delete == ()
+    assert conditions(step)["Accepted"] == ("False", "ChildConflict")
+    assert f"ConfigMap {NAMESPACE}/{NAME}-spec already exists and is not this job's" in step.status.message
+    # The name was the job's own (an earlier run of the operator created it): it is kept, and the
+    # missing children are created after the read, not first.
+    own = as_live(job)["ConfigMap"]
+    step = next_step(observe_new(job, tried=True, live={"ConfigMap": own}))
+    expected = [(k, "create", False) for k in KINDS if k != "ConfigMap"]
+    assert firsts(step) == [*expected, ("RayJob", "create", False)]
+    assert conditions(step)["Accepted"] == ACCEPTED
 
 
 def test_a_policy_violation_fails_the_job_and_creates_nothing() -> None:

@@ -7,10 +7,12 @@ surface is all the reconciler uses:
 ========================  =============================================================
 ``get``                   one object, or ``None`` when it does not exist
 ``list_objects``          the objects matching a label selector (paginated with ``limit``/``continue``)
+``create``                create an object, or ``None`` when one of that name exists (409 AlreadyExists)
 ``apply``                 server-side apply (``application/apply-patch+yaml``) under :data:`FIELD_MANAGER`
 ``patch``                 JSON merge patch of an object
 ``patch_status``          JSON merge patch of an object's ``status`` subresource
-``delete``                delete an object (``False`` when it was already gone)
+``delete``                delete an object (``False`` when it was already gone), optionally only if its
+                          UID is the one given
 ``create_event``          a core/v1 Event about an object (never fatal)
 ========================  =============================================================
 
@@ -237,6 +239,22 @@ class KubeClient:
             if token is None:
                 return items
 
+    async def create(self, obj: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Create ``obj`` (``POST``) as :data:`FIELD_MANAGER`; ``None`` when an object of that name exists.
+
+        The one write that cannot touch an existing object: the server refuses it with 409
+        AlreadyExists, atomically. (An apply creates a missing object too, but merges into an existing
+        one.)
+        """
+        meta = obj["metadata"]
+        resource = resource_of(obj)
+        path = resource.path(str(meta["namespace"]))
+        query = {"fieldManager": FIELD_MANAGER}
+        try:
+            return await self._write("POST", path, f"create {describe(obj)}", dict(obj), None, query)
+        except ConflictError:  # on a create, 409 is the name taken (AlreadyExists, or still being deleted)
+            return None
+
     async def apply(self, obj: Mapping[str, Any], *, force: bool) -> dict[str, Any]:
         """Server-side apply ``obj`` as :data:`FIELD_MANAGER`: creates it, or sets the fields it names.
 
@@ -262,11 +280,21 @@ class KubeClient:
         """JSON-merge-patch the object's ``status`` (only the keys in ``status`` change)."""
         return await self._merge_patch(resource, namespace, name, {"status": dict(status)}, "status")
 
-    async def delete(self, resource: Resource, namespace: str, name: str) -> bool:
-        """Delete an object; ``False`` if it was already gone."""
+    async def delete(self, resource: Resource, namespace: str, name: str, *, uid: str | None = None) -> bool:
+        """Delete an object (its dependents in the background); ``False`` if it was already gone.
+
+        With ``uid``, only the object with that UID: another one under the name since is a
+        :class:`ConflictError` (the server checks the precondition), and stays.
+        """
+        options: dict[str, Any] = {"propagationPolicy": "Background"}
+        if uid is not None:
+            options["preconditions"] = {"uid": uid}
         try:
             await self._request(
-                "DELETE", resource.path(namespace, name), f"delete {resource.describe(namespace, name)}"
+                "DELETE",
+                resource.path(namespace, name),
+                f"delete {resource.describe(namespace, name)}",
+                options,
             )
         except ApiError as exc:
             if exc.status == 404:

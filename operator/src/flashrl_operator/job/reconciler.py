@@ -6,7 +6,8 @@ level-based and idempotent: it renders the full desired state (:func:`~flashrl_o
 converges each child on it, and writes the status only when it differs, so repeated or duplicated
 events change nothing. Each reconcile
 
-1. **reads** once: the job (from the watch event that triggered it, else a GET), its children, and
+1. **reads** once: the job (from the watch event that triggered it, else a GET), its children (none
+   of a new job's: they are created first, see below), and
    only what can matter now (the staging claims and the failed staging Job's pods, the RayCluster
    and its starting pods, the job's status again after a RayJob that ended, the clusters of ended
    attempts not yet seen released), each behind a pure predicate of :mod:`~flashrl_operator.job.step`;
@@ -24,13 +25,30 @@ anything of its own: what to read next it asks of the pure predicates, everythin
 
 Requests, fewest first:
 
-* Each child is read first, on a new job too: an object under a child's name that this job does not
-  control (no controller ownerReference with the job's UID) is never patched, adopted or deleted. The
-  job then reports ``ChildConflict`` naming each such object, creates nothing, and waits (the resync
-  looks again). A server-side apply cannot be told "only if it does not exist", and an unforced
-  apply onto someone else's object with no conflicting field would merge into it and adopt it.
-* A missing child is applied, a drifted one restored (by a forced apply: the operator owns those
-  fields), and an unchanged one costs nothing more: a resync of an unchanged job is reads only.
+* An object under a child's name that this job does not control (no controller ownerReference with
+  the job's UID) is never patched, adopted or deleted. The job then reports ``ChildConflict`` naming
+  each such object, keeps none of the children it created, and waits (the resync looks again).
+  Hence no child is written by a bare server-side apply while it may be absent: an apply cannot be
+  told "only if it does not exist", and an unforced apply onto someone else's object with no
+  conflicting field would merge into it and adopt it. A missing child is created by a ``POST``.
+* A new job (no ``observedGeneration`` yet; :func:`~flashrl_operator.job.step.creates_first`)
+  creates first: one ``POST`` per child and no read before, which the server refuses atomically
+  (409 AlreadyExists) when the name is taken. So a new job costs one request per child, not a read
+  and a write. On a 409 the children this reconcile created are deleted again, each under a UID
+  precondition (the one its create returned), so nothing else can be deleted and the job keeps
+  nothing while a name is taken; the job is reconciled again at once, and that reconcile, like every
+  later one of the job, reads each child first: the taken name's object is then judged by its
+  controller reference (the job's own, left by an earlier run of the operator, is converged; anyone
+  else's is ``ChildConflict``, naming every such object). Never creating first again after a 409 is
+  what keeps the job from looping through create, 409 and delete.
+  (Not ownership from a watch cache: to see someone else's object under a child's name, which
+  carries none of the job's labels, the operator would have to watch and hold every ServiceAccount,
+  Role, ConfigMap... of the watched namespaces, and a cache may lag, so a create would still need the
+  server's 409 as the last word.)
+* A known job reads each child first (they exist; creating first would cost a refused create and a
+  read each): a missing child is created as above, a drifted one restored (by a forced apply: the
+  operator owns those fields, and the read showed it is the job's), and an unchanged one costs
+  nothing more: a resync of an unchanged job is reads only.
 * Before any of that, the spec is checked against the cluster admin's policy
   (:mod:`~flashrl_operator.job.policy`); a violation is ``PolicyViolation`` with the field paths, and
   nothing is read or created.
@@ -70,8 +88,10 @@ from flashrl_operator.job.step import (
     Observed,
     Step,
     attempt_context,
+    children_to_read,
     claims_to_read,
     converging,
+    creates_first,
     may_end_attempt,
     needs_staging_pods,
     next_step,
@@ -162,6 +182,8 @@ class Reconciler:
         self._compose_limit = asyncio.Semaphore(1)
         #: Reads the API server refused (RBAC from an older chart), each logged once.
         self._refused_reads: set[str] = set()
+        #: New jobs (by UID) that created their children first once: every later reconcile reads them.
+        self._created_first: set[str] = set()
 
     async def reconcile(self, namespace: str, name: str, body: Mapping[str, Any] | None = None) -> None:
         """Reconcile the job ``namespace/name`` if it still exists.
@@ -197,6 +219,7 @@ class Reconciler:
         self._metrics.forget_goodput(namespace, name)
         if uid:
             self._first_seen.pop(uid, None)
+            self._created_first.discard(uid)
             self._metrics.forget(uid)
 
     async def _reconcile(self, body: Mapping[str, Any]) -> None:
@@ -204,6 +227,8 @@ class Reconciler:
         observed = await self._observe(body)
         step = next_step(observed)
         key = (observed.namespace, observed.name)
+        if observed.new:  # Once: whatever becomes of these creates, the next reconcile reads.
+            self._created_first.add(observed.uid)
         halt = await self._converge(step.apply)
         if halt is not None:
             if halt.rejected is not None:
@@ -252,15 +277,15 @@ class Reconciler:
             desired=desired,
             refused=rejected[1] if rejected is not None and rejected[0] == seen.generation else None,
         )
+        tried = uid in self._created_first
+        seen = replace(seen, new=creates_first(seen.previous, seen.generation, seen.refused, tried=tried))
+        seen = await self._read_children(seen, children_to_read(seen))
         if converging(seen.previous, seen.generation, seen.refused):
-            seen = await self._read_children(seen, desired.children)
             seen = await self._read_staging(seen)
-        else:
-            seen = await self._read_children(seen, (desired.ray_job,))
         return await self._read_ray(seen)
 
     async def _read_children(self, seen: Observed, children: Sequence[Child]) -> Observed:
-        """Each child by name (``None``: missing)."""
+        """Each of ``children`` by name (``None``: missing); the others are not read."""
         live = {c.describe(): await self._kube.get(c.resource, c.namespace, c.name) for c in children}
         return replace(seen, live=live)
 
@@ -382,13 +407,22 @@ class Reconciler:
     # Act.
 
     async def _converge(self, applies: Sequence[Apply]) -> Halt | None:
-        """Write each child as the step says, in order; the first refused write stops the rest."""
+        """Write each child as the step says, in order; the first refused write stops the rest.
+
+        A create is a ``POST``. When one is refused with 409 (the name is taken), the children this
+        reconcile created first (:attr:`~flashrl_operator.job.step.Apply.first`) are deleted again.
+        """
+        created: list[tuple[Child, str]] = []
         for action in applies:
             child = action.child
             try:
                 if action.mode == "create":
-                    await self._kube.apply(child.body, force=False)
+                    made = await self._kube.create(child.body)
+                    if made is None:  # 409: the name is taken
+                        return await self._taken(child, created)
                     logger.info("Created %s", child.describe())
+                    if action.first:
+                        created.append((child, str((made.get("metadata") or {}).get("uid") or "")))
                     continue
                 logger.info("Restoring %s (%s)", child.describe(), ", ".join(sorted(action.patch)))
                 if action.mode == "merge":
@@ -403,11 +437,22 @@ class Reconciler:
                 logger.error("%s", rejected)
                 return Halt(rejected)
             except ConflictError:
-                # Created meanwhile by someone else: the next reconcile reads it (ours only if it names
-                # this job as its controller).
-                logger.info("%s appeared meanwhile; reading it again", child.describe())
-                return Halt(None)
+                return await self._taken(child, created)
         return None
+
+    async def _taken(self, child: Child, created: Sequence[tuple[Child, str]]) -> Halt:
+        """``child``'s name is taken (an object created meanwhile, or before a new job's first
+        reconcile): delete again what this reconcile created first, each only under the UID it was
+        created with (never another object under the name since); the next reconcile reads the
+        children (the object is the job's only if it names this job as its controller)."""
+        logger.info("%s exists; reading the children again", child.describe())
+        for made, made_uid in reversed(created):
+            try:
+                await self._kube.delete(made.resource, made.namespace, made.name, uid=made_uid or None)
+                logger.info("Removed %s again: %s is taken", made.describe(), child.describe())
+            except (ConflictError, RejectedError) as exc:
+                logger.warning("Cannot remove %s again: %s", made.describe(), exc)
+        return Halt(None)
 
     async def _act(self, observed: Observed, step: Step) -> None:
         """Record staged sources on their claims, delete a failed attempt's RayJob."""

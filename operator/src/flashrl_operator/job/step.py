@@ -12,11 +12,13 @@ whole Step out (``tests/unit/job/test_step.py``).
 Each rule has one named place here, over the pure modules that hold the details:
 
 * what is read: :func:`converging` (every child, or only the RayJob of a final or rejected job),
-  :func:`claims_to_read`, :func:`needs_staging_pods`, :func:`may_end_attempt`,
+  :func:`creates_first` and :func:`children_to_read` (a new job reads none of its children but
+  creates them first), :func:`claims_to_read`, :func:`needs_staging_pods`, :func:`may_end_attempt`,
   :func:`release_checks`;
 * which child is written and how: :func:`child_plan` (ownership first: an object this job does not
   control stops everything; staging gates the RayJob; a backoff delays it; a RayJob gone while the
-  job ran fails the attempt) and :func:`converge` (create, restore, or merge-patch a RayJob);
+  job ran fails the attempt; a new job's unread children are created first) and :func:`converge`
+  (create, restore, or merge-patch a RayJob);
 * staging: :func:`staging_step` (:mod:`~flashrl_operator.job.staging`);
 * retries: :func:`attempt_outcome` (:mod:`~flashrl_operator.job.attempts`, whose
   :func:`~flashrl_operator.job.attempts.on_failure` applies the retry policy);
@@ -34,7 +36,9 @@ is judged as the rendered object (KubeRay has not seen it yet), a drifted one as
 the API server refuses stops the reconcile before the status is written: the reconciler remembers a
 rejection for the job's generation and reconciles again at once, and that reconcile reports it
 (``ChildRejected``); an object created meanwhile under a child's name is read by that next
-reconcile like any other.
+reconcile like any other. A new job's first reconcile reads none of its children and creates them
+first (:func:`creates_first`); a 409 there (a name taken) stops it the same way, after the children
+it created are deleted again, and the next reconcile reads.
 """
 
 from __future__ import annotations
@@ -145,6 +149,9 @@ class Observed:
     released: tuple[int, ...] = ()
     """Ended attempts whose Ray cluster is gone (:func:`release_checks`)."""
     retry_backoff: float = BACKOFF_BASE_SECONDS
+    new: bool = False
+    """A new job (:func:`creates_first`): only :func:`children_to_read` were read, and each child not
+    read is created first, with no read before (a taken name is the server's 409)."""
 
     def live_of(self, child: Child) -> Mapping[str, Any] | None:
         """``child`` as read (``None`` when missing or not read)."""
@@ -156,14 +163,19 @@ ApplyMode = Literal["create", "restore", "merge"]
 
 @dataclass(frozen=True)
 class Apply:
-    """One child to write: ``create`` a missing one (an unforced server-side apply), ``restore`` a
-    drifted one (a forced apply: the operator owns those fields), or ``merge`` ``patch`` into a
-    drifted RayJob (KubeRay cannot reshape a live one; Kueue owns a queued one's ``spec.suspend``)."""
+    """One child to write: ``create`` a missing one (a ``POST``, which the server refuses with 409 when
+    the name is taken), ``restore`` a drifted one (a forced apply: the operator owns those fields), or
+    ``merge`` ``patch`` into a drifted RayJob (KubeRay cannot reshape a live one; Kueue owns a queued
+    one's ``spec.suspend``)."""
 
     child: Child
     mode: ApplyMode
     patch: Mapping[str, Any] = field(default_factory=dict)
     """What drifted (the merge patch that restores it); empty for ``create``."""
+    first: bool = False
+    """A ``create`` of a child that was not read (a new job, :attr:`Observed.new`): a 409 is the only
+    sign that its name is taken, and then the children this reconcile created first are deleted
+    again (each under the UID its create returned) and the next reconcile reads them all."""
 
 
 @dataclass(frozen=True)
@@ -262,6 +274,31 @@ def converging(previous: Mapping[str, Any], generation: int | None, refused: str
     return not is_final(previous) and rejection(previous, generation, refused) is None
 
 
+def creates_first(
+    previous: Mapping[str, Any], generation: int | None, refused: str | None, *, tried: bool
+) -> bool:
+    """Whether the reconcile creates the children first instead of reading them: a new job (no
+    ``observedGeneration`` yet) whose children are converged, and only once (``tried``: a reconcile of
+    it created first already). Every later reconcile reads: if the first stopped at a 409, the object
+    under that name is then read and judged like any other, not created against again and again."""
+    fresh = previous.get("observedGeneration") is None
+    return fresh and not tried and converging(previous, generation, refused)
+
+
+def children_to_read(o: Observed) -> tuple[Child, ...]:
+    """The children read before :func:`next_step`: all of them while they are converged; none of a new
+    job's (:attr:`Observed.new`: each is created first) but the RayJob when a staging Job comes
+    first (the RayJob is not created before the sources are staged, so its name is looked at now);
+    only the RayJob of a final or rejected job."""
+    assert o.desired is not None
+    ray_job = o.desired.ray_job
+    if not converging(o.previous, o.generation, o.refused):
+        return (ray_job,)
+    if o.new:
+        return (ray_job,) if o.desired.staging_job is not None else ()
+    return tuple(o.desired.children)
+
+
 def _staged_held(previous: Mapping[str, Any]) -> Mapping[str, Any] | None:
     held = find_condition(previous.get("conditions") or [], ConditionType.STAGED)
     return held if held is not None and held.get("status") == "True" else None
@@ -325,10 +362,13 @@ def _merged(live: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]
     return out
 
 
-def converge(child: Child, live: Mapping[str, Any] | None, *, queued: bool) -> Apply | None:
-    """How to bring ``child`` from ``live`` (as read, this job's) to its rendered state; ``None``: it is."""
+def converge(
+    child: Child, live: Mapping[str, Any] | None, *, queued: bool, first: bool = False
+) -> Apply | None:
+    """How to bring ``child`` from ``live`` (as read, this job's) to its rendered state; ``None``: it is.
+    ``first``: ``child`` was not read (a new job's), and is created first."""
     if live is None:
-        return Apply(child, "create")
+        return Apply(child, "create", first=first)
     patch = drift_patch(child.body, live, queued=queued)
     if not patch:
         return None
@@ -361,7 +401,7 @@ def staging_step(
         return StagingObservation(plan, already=already, outcome=JobOutcome(succeeded=not already)), (), ()
     if recorded(plan, o.claims):
         return StagingObservation(plan, already=True), (), ()
-    action = converge(child, live, queued=False)
+    action = converge(child, live, queued=False, first=_unread(o, child))
     outcome = job_outcome(_after(child, live, action))
     failure = termination_message(o.staging_pods, STAGE_CONTAINER) if outcome and outcome.failed else ""
     patches: tuple[Patch, ...] = ()
@@ -374,6 +414,11 @@ def staging_step(
     progress = o.previous.get("staging") or None
     observation = StagingObservation(plan, outcome=outcome, failure=failure, progress=progress)
     return observation, (action,) if action is not None else (), patches
+
+
+def _unread(o: Observed, child: Child) -> bool:
+    """A new job's child that was not read: created first."""
+    return o.new and child.describe() not in o.live
 
 
 @dataclass(frozen=True)
@@ -395,9 +440,11 @@ def child_plan(o: Observed, attempts: Attempts, *, waiting: bool) -> ChildPlan:
     """Which children to write, in render order, and what that leaves.
 
     An object under a child's name that this job does not control is never patched, adopted or
-    deleted: the job then creates nothing and waits. No GPU is requested until the sources are staged;
-    the next attempt's RayJob is created when its backoff ends; the attempt's RayJob gone while the
-    job ran is a failed attempt (counted, announced), never a silent restart.
+    deleted: the job then creates nothing and waits. A new job's children that were not read are
+    created first (:attr:`Apply.first`): the server's 409 says whether a name is taken. No GPU is
+    requested until the sources are staged; the next attempt's RayJob is created when its backoff
+    ends; the attempt's RayJob gone while the job ran is a failed attempt (counted, announced), never
+    a silent restart.
     """
     desired = o.desired
     assert desired is not None
@@ -429,7 +476,7 @@ def child_plan(o: Observed, attempts: Attempts, *, waiting: bool) -> ChildPlan:
             if attempts.created and not fresh and live is None and o.previous.get("phase") in RUNNING_PHASES:
                 deleted = True
                 continue
-        action = converge(child, live, queued=desired.queued)
+        action = converge(child, live, queued=desired.queued, first=_unread(o, child))
         if action is not None:
             applies.append(action)
         if child is desired.ray_job:

@@ -1,0 +1,94 @@
+"""Counting the operator's requests with the API server's own audit log.
+
+The server logs every request it answered, whoever made it and through whichever client (kopf's
+watches, the operator's ``KubeClient``, a retry after a timeout): a count from it cannot miss a code
+path the way a counter inside the operator could, and needs nothing in the operator. The policy logs
+at level Metadata (verb, user, object, no bodies) the requests of the chart's ServiceAccounts and the
+creation of FlashRLJobs by anyone (the start of a job's clock), nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from envtest.chart import NAMESPACE as CHART_NAMESPACE
+from envtest.control_plane import ControlPlane, running
+
+POLICY: dict[str, Any] = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        # The operator's requests: it is the only ServiceAccount of the chart's namespace that calls.
+        {"level": "Metadata", "userGroups": [f"system:serviceaccounts:{CHART_NAMESPACE}"]},
+        {
+            "level": "Metadata",
+            "verbs": ["create"],
+            "resources": [{"group": "flashrl.dev", "resources": ["flashrljobs"]}],
+        },
+        {"level": "None"},
+    ],
+}
+
+
+@contextmanager
+def audited(root: Path, *, scheduler: bool = False) -> Iterator[tuple[ControlPlane, Path]]:
+    """A control plane of its own whose API server writes the audit log (returned with it)."""
+    root.mkdir(parents=True, exist_ok=True)
+    policy, log = root / "audit-policy.json", root / "audit.log"
+    policy.write_text(json.dumps(POLICY))
+    args = (f"--audit-policy-file={policy}", f"--audit-log-path={log}", "--audit-log-format=json")
+    with running(root / "control-plane", scheduler=scheduler, apiserver_args=args) as plane:
+        yield plane, log
+
+
+def events(log: Path) -> list[dict[str, Any]]:
+    """Every completed request in the log, in the order the server finished them."""
+    if not log.exists():
+        return []
+    found = []
+    for line in log.read_text(errors="replace").splitlines():
+        event = json.loads(line)
+        if event.get("stage") == "ResponseComplete":
+            found.append(event)
+    return found
+
+
+def when(event: dict[str, Any]) -> float:
+    """When the server finished the request (seconds since the epoch)."""
+    return datetime.fromisoformat(event["stageTimestamp"].replace("Z", "+00:00")).timestamp()
+
+
+def what(event: dict[str, Any]) -> str:
+    """``verb resource[/subresource]``, e.g. ``create rayjobs``, ``patch flashrljobs/status``."""
+    ref = event.get("objectRef") or {}
+    sub = f"/{ref['subresource']}" if ref.get("subresource") else ""
+    return f"{event['verb']} {ref.get('resource', '?')}{sub}"
+
+
+def creates(event: dict[str, Any], resource: str) -> bool:
+    """Whether the request created an object of ``resource`` (a create, or a server-side apply that
+    created it: either answers 201)."""
+    return (
+        (event.get("objectRef") or {}).get("resource") == resource
+        and not (event.get("objectRef") or {}).get("subresource")
+        and event["verb"] in ("create", "patch", "update")
+        and (event.get("responseStatus") or {}).get("code") == 201
+    )
+
+
+def by(user: str, found: list[dict[str, Any]], namespace: str | None = None) -> list[dict[str, Any]]:
+    """The requests ``user`` made (in ``namespace``, when given), watches left out: a watch is one
+    long request the operator opens at start, not a request per job."""
+    return [
+        e
+        for e in found
+        if e["user"]["username"] == user
+        and e["verb"] != "watch"
+        and (namespace is None or (e.get("objectRef") or {}).get("namespace") == namespace)
+    ]

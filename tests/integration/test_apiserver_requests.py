@@ -1,0 +1,122 @@
+"""How many requests the operator makes for a new job and for an unchanged resync, on the real server.
+
+Counted by kube-apiserver's audit log (:mod:`envtest.audit`): every request the operator's
+ServiceAccount made in the job's namespace, whichever client made it, watches left out. The operator
+runs as the chart runs it (``flashrl operator``, the chart's arguments and token). A count, not a
+timing: the figures for many jobs at once are ``make bench``'s.
+
+* A new job: each child is created (one ``POST`` each, no read before), then one status patch and
+  one Event. At most 8 requests (six children, the status, the Event).
+* The periodic resync of the unchanged job (the operator-wide loop, every 60 s): the job and each
+  child read once, nothing written.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from operator_harness import job_manifest
+
+from envtest import audit
+from envtest.chart import NAMESPACE as CHART_NAMESPACE
+from envtest.chart import ready_for_jobs
+from envtest.control_plane import ControlPlane, missing_binaries
+from envtest.operator import OperatorProcess, container_service_account
+from flashrl_api import parse_job
+from flashrl_operator.render import render
+from flashrl_operator.run.handlers import OperatorConfig
+
+NAMESPACE = "counted"
+JOB = "counted"
+#: The operator-wide resync loop's period, plus room for the operator's start.
+RESYNC_WAIT_S = OperatorConfig().resync_interval + 60.0
+#: Six children (ServiceAccount, Role, RoleBinding, ConfigMap, NetworkPolicy, RayJob), the status, an Event.
+NEW_JOB_BUDGET = 8
+
+
+class Audited:
+    def __init__(self, plane: ControlPlane, log: Path) -> None:
+        self.plane = plane
+        self.log = log
+        self.user = f"system:serviceaccount:{CHART_NAMESPACE}:{container_service_account(plane)}"
+
+    def operator_requests(self) -> list[dict[str, Any]]:
+        return audit.by(self.user, audit.events(self.log), NAMESPACE)
+
+    def wait(self, probe: Any, what: str, timeout: float, proc: OperatorProcess) -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = probe()
+            if found:
+                return found
+            time.sleep(0.5)
+        raise AssertionError(f"no {what} after {timeout:.0f} s; operator log:\n{proc.tail()}")
+
+
+@pytest.fixture(scope="module")
+def audited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Audited]:
+    """A control plane of this module's own: its API server writes the audit log the counts come from."""
+    missing = missing_binaries()
+    if missing:
+        pytest.skip(f"the real control plane needs {', '.join(missing)}: run `make tools`")
+    with audit.audited(Path(tmp_path_factory.mktemp("audited"))) as (plane, log):
+        ready_for_jobs(plane)
+        plane.kubectl("create", "namespace", NAMESPACE)
+        yield Audited(plane, log)
+
+
+def _is_job_read(event: dict[str, Any]) -> bool:
+    return audit.what(event) == "get flashrljobs" and (event.get("objectRef") or {}).get("name") == JOB
+
+
+def test_a_new_job_and_an_unchanged_resync_cost_few_requests(audited: Audited) -> None:
+    operator = OperatorProcess(audited.plane, "operator-counted")
+    try:
+        manifest = job_manifest(JOB, namespace=NAMESPACE)
+        audited.plane.kubectl("create", "-f", "-", stdin=json.dumps(manifest))
+        audited.wait(
+            lambda: audited.plane.kubectl("get", "rayjob", JOB, "-n", NAMESPACE, check=False).returncode == 0,
+            "RayJob",
+            120.0,
+            operator,
+        )
+        # The first resync reads the job (a reconcile from a watch event has its body): everything the
+        # operator sent before that is the new job's. The resync's own reads follow it.
+        audited.wait(
+            lambda: any(_is_job_read(e) for e in audited.operator_requests()),
+            "resync",
+            RESYNC_WAIT_S,
+            operator,
+        )
+        time.sleep(10.0)  # the rest of that resync's reads (the next is a minute away)
+        requests = audited.operator_requests()
+    finally:
+        operator.stop()
+
+    start = next(i for i, e in enumerate(requests) if _is_job_read(e))
+    new, resync = requests[:start], requests[start:]
+    new_counts = Counter(audit.what(e) for e in new)
+    resync_counts = Counter(audit.what(e) for e in resync)
+
+    children = len(render_children())
+    assert new_counts["create rayjobs"] == 1, new_counts
+    creates = sum(n for w, n in new_counts.items() if w.startswith("create "))
+    assert creates == children + 1, new_counts  # each child, and the Event
+    assert not [w for w in new_counts if w.startswith("get ")], f"a new job reads nothing: {new_counts}"
+    assert len(new) <= NEW_JOB_BUDGET, f"{len(new)} requests for a new job: {new_counts}"
+
+    assert {e["verb"] for e in resync} == {"get"}, f"an unchanged resync writes nothing: {resync_counts}"
+    assert len(resync) == children + 1, f"the job and each child read once: {resync_counts}"
+
+
+def render_children() -> tuple[object, ...]:
+    """The children the operator renders for the test's job (six with the chart's defaults)."""
+    manifest = job_manifest(JOB, namespace=NAMESPACE)
+    job = parse_job(manifest | {"metadata": {"name": JOB, "namespace": NAMESPACE}})
+    return tuple(render(job).children)
