@@ -286,7 +286,9 @@ def section(now: dict[str, Any], before: dict[str, Any] | None) -> str:
         f"{CHUNK} each. Requests are counted from the API server's audit log of the operator's user "
         "(watches left out): the server's own record of every request, whichever client in the operator "
         "sent it, with nothing added to the operator. Reconcile durations are the operator's histogram "
-        "(bucket-interpolated). One run of `bench/apiserver_bench.py`"
+        "(bucket-interpolated). One run of "
+        + (f"`BENCH_BASELINE={BASELINE} " if BASELINE else "`")
+        + f"BENCH_REAL_JOBS={JOBS} python -m bench.apiserver_bench`"
         + (
             f"; *before* is commit {BASELINE} measured in the same run, the same way, on its own control "
             "plane (same chart)."
