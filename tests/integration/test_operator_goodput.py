@@ -57,7 +57,9 @@ async def attempt(
     state = RunState(total_steps=steps.stop - 1, clock=clock)
     last = time.time()
     for step in steps:
-        await asyncio.sleep(0.1)  # long enough that the smallest phase (reward, 2 %) rounds above 0
+        # Long enough that the smallest phase (reward, 2 % of a step) is above the status's rounding
+        # (0.1 GPU-second) even with only two of the eight kept steps: 0.3 s x 0.02 x 8 GPUs each.
+        await asyncio.sleep(0.3)
         now = time.time()
         values = timed_verl_step(now - last, save=step in saves, validate=step % 4 == 0)
         state.add(Record(step, values), now)
@@ -124,9 +126,13 @@ async def test_a_retried_run_accounts_for_every_gpu_second(
     async def released() -> dict[str, Any] | None:
         status = await cluster.status("gp")
         entries = status.get("attempts") or []
-        return status if len(entries) == 2 and all(e.get("releaseTime") for e in entries) else None
+        done = len(entries) == 2 and all(e.get("releaseTime") for e in entries)
+        steps = [(e.get("launcher") or {}).get("steps") for e in entries]
+        return status if done and steps == [3, 6] else None
 
-    status = await eventually(released, "both attempts' clusters seen gone", WAIT_S)
+    status = await eventually(
+        released, "both attempts' clusters seen gone and their last launcher reports folded", WAIT_S
+    )
     goodput = status["goodput"]
     by_phase = {e["phase"]: e["gpuSeconds"] for e in goodput["byPhase"]}
     held = sum(v for p, v in by_phase.items() if p not in UNHELD)
