@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from envtest.audit import session_args
 from envtest.control_plane import ControlPlane, missing_binaries, running
 
 
@@ -27,5 +28,7 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
             pytest.fail(message)
         pytest.skip(message)
     root = Path(tmp_path_factory.mktemp("control-plane"))
-    with running(root) as plane:
+    args, log = session_args(root / "audit")
+    with running(root, apiserver_args=args) as plane:
+        plane.audit_log = log
         yield plane

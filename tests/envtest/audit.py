@@ -10,6 +10,7 @@ creation of FlashRLJobs by anyone (the start of a job's clock), nothing else.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -17,7 +18,25 @@ from pathlib import Path
 from typing import Any
 
 from envtest.chart import NAMESPACE as CHART_NAMESPACE
-from envtest.control_plane import ControlPlane, running
+from envtest.control_plane import OPERATOR_USER, ControlPlane, running
+
+#: The namespaces the integration tests run jobs in (emptied before every test).
+TEST_NAMESPACES = ("team-a", "other-team")
+#: Writes the API server's garbage collector and namespace controller make (not the test's doing).
+WRITE_VERBS = ["create", "patch", "update", "delete", "deletecollection"]
+
+SESSION_POLICY: dict[str, Any] = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        # Everything an operator run by a test asks (watches included: their ResponseStarted stage
+        # says the watch is open), and every write in the tests' namespaces, whoever made it.
+        {"level": "Metadata", "users": [OPERATOR_USER]},
+        {"level": "Metadata", "verbs": WRITE_VERBS, "namespaces": list(TEST_NAMESPACES)},
+        {"level": "None"},
+    ],
+}
 
 POLICY: dict[str, Any] = {
     "apiVersion": "audit.k8s.io/v1",
@@ -34,6 +53,71 @@ POLICY: dict[str, Any] = {
         {"level": "None"},
     ],
 }
+
+
+def session_args(root: Path) -> tuple[tuple[str, ...], Path]:
+    """kube-apiserver arguments for the test run's control plane's audit log, and the log's path."""
+    root.mkdir(parents=True, exist_ok=True)
+    policy, log = root / "session-audit-policy.json", root / "session-audit.log"
+    policy.write_text(json.dumps(SESSION_POLICY))
+    return (f"--audit-policy-file={policy}", f"--audit-log-path={log}", "--audit-log-format=json"), log
+
+
+class AuditLog:
+    """The requests the server logged since :meth:`mark`: what a test asks of "who did what"."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+
+    def mark(self) -> None:
+        """Forget what was logged so far (a test's start)."""
+        self.offset = self.path.stat().st_size if self.path.exists() else 0
+
+    def entries(self) -> list[dict[str, Any]]:
+        """Every stage logged since the mark (a line still being written is left for the next read)."""
+        if not self.path.exists():
+            return []
+        with self.path.open("rb") as f:
+            f.seek(self.offset)
+            data = f.read()
+        found = []
+        for line in data.decode(errors="replace").splitlines():
+            try:
+                found.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        return found
+
+    def completed(self) -> list[dict[str, Any]]:
+        return [e for e in self.entries() if e.get("stage") == "ResponseComplete"]
+
+    def creations(self) -> Counter[tuple[str, str, str]]:
+        """How often each ``(resource, namespace, name)`` was created (create, or an apply that made it)."""
+        made: Counter[tuple[str, str, str]] = Counter()
+        for event in self.completed():
+            ref = event.get("objectRef") or {}
+            if creates(event, ref.get("resource", "")):
+                made[(ref["resource"], ref.get("namespace", ""), ref.get("name", ""))] += 1
+        return made
+
+    def requests(self, user: str, resource: str) -> list[dict[str, Any]]:
+        """``user``'s completed requests on ``resource`` (subresources included)."""
+        return [
+            e
+            for e in self.completed()
+            if e["user"]["username"] == user and (e.get("objectRef") or {}).get("resource") == resource
+        ]
+
+    def watching(self, user: str, resource: str) -> bool:
+        """Whether ``user`` opened a watch of ``resource`` since the mark."""
+        return any(
+            e.get("stage") == "ResponseStarted"
+            and e["verb"] == "watch"
+            and e["user"]["username"] == user
+            and (e.get("objectRef") or {}).get("resource") == resource
+            for e in self.entries()
+        )
 
 
 @contextmanager

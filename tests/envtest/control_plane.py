@@ -36,6 +36,8 @@ TOOLS = REPO / ".tools" / "bin"
 #: and their tokens, Jobs (the staging Job, KubeRay's submitter), ReplicaSets and Deployments (the
 #: chart's operator on kwok nodes), the aggregated ClusterRoles (the chart's user roles), and the binding
 #: of claims to volumes (the e2e's claims, so their pods can be scheduled).
+#: The user of :attr:`ControlPlane.operator_kubeconfig`.
+OPERATOR_USER = "envtest-operator"
 CONTROLLERS = (
     "garbagecollector",
     "namespace",
@@ -141,6 +143,8 @@ class ControlPlane:
     admin_token: str = ""
     processes: list[Process] = field(default_factory=list)
     version: str = ""
+    audit_log: Path | None = None
+    """The API server's audit log, when it was started with one (:mod:`envtest.audit`)."""
 
     # ---- paths -------------------------------------------------------------------------------
     @property
@@ -150,6 +154,11 @@ class ControlPlane:
     @property
     def kubeconfig(self) -> Path:
         return self.root / "kubeconfig"
+
+    @property
+    def operator_kubeconfig(self) -> Path:
+        """A kubeconfig of the user :data:`OPERATOR_USER` (cluster-admin), for operators run in tests."""
+        return self.root / "operator.kubeconfig"
 
     @property
     def server(self) -> str:
@@ -193,6 +202,7 @@ class ControlPlane:
             self._write_kubeconfig(self.kubeconfig, "admin", self.admin_token)
             self._write_kubeconfig(self.root / "kcm.kubeconfig", "kcm", tokens["kcm"])
             self._write_kubeconfig(self.root / "scheduler.kubeconfig", "scheduler", tokens["scheduler"])
+            self._write_kubeconfig(self.operator_kubeconfig, "operator", tokens["operator"])
             self._wait_ready()
             self._spawn(
                 "kube-controller-manager",
@@ -391,6 +401,9 @@ class ControlPlane:
             "admin": ("envtest-admin", "system:masters"),
             "kcm": ("system:kube-controller-manager", "system:masters"),
             "scheduler": ("system:kube-scheduler", "system:masters"),
+            # An operator that a test runs in its own process (a thread): a user of its own, so the
+            # audit log tells its requests from the test's.
+            "operator": (OPERATOR_USER, "system:masters"),
         }
         if not path.is_file():
             lines = [f'{os.urandom(24).hex()},{user},{user},"{group}"' for user, group in users.values()]

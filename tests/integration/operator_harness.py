@@ -1,70 +1,205 @@
-"""Helpers to run the real operator (kopf, own thread and loop) against kmock's emulated API server.
+"""The integration tests' face of a cluster: the real control plane, or kmock's emulator for faults.
 
-There is no cluster and no KubeRay here: ``kuberay`` patches RayJob status the way KubeRay would
-(``flashrl_operator.sim.KubeRayStandIn``). Every operator started by a test is stopped in
-teardown, and every wait has a deadline.
+A test asks for ``cluster`` and ``start_operator`` (``conftest.py``) and gets the real control plane
+(kube-apiserver, etcd, the controller-manager's garbage collector and Job controller, the scheduler):
+the operator (kopf, in its own thread and loop) talks to kube-apiserver, KubeRay and the launcher are
+played by status patches (``flashrl_operator.sim.KubeRayStandIn``), as envtest tests do. A module
+marked ``kmock(reason=...)`` gets kmock's emulated API server instead: only where the test injects
+a fault a real server cannot be made to produce (the reason says which). Every operator started by a
+test is stopped in teardown, and every wait has a deadline.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable
+import ssl
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from envtest.audit import TEST_NAMESPACES, AuditLog
+from envtest.control_plane import OPERATOR_USER, ControlPlane
+from flashrl_jobs import contract
+from flashrl_operator.render.staging import JOB_NAME_LABEL
 from flashrl_operator.run.runner import OperatorThread
 from flashrl_operator.sim import (
     JOBS_RESOURCE,
+    PODS_RESOURCE,
     ApiClient,
     EmulatedApiServer,
+    EmulatedCluster,
     KubeRayStandIn,
+    StagingStandIn,
     eventually,
 )
 
-NAMESPACE = "team-a"
+NAMESPACE = TEST_NAMESPACES[0]
 #: How long a test waits for the operator to get somewhere: a bound on waiting for a condition, never
-#: a duration asserted. The operator runs in a thread of the test process; on a saturated machine one
-#: reconcile can take seconds, and a request that timed out is only retried at the next resync (30 s).
+#: a duration asserted. On a saturated machine one reconcile can take seconds, and a request that timed
+#: out is only retried at the next resync (30 s).
 WAIT_S = 120.0
 
 
 @dataclasses.dataclass
 class Cluster:
-    """The emulated API server, a user's client to it, and a KubeRay stand-in."""
+    """A user's client (``api``), KubeRay played (``kuberay``), and what the server saw.
 
-    server: EmulatedApiServer
+    Exactly one of ``server`` (kmock's emulator) and ``plane`` (the real control plane) is set.
+    """
+
     url: str
     api: ApiClient
     kuberay: KubeRayStandIn
+    server: EmulatedApiServer | None = None
+    emulated: EmulatedCluster | None = None
+    plane: ControlPlane | None = None
+    audit: AuditLog | None = None
+    #: How often a wait asks again (a real server's requests cost the machine's cores).
+    poll_s: float = 0.05
 
-    async def job(self, name: str) -> dict[str, Any]:
-        obj = await self.api.get(JOBS_RESOURCE, NAMESPACE, name)
+    @property
+    def real(self) -> ControlPlane:
+        assert self.plane is not None, "this test needs the real control plane"
+        return self.plane
+
+    @property
+    def emulator(self) -> EmulatedApiServer:
+        assert self.server is not None, "this test needs kmock's emulator (mark it kmock)"
+        return self.server
+
+    def creations(self) -> Mapping[tuple[str, str, str], int]:
+        """How often each ``(plural, namespace, name)`` was created during this test, by anyone."""
+        if self.server is not None:
+            return self.server.creations
+        assert self.audit is not None
+        return self.audit.creations()
+
+    def operator_requests(self, plural: str) -> list[str]:
+        """The verbs of the operator's requests on ``plural`` during this test (the real server's audit
+        log; watches included)."""
+        assert self.audit is not None, "the request log is the real server's audit log"
+        return [e["verb"] for e in self.audit.requests(OPERATOR_USER, plural)]
+
+    async def job(self, name: str, namespace: str = NAMESPACE) -> dict[str, Any]:
+        obj = await self.api.get(JOBS_RESOURCE, namespace, name)
         assert obj is not None, f"FlashRLJob {name} is gone"
         return obj
 
-    async def status(self, name: str) -> dict[str, Any]:
-        return dict((await self.job(name)).get("status") or {})
+    async def status(self, name: str, namespace: str = NAMESPACE) -> dict[str, Any]:
+        return dict((await self.job(name, namespace)).get("status") or {})
 
-    async def wait_phase(self, name: str, phase: str, deadline_s: float = WAIT_S) -> dict[str, Any]:
+    async def wait_phase(
+        self, name: str, phase: str, deadline_s: float = WAIT_S, namespace: str = NAMESPACE
+    ) -> dict[str, Any]:
         async def probe() -> dict[str, Any] | None:
-            status = await self.status(name)
+            status = await self.status(name, namespace)
             return status if status.get("phase") == phase else None
 
-        return await eventually(probe, f"FlashRLJob {name} to reach phase {phase}", deadline_s)
+        return await eventually(probe, f"FlashRLJob {name} to reach phase {phase}", deadline_s, self.poll_s)
 
-    async def wait_for(self, resource: str, name: str, deadline_s: float = WAIT_S) -> dict[str, Any]:
+    async def wait_for(
+        self, resource: str, name: str, deadline_s: float = WAIT_S, namespace: str = NAMESPACE
+    ) -> dict[str, Any]:
         async def probe() -> dict[str, Any] | None:
-            return await self.api.get(resource, NAMESPACE, name)
+            return await self.api.get(resource, namespace, name)
 
-        return await eventually(probe, f"{resource} {NAMESPACE}/{name} to exist", deadline_s)
+        return await eventually(probe, f"{resource} {namespace}/{name} to exist", deadline_s, self.poll_s)
 
-    async def events_for(self, name: str) -> list[dict[str, Any]]:
-        events = await self.api.list("v1/events", NAMESPACE)
+    async def gone(self, resource: str, name: str, namespace: str = NAMESPACE) -> None:
+        """Until ``name`` is deleted (on the real server: by its garbage collector, once its owner is)."""
+        await self.emulated_gc()
+
+        async def probe() -> bool:
+            return await self.api.get(resource, namespace, name) is None
+
+        await eventually(probe, f"{resource} {namespace}/{name} to be deleted", WAIT_S, max(self.poll_s, 0.2))
+
+    async def emulated_gc(self) -> None:
+        """On the emulator, one pass of its garbage collector stand-in (the real server has its own)."""
+        if self.emulated is not None:
+            await self.emulated.garbage_collector.collect()
+
+    async def events_for(self, name: str, namespace: str = NAMESPACE) -> list[dict[str, Any]]:
+        events = await self.api.list("v1/events", namespace)
         return [
             e
             for e in events
             if e.get("involvedObject", {}).get("name") == name
             and e.get("source", {}).get("component") == "flashrl-operator"
         ]
+
+
+class RealStaging:
+    """The stage command's end on the real control plane: the Job controller made the pod; the test
+    writes the pod's end as the kubelet would report it, and the real Job controller then completes
+    or fails the Job (its pod failure policy reads the exit code)."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self._cluster = cluster
+        self._stager = StagingStandIn(cluster.api)
+
+    async def report_progress(
+        self, namespace: str, job: str, files: int, files_total: int, done: int, total: int
+    ) -> None:
+        await self._stager.report_progress(namespace, job, files, files_total, done, total)
+
+    async def succeed(self, namespace: str, name: str) -> None:
+        await self._end(namespace, name, "Succeeded", {"exitCode": 0, "reason": "Completed"})
+
+    async def fail(self, namespace: str, name: str, reason: str) -> None:
+        terminated = {"exitCode": contract.EXIT_STAGING_FAILED, "reason": "Error", "message": reason}
+        await self._end(namespace, name, "Failed", terminated)
+
+    async def _end(self, namespace: str, name: str, phase: str, terminated: dict[str, Any]) -> None:
+        async def the_pod() -> dict[str, Any] | None:
+            pods = await self._cluster.api.list(PODS_RESOURCE, namespace)
+            mine = [p for p in pods if p["metadata"].get("labels", {}).get(JOB_NAME_LABEL) == name]
+            return mine[0] if mine else None
+
+        pod = await eventually(the_pod, f"the Job controller's pod of {name}", WAIT_S, 0.2)
+        now = "2026-12-03T00:00:00Z"
+        container = pod["spec"]["containers"][0]
+        status = {
+            "phase": phase,
+            "containerStatuses": [
+                {
+                    "name": container["name"],
+                    "image": container["image"],
+                    "imageID": "",
+                    "ready": False,
+                    "restartCount": 0,
+                    "state": {"terminated": {**terminated, "startedAt": now, "finishedAt": now}},
+                }
+            ],
+        }
+        await self._cluster.api.patch(
+            PODS_RESOURCE, namespace, pod["metadata"]["name"], {"status": status}, subresource="status"
+        )
+
+
+def real_cluster(plane: ControlPlane) -> Cluster:
+    """A user's (admin's) view of the real control plane; the audit log marked at this moment."""
+    context = ssl.create_default_context(cafile=str(plane.ca))
+    api = ApiClient(plane.server, plane.admin_token, ssl_context=context)
+    assert plane.audit_log is not None, "the session's control plane keeps an audit log"
+    audit = AuditLog(plane.audit_log)
+    audit.mark()
+    return Cluster(plane.server, api, KubeRayStandIn(api), plane=plane, audit=audit, poll_s=0.2)
+
+
+def emulated_view(emulated: EmulatedCluster) -> Cluster:
+    return Cluster(emulated.url, emulated.api, emulated.kuberay, server=emulated.server, emulated=emulated)
+
+
+def fresh_namespaces(plane: ControlPlane) -> None:
+    """Delete the tests' namespaces with all they hold (waiting until they are gone), then make them
+    anew: every test starts from empty namespaces. Pods are deleted at once first: with no kubelet, a
+    pod bound to a node would wait for one forever."""
+    for ns in TEST_NAMESPACES:
+        if plane.kubectl("get", "namespace", ns, check=False).returncode == 0:
+            plane.kubectl("delete", "pods", "--all", "-n", ns, "--grace-period=0", "--force", check=False)
+            plane.kubectl("delete", "namespace", ns, "--wait=true", "--timeout=180s")
+    for ns in TEST_NAMESPACES:
+        plane.kubectl("create", "namespace", ns)
 
 
 #: Model and data as paths on the job's volumes: nothing to stage, so the RayJob comes at once. The

@@ -17,6 +17,12 @@ def arguments(p: argparse.ArgumentParser) -> None:
         metavar="NS",
         help="watch only this namespace (repeatable; default: all namespaces)",
     )
+    p.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="kubeconfig to use outside a cluster (default: $KUBECONFIG, else ~/.kube/config; in a pod "
+        "the service account)",
+    )
     p.add_argument("--log-format", choices=("plain", "json"), default="plain", help="log format")
     p.add_argument("--metrics-port", type=int, default=8080, help="port serving /metrics (default: 8080)")
     p.add_argument("--health-port", type=int, default=8081, help="port serving /healthz (default: 8081)")
@@ -124,6 +130,7 @@ def run(args: argparse.Namespace) -> int:
 
     config = OperatorConfig(
         namespaces=tuple(args.namespace),
+        kubeconfig=args.kubeconfig,
         metrics_port=args.metrics_port,
         health_port=args.health_port,
         default_trainer_image=args.default_trainer_image or None,

@@ -20,6 +20,7 @@ import contextlib
 import functools
 import itertools
 import logging
+import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -74,6 +75,10 @@ class OperatorConfig:
     server: str | None = None
     """Explicit API server URL (tests, demo); otherwise service account, then kubeconfig."""
 
+    kubeconfig: str | None = None
+    """A kubeconfig file read instead of ``$KUBECONFIG`` (``--kubeconfig``; also lets operators in one
+    test process each use their own identity)."""
+
     request_timeout: float = 30.0
     """Seconds before an API request counts as failed (and is retried)."""
 
@@ -116,6 +121,15 @@ class OperatorConfig:
 
     network: NetworkSettings = field(default_factory=NetworkSettings)
     """The NetworkPolicy rendered for every job's Ray pods."""
+
+
+def credentials_for(config: OperatorConfig) -> Credentials:
+    """Where this run's credentials come from. An explicit ``config.kubeconfig`` wins over ``$KUBECONFIG``
+    and over a pod's service account, as kubectl's ``--kubeconfig`` does."""
+    if config.kubeconfig is None:
+        return Credentials(config.server)
+    environ = {k: v for k, v in os.environ.items() if k != "KUBERNETES_SERVICE_HOST"}
+    return Credentials(config.server, environ={**environ, "KUBECONFIG": config.kubeconfig})
 
 
 @dataclass
@@ -307,7 +321,7 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
     config = ctx.config
 
-    credentials = Credentials(config.server)
+    credentials = credentials_for(config)
 
     @kopf.on.login(registry=registry)
     async def login(**_: Any) -> kopf.ConnectionInfo:

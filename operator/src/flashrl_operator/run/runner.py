@@ -18,8 +18,7 @@ from typing import Literal
 
 import kopf
 
-from flashrl_operator.client.login import Credentials
-from flashrl_operator.run.handlers import OperatorConfig, OperatorContext, build_registry
+from flashrl_operator.run.handlers import OperatorConfig, OperatorContext, build_registry, credentials_for
 
 #: Prefix of kopf's bookkeeping annotations on FlashRLJobs (progress, last handled spec).
 ANNOTATION_PREFIX = "flashrl.dev"
@@ -71,7 +70,7 @@ def run_foreground(config: OperatorConfig, log_format: LogFormat = "plain", verb
     kopf.configure(
         verbose=verbose, log_format=kopf.LogFormat.JSON if log_format == "json" else kopf.LogFormat.FULL
     )
-    if not Credentials(config.server).available():
+    if not credentials_for(config).available():
         print(
             "flashrl operator: no Kubernetes credentials: not in a pod with a service account, and no "
             "kubeconfig ($KUBECONFIG or ~/.kube/config)",
