@@ -8,25 +8,19 @@ CI must never pass without the real API server.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from envtest.audit import session_args
-from envtest.control_plane import ControlPlane, missing_binaries, running
+from envtest.control_plane import ControlPlane, require_binaries, running
 
 
 @pytest.fixture(scope="session")
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     """etcd, kube-apiserver, kube-controller-manager and kube-scheduler, as processes on loopback."""
-    missing = missing_binaries()
-    if missing:
-        message = f"the real control plane needs {', '.join(missing)}: run `make tools`"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+    require_binaries()
     root = Path(tmp_path_factory.mktemp("control-plane"))
     args, log = session_args(root / "audit")
     with running(root, apiserver_args=args) as plane:

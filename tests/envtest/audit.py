@@ -20,6 +20,8 @@ from typing import Any
 from envtest.chart import NAMESPACE as CHART_NAMESPACE
 from envtest.control_plane import OPERATOR_USER, ControlPlane, running
 
+#: The controller-manager's user (``ControlPlane._tokens``).
+CONTROLLER_MANAGER = "system:kube-controller-manager"
 #: The namespaces the integration tests run jobs in (emptied before every test).
 TEST_NAMESPACES = ("team-a", "other-team")
 #: Writes the API server's garbage collector and namespace controller make (not the test's doing).
@@ -93,10 +95,14 @@ class AuditLog:
         return [e for e in self.entries() if e.get("stage") == "ResponseComplete"]
 
     def creations(self) -> Counter[tuple[str, str, str]]:
-        """How often each ``(resource, namespace, name)`` was created (create, or an apply that made it)."""
+        """How often each ``(resource, namespace, name)`` was created (create, or an apply that made it),
+        by anyone but the control plane's own controllers (a namespace's ``default`` ServiceAccount
+        and ``kube-root-ca.crt``, a Job's pods)."""
         made: Counter[tuple[str, str, str]] = Counter()
         for event in self.completed():
             ref = event.get("objectRef") or {}
+            if event["user"]["username"] == CONTROLLER_MANAGER:
+                continue
             if creates(event, ref.get("resource", "")):
                 made[(ref["resource"], ref.get("namespace", ""), ref.get("name", ""))] += 1
         return made

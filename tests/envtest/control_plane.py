@@ -30,14 +30,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 TOOLS = REPO / ".tools" / "bin"
 #: Controllers the tests rely on: garbage collection (ownerReferences), namespaces, service accounts
 #: and their tokens, Jobs (the staging Job, KubeRay's submitter), ReplicaSets and Deployments (the
 #: chart's operator on kwok nodes), the aggregated ClusterRoles (the chart's user roles), and the binding
-#: of claims to volumes (the e2e's claims, so their pods can be scheduled).
-#: The user of :attr:`ControlPlane.operator_kubeconfig`.
-OPERATOR_USER = "envtest-operator"
+#: of claims to volumes (the e2e's claims, so their pods can be scheduled) and the protection of claims
+#: and volumes (they lift a deleted claim's or volume's finalizer once nothing uses it, so a namespace
+#: with claims can go), and the pod garbage collector (it ends pods that were deleted before a node ran them).
 CONTROLLERS = (
     "garbagecollector",
     "namespace",
@@ -49,7 +51,12 @@ CONTROLLERS = (
     "replicaset",
     "deployment",
     "persistentvolume-binder",
+    "persistentvolumeclaim-protection-controller",
+    "persistentvolume-protection-controller",
+    "pod-garbage-collector-controller",
 )
+#: The user of :attr:`ControlPlane.operator_kubeconfig`.
+OPERATOR_USER = "envtest-operator"
 READY_DEADLINE_S = 180.0
 
 
@@ -72,6 +79,17 @@ REQUIRED = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler
 def missing_binaries(names: Sequence[str] = REQUIRED) -> list[str]:
     """The binaries of :data:`REQUIRED` that are not there (``make tools`` builds them)."""
     return [n for n in names if not (TOOLS / n).is_file()]
+
+
+def require_binaries() -> None:
+    """Skip the test when the control plane's binaries are missing (``make tools`` builds them), but
+    fail under ``CI=true``: CI must never pass without the real API server."""
+    missing = missing_binaries()
+    if missing:
+        message = f"the real control plane needs {', '.join(missing)}: run `make tools`"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
 
 
 def free_ports(count: int) -> list[int]:

@@ -10,9 +10,12 @@ allows it. The controller-manager's garbage collector and Job controller are rea
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
 import signal
 import ssl
+import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -66,6 +69,22 @@ def operator(chart: ControlPlane) -> Iterator[OperatorProcess]:
         yield proc
     finally:
         proc.stop()
+
+
+async def reconciles(proc: OperatorProcess) -> float:
+    """The operator's own count of reconciles, from its /metrics."""
+    url = f"http://127.0.0.1:{proc.metrics_port}/metrics"
+
+    def scrape() -> str | None:
+        try:
+            with urllib.request.urlopen(url, timeout=10) as resp:
+                return str(resp.read().decode())
+        except OSError:
+            return None
+
+    text = await eventually(lambda: asyncio.to_thread(scrape), f"{url} to answer", WAIT_S, 0.5)
+    found = re.search(r"^flashrl_operator_reconcile_duration_seconds_count (\S+)$", text, re.MULTILINE)
+    return float(found.group(1)) if found else 0.0
 
 
 class Real:
@@ -317,13 +336,19 @@ async def test_two_replicas_share_the_work_through_a_real_lease(
         first = OperatorProcess(chart, "replica-1")
         second = OperatorProcess(chart, "replica-2")
         try:
-            await real.api.create(JOBS_RESOURCE, manifest("leased"))
-            await real.wait_for(RAY_JOBS_RESOURCE, "leased")
+            names = [f"leased-{i}" for i in range(3)]
+            for name in names:
+                await real.api.create(JOBS_RESOURCE, manifest(name))
+            for name in names:
+                await real.wait_for(RAY_JOBS_RESOURCE, name)
             leases = chart.get_json("lease", "-n", CHART_NAMESPACE)["items"]
             (lease,) = [item for item in leases if item["metadata"]["name"] == "flashrl-operator"]
             holder = lease["spec"]["holderIdentity"]
             leader, follower = (first, second) if "replica-1" in holder else (second, first)
-            leader.stop(signal.SIGKILL)
+            # Each job was reconciled by the leader only: the follower watched but did nothing.
+            assert await reconciles(leader) >= len(names)
+            assert await reconciles(follower) == 0
+            leader.stop(signal.SIGKILL)  # no shutdown, no Lease release: the follower waits for expiry
 
             gone = "replica-1" if leader is first else "replica-2"
 
@@ -335,6 +360,7 @@ async def test_two_replicas_share_the_work_through_a_real_lease(
             await real.api.create(JOBS_RESOURCE, manifest("after-failover"))
             await real.wait_for(RAY_JOBS_RESOURCE, "after-failover")
             assert follower.popen.poll() is None
+            assert await reconciles(follower) >= 1
         finally:
             first.stop()
             second.stop()

@@ -26,7 +26,7 @@ from operator_harness import job_manifest
 from envtest import audit
 from envtest.chart import NAMESPACE as CHART_NAMESPACE
 from envtest.chart import ready_for_jobs
-from envtest.control_plane import ControlPlane, missing_binaries
+from envtest.control_plane import ControlPlane, require_binaries
 from envtest.operator import OperatorProcess, container_service_account
 from flashrl_api import parse_job
 from flashrl_operator.render import render
@@ -62,9 +62,7 @@ class Audited:
 @pytest.fixture(scope="module")
 def audited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Audited]:
     """A control plane of this module's own: its API server writes the audit log the counts come from."""
-    missing = missing_binaries()
-    if missing:
-        pytest.skip(f"the real control plane needs {', '.join(missing)}: run `make tools`")
+    require_binaries()
     with audit.audited(Path(tmp_path_factory.mktemp("audited"))) as (plane, log):
         ready_for_jobs(plane)
         plane.kubectl("create", "namespace", NAMESPACE)
@@ -94,12 +92,21 @@ def test_a_new_job_and_an_unchanged_resync_cost_few_requests(audited: Audited) -
             RESYNC_WAIT_S,
             operator,
         )
-        time.sleep(10.0)  # the rest of that resync's reads (the next is a minute away)
+        # Until that resync has read the job and each child; then the operator stops (it finishes the
+        # reconcile in hand first), which ends what the log can hold. The next resync is a minute away.
+        reads = len(render_children()) + 1
+        audited.wait(
+            lambda: len(audited.operator_requests()) - first_resync_read(audited) >= reads,
+            "the resync's reads",
+            120.0,
+            operator,
+        )
+        operator.stop()
         requests = audited.operator_requests()
     finally:
         operator.stop()
 
-    start = next(i for i, e in enumerate(requests) if _is_job_read(e))
+    start = first_resync_read(audited)
     new, resync = requests[:start], requests[start:]
     new_counts = Counter(audit.what(e) for e in new)
     resync_counts = Counter(audit.what(e) for e in resync)
@@ -113,6 +120,12 @@ def test_a_new_job_and_an_unchanged_resync_cost_few_requests(audited: Audited) -
 
     assert {e["verb"] for e in resync} == {"get"}, f"an unchanged resync writes nothing: {resync_counts}"
     assert len(resync) == children + 1, f"the job and each child read once: {resync_counts}"
+
+
+def first_resync_read(audited: Audited) -> int:
+    """Where the first resync starts in the operator's requests: its read of the job (a reconcile from
+    a watch event has the job's body and reads nothing)."""
+    return next(i for i, e in enumerate(audited.operator_requests()) if _is_job_read(e))
 
 
 def render_children() -> tuple[object, ...]:

@@ -10,7 +10,9 @@ from flashrl_operator.client.login import Credentials
 from flashrl_operator.sim import EmulatedCluster
 from flashrl_operator.vocab.kinds import CONFIG_MAP
 
-pytestmark = pytest.mark.kmock
+pytestmark = pytest.mark.kmock(
+    reason="tests the emulator itself (its server-side apply), which the kmock tests rely on"
+)
 
 NS = "team-a"
 

@@ -1,4 +1,7 @@
-"""``flashrl operator`` as a process (kubeconfig credentials, --namespace) and ``flashrl demo``."""
+"""``flashrl operator`` as a process (kubeconfig credentials, --namespace) and ``flashrl demo``.
+
+On the real API server, but for a token rotation (an old token refused from one moment on), which
+kmock's emulator plays."""
 
 from __future__ import annotations
 
@@ -18,8 +21,6 @@ from operator_harness import NAMESPACE, Cluster, StartOperator, job_manifest
 
 from flashrl_operator.sim import JOBS_RESOURCE, RAY_JOBS_RESOURCE, ApiClient, eventually, free_port
 from flashrl_operator.sim.demo import run_demo
-
-pytestmark = pytest.mark.kmock
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -57,11 +58,19 @@ async def stop_operator_process(proc: subprocess.Popen[bytes]) -> bytes:
     return bytes(output)
 
 
+def with_a_second_context(kubeconfig: Path, out: Path) -> None:
+    """``kubeconfig`` with another context (to a dead port) before its own: the current one must win."""
+    config = yaml.safe_load(kubeconfig.read_text())
+    config["contexts"].insert(0, {"name": "other", "context": {"cluster": "nowhere", "user": "u"}})
+    config["clusters"].insert(0, {"name": "nowhere", "cluster": {"server": "http://127.0.0.1:9"}})
+    out.write_text(yaml.safe_dump(config))
+
+
 async def test_operator_command_uses_kubeconfig_and_watches_one_namespace(
     cluster: Cluster, tmp_path: Path
 ) -> None:
     kubeconfig = tmp_path / "kubeconfig"
-    write_kubeconfig(kubeconfig, cluster.url.rstrip("/"))
+    with_a_second_context(cluster.real.operator_kubeconfig, kubeconfig)
     env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
     cmd = [
         sys.executable,
@@ -74,6 +83,8 @@ async def test_operator_command_uses_kubeconfig_and_watches_one_namespace(
         str(free_port()),
         "--log-format",
         "json",
+        "--namespace",
+        NAMESPACE,
     ]
     proc = subprocess.Popen(  # noqa: ASYNC220  (started once; waited for in a thread)
         cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
@@ -102,6 +113,7 @@ print(json.dumps({"apiVersion": "client.authentication.k8s.io/v1", "kind": "Exec
 """
 
 
+@pytest.mark.kmock(reason="a token refused from one moment on (rotation), as a cloud's IAM would")
 async def test_operator_command_gets_tokens_from_a_kubeconfig_exec_plugin(
     cluster: Cluster, tmp_path: Path
 ) -> None:
@@ -120,7 +132,7 @@ async def test_operator_command_gets_tokens_from_a_kubeconfig_exec_plugin(
     ]
     (tmp_path / "kubeconfig").write_text(yaml.safe_dump(config))
     # The emulated API server now checks bearer tokens; the test itself uses an admin token.
-    cluster.server.accepted_tokens = frozenset({"admin", "token-1"})
+    cluster.emulator.accepted_tokens = frozenset({"admin", "token-1"})
     admin = ApiClient(cluster.url, token="admin")
     as_admin = dataclasses.replace(cluster, api=admin)
     env = {**os.environ, "KUBECONFIG": str(tmp_path / "kubeconfig")}
@@ -136,14 +148,14 @@ async def test_operator_command_gets_tokens_from_a_kubeconfig_exec_plugin(
 
         # The token rotates: the old one is refused from now on, the plugin hands out the new one.
         (tmp_path / "token").write_text("token-2")
-        cluster.server.accepted_tokens = frozenset({"admin", "token-2"})
+        cluster.emulator.accepted_tokens = frozenset({"admin", "token-2"})
         await admin.create(JOBS_RESOURCE, job_manifest("after-rotation"))
         await as_admin.wait_for(RAY_JOBS_RESOURCE, "after-rotation", deadline_s=30)
         await as_admin.wait_phase("after-rotation", "Pending")
         # The operator's own client (not only kopf's) moved to the new token.
         by_operator = [
             r.headers.get("Authorization")
-            for r in cluster.server[kmock.resource(RAY_JOBS_RESOURCE)]
+            for r in cluster.emulator[kmock.resource(RAY_JOBS_RESOURCE)]
             if r.headers.get("User-Agent") == "flashrl-operator"
         ]
         assert by_operator[0] == "Bearer token-1" and "Bearer token-2" in by_operator
@@ -161,8 +173,8 @@ async def test_namespaced_operator_ignores_others(cluster: Cluster, start_operat
     await cluster.api.create(JOBS_RESOURCE, elsewhere)
     await cluster.api.create(JOBS_RESOURCE, job_manifest("here"))
     await cluster.wait_phase("here", "Pending")
-    assert ("rayjobs", NAMESPACE, "here") in cluster.server.creations
-    assert ("rayjobs", "other-team", "elsewhere") not in cluster.server.creations
+    assert ("rayjobs", NAMESPACE, "here") in cluster.creations()
+    assert ("rayjobs", "other-team", "elsewhere") not in cluster.creations()
     other = await cluster.api.get(JOBS_RESOURCE, "other-team", "elsewhere")
     assert other is not None and "status" not in other
 

@@ -1,8 +1,8 @@
 """ClusterReady follows the RayCluster KubeRay creates for the RayJob: pod progress, then ready.
 
-KubeRay is emulated (``KubeRayStandIn``): it creates the RayCluster, reports its pods' startup in
-the RayCluster's status and mirrors that into the RayJob, as KubeRay does; the operator only reads
-the RayCluster.
+On the real API server; KubeRay is played (``KubeRayStandIn``): it creates the RayCluster, reports its
+pods' startup in the RayCluster's status and mirrors that into the RayJob, as KubeRay does; the
+operator only reads the RayCluster.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from operator_harness import NAMESPACE, Cluster, StartOperator, job_manifest
 from flashrl_operator.sim import (
     CLUSTER_STARTING,
     JOBS_RESOURCE,
-    PODS_RESOURCE,
     RAY_CLUSTERS_RESOURCE,
     RAY_JOBS_RESOURCE,
     SUBMITTED,
@@ -25,8 +24,6 @@ from flashrl_operator.sim import (
     image_pull_backoff,
     unschedulable,
 )
-
-pytestmark = pytest.mark.kmock
 
 QUOTA_ERROR = (
     'pods "{name}-gpu-worker-7xk2p" is forbidden: exceeded quota: gpu-quota, requested: '
@@ -103,13 +100,9 @@ async def test_cluster_ready_shows_pod_progress_then_turns_true(
     assert (ready["status"], ready["reason"]) == ("True", "AllPodsReady")
     assert ready["lastTransitionTime"] == ready_since  # no flip on the way
     # The operator only reads RayClusters (one by name); KubeRay (the stand-in) made the one there is.
-    by_operator = [
-        r.action
-        for r in cluster.server[kmock.resource(RAY_CLUSTERS_RESOURCE)]
-        if r.headers.get("User-Agent") == "flashrl-operator"
-    ]
-    assert by_operator and set(by_operator) == {kmock.action.FETCH}
-    assert cluster.server.creations[("rayclusters", NAMESPACE, cluster_name)] == 1
+    by_operator = {verb for verb, _ in cluster.operator_requests("rayclusters")}
+    assert by_operator == {"get"}
+    assert cluster.creations()[("rayclusters", NAMESPACE, cluster_name)] == 1
 
 
 async def test_replica_failure_shows_kuberays_message_until_the_pods_come_up(
@@ -140,12 +133,16 @@ async def test_replica_failure_shows_kuberays_message_until_the_pods_come_up(
     assert "quota" not in status["message"]
 
 
+@pytest.mark.kmock(
+    reason="RBAC that refuses RayCluster reads and nothing else (an older chart): a 403 injected on "
+    "that one request rather than a second chart"
+)
 async def test_a_refused_cluster_read_falls_back_to_the_ray_job(
     cluster: Cluster, start_operator: StartOperator
 ) -> None:
     """RBAC without RayCluster reads (an older chart): ClusterReady still follows the RayJob."""
     (
-        cluster.server[kmock.action.FETCH][kmock.resource(RAY_CLUSTERS_RESOURCE)]
+        cluster.emulator[kmock.action.FETCH][kmock.resource(RAY_CLUSTERS_RESOURCE)]
         << 403
         << {
             "kind": "Status",
@@ -166,7 +163,7 @@ async def test_a_refused_cluster_read_falls_back_to_the_ray_job(
     await wait_cluster_ready(cluster, "mu", "True", "ClusterReady", "is ready")
     tried = [
         r
-        for r in cluster.server[kmock.resource(RAY_CLUSTERS_RESOURCE)]
+        for r in cluster.emulator[kmock.resource(RAY_CLUSTERS_RESOURCE)]
         if r.headers.get("User-Agent") == "flashrl-operator"
     ]
     assert tried, "the operator never tried to read the RayCluster"
@@ -180,8 +177,9 @@ async def test_pods_that_cannot_start_are_named_with_the_cause(
 ) -> None:
     """The scheduler and kubelet explain on the pods; the job says which pod and why while Starting.
 
-    The emulated KubeRay also plays the scheduler and kubelet here (``stuck_pod``). Pods are not
-    watched: the detail arrives with the periodic resync, shortened for the test.
+    The KubeRay stand-in also plays the scheduler and kubelet for these pods (``stuck_pod``; the real
+    scheduler is told to leave them alone). Pods are not watched: the detail arrives with the periodic
+    resync, shortened for the test.
     """
     await start_operator(resync_interval=1.0)
     await cluster.api.create(JOBS_RESOURCE, job_manifest("nu"))
@@ -225,13 +223,9 @@ async def test_pods_that_cannot_start_are_named_with_the_cause(
     # The operator only lists pods, always narrowed to this cluster's label.
     ray_job = await cluster.api.get(RAY_JOBS_RESOURCE, NAMESPACE, "nu")
     assert ray_job is not None
-    by_operator = [
-        r
-        for r in cluster.server[kmock.resource(PODS_RESOURCE)]
-        if r.headers.get("User-Agent") == "flashrl-operator"
-    ]
+    by_operator = cluster.operator_requests("pods")
     assert by_operator
-    assert {r.action for r in by_operator} == {kmock.action.LIST}
-    assert {r.params.get("labelSelector") for r in by_operator} == {
-        f"ray.io/cluster={ray_job['status']['rayClusterName']}"
+    assert {verb for verb, _ in by_operator} == {"list"}
+    assert {tuple(query.get("labelSelector", [])) for _, query in by_operator} == {
+        (f"ray.io/cluster={ray_job['status']['rayClusterName']}",)
     }

@@ -1,4 +1,4 @@
-"""FlashRLExperiment with the real operator on the emulated API server: jobs created and owned,
+"""FlashRLExperiment with the real operator on the real API server: jobs created and owned,
 status gathered, finished when all finish, parallelism honoured, deleted with the experiment, and
 `flashrl report` reading the result through the user's kubeconfig after the Ray clusters are gone."""
 
@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from operator_harness import LOCAL_SOURCES, NAMESPACE, Cluster, StartOperator
+from operator_harness import LOCAL_SOURCES, NAMESPACE, WAIT_S, Cluster, StartOperator
 
 from flashrl_api.history import HISTORY_KEY, parse_history
 from flashrl_operator.cli import main
@@ -22,14 +21,11 @@ from flashrl_operator.sim import (
     RAY_JOBS_RESOURCE,
     SUCCEEDED,
     TRAINING,
-    EmulatedCluster,
     eventually,
     failed,
 )
 from flashrl_report import PLOT_IDS
 from flashrl_report.synthetic import records
-
-pytestmark = pytest.mark.kmock
 
 STEPS = 12
 #: The metrics the emulated launcher puts in status.metrics each step (verl's names).
@@ -49,7 +45,7 @@ REPORTED = (
 
 def experiment_manifest(name: str, parallelism: int | None = None) -> dict[str, Any]:
     spec: dict[str, Any] = {
-        # Sources on the claims, as the other kmock tests use: nothing to stage (the demo stages).
+        # Sources on the claims, as the other operator tests use: nothing to stage (the demo stages).
         "template": {"training": {"totalSteps": STEPS}, **LOCAL_SOURCES},
         "variants": [
             {"name": "fp8", "spec": {"rollout": {"quantization": "blockwise-fp8"}}},
@@ -77,7 +73,7 @@ async def wait_experiment(cluster: Cluster, name: str, check: Any, what: str) ->
         status = await experiment_status(cluster, name)
         return status if check(status) else None
 
-    return await eventually(probe, f"FlashRLExperiment {name}: {what}", 20.0)
+    return await eventually(probe, f"FlashRLExperiment {name}: {what}", WAIT_S, cluster.poll_s)
 
 
 async def run_variant(cluster: Cluster, job: str, precision: str, *, fail_at: int | None = None) -> None:
@@ -94,7 +90,10 @@ async def run_variant(cluster: Cluster, job: str, precision: str, *, fail_at: in
         await cluster.kuberay.report_named_metrics(NAMESPACE, job, step, STEPS, record["data"], REPORTED)
         # One status patch per step, as the launcher makes: wait until the operator recorded it.
         await eventually(
-            functools.partial(history_step, cluster, job, step), f"{job} history to reach step {step}", 10.0
+            functools.partial(history_step, cluster, job, step),
+            f"{job} history to reach step {step}",
+            WAIT_S,
+            cluster.poll_s,
         )
     if fail_at is None:
         await cluster.kuberay.set_status(NAMESPACE, job, SUCCEEDED)
@@ -112,7 +111,6 @@ async def history_step(cluster: Cluster, job: str, step: int) -> bool | None:
 
 
 async def test_an_experiment_runs_its_variants_and_reports_them(
-    emulated: EmulatedCluster,
     cluster: Cluster,
     start_operator: StartOperator,
     tmp_path: Path,
@@ -157,22 +155,7 @@ async def test_an_experiment_runs_its_variants_and_reports_them(
     # KubeRay deletes the Ray clusters after the run (ttlSecondsAfterFinished): the report does not need them.
     for job in ("cmp-fp8", "cmp-bf16"):
         await cluster.api.delete(RAY_JOBS_RESOURCE, NAMESPACE, job)
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "emulated", "cluster": {"server": emulated.url}}],
-                "users": [{"name": "me", "user": {"token": "user-token"}}],
-                "contexts": [
-                    {"name": "ctx", "context": {"cluster": "emulated", "user": "me", "namespace": NAMESPACE}}
-                ],
-                "current-context": "ctx",
-            }
-        )
-    )
-    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    monkeypatch.setenv("KUBECONFIG", str(cluster.real.kubeconfig))
     out = tmp_path / "report"
     # The CLI, as a user runs it (its own event loop, in its own thread here).
     argv = ["report", "--experiment", "cmp", "-n", NAMESPACE, "--output", str(out)]
@@ -185,10 +168,9 @@ async def test_an_experiment_runs_its_variants_and_reports_them(
 
     # Deleting the experiment deletes its jobs (and what they own) through Kubernetes' garbage collector.
     await cluster.api.delete(EXPERIMENTS_RESOURCE, NAMESPACE, "cmp")
-    gone = await emulated.garbage_collector.collect()
-    assert {"FlashRLJob team-a/cmp-fp8", "FlashRLJob team-a/cmp-bf16"} <= set(gone)
-    assert "ConfigMap team-a/cmp-fp8-metrics" in gone
-    assert await cluster.api.get(JOBS_RESOURCE, NAMESPACE, "cmp-fp8") is None
+    await cluster.gone(JOBS_RESOURCE, "cmp-fp8")
+    await cluster.gone(JOBS_RESOURCE, "cmp-bf16")
+    await cluster.gone(CONFIG_MAPS_RESOURCE, "cmp-fp8-metrics")
 
 
 async def test_parallelism_one_runs_variants_one_after_another_and_a_failure_frees_the_slot(
@@ -216,6 +198,24 @@ async def test_parallelism_one_runs_variants_one_after_another_and_a_failure_fre
     assert status["message"].startswith("fp8 failed")
 
 
+async def test_the_server_refuses_an_experiment_whose_variant_changes_the_data(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    """The CRD's CEL rule judges it at admission, with the field path: nothing is stored or created."""
+    await start_operator()
+    manifest = experiment_manifest("bad")
+    manifest["spec"]["variants"][1] = {"name": "bf16", "spec": {"data": {"train": "/data/other.parquet"}}}
+    with pytest.raises(RuntimeError, match="HTTP 422") as refused:
+        await cluster.api.create(EXPERIMENTS_RESOURCE, manifest)
+    assert "spec.variants: a variant may change the rollout precision" in str(refused.value)
+    assert await cluster.api.get(EXPERIMENTS_RESOURCE, NAMESPACE, "bad") is None
+    assert await cluster.api.list(JOBS_RESOURCE, NAMESPACE) == []
+
+
+@pytest.mark.kmock(
+    reason="an experiment the CRD's CEL rule refuses at admission, as on a cluster whose CRD is older "
+    "than the operator"
+)
 async def test_an_invalid_experiment_is_failed_with_field_paths_and_creates_nothing(
     cluster: Cluster, start_operator: StartOperator
 ) -> None:

@@ -1,9 +1,10 @@
 """The goodput ledger of a run with one retry and a checkpoint saved at the end, against the real operator.
 
 A stand-in launcher runs the launcher's own goodput clock on the wall-clock and reports a stand-in verl's
-``timing_s/*`` (verl 0.9.1's keys, each a share of the time the step really took); KubeRay and the garbage
-collector are played. Every GPU-second from each attempt's RayJob to its cluster's deletion must land in
-exactly one phase, and the status, the operator's /metrics and the launcher's /metrics must agree.
+``timing_s/*`` (verl 0.9.1's keys, each a share of the time the step really took); KubeRay is played, on
+the real API server (its garbage collector deletes the failed attempt's RayCluster). Every GPU-second
+from each attempt's RayJob to its cluster's deletion must land in exactly one phase, and the status,
+the operator's /metrics and the launcher's /metrics must agree.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from flashrl_operator.sim import (
     RAY_JOBS_RESOURCE,
     SUCCEEDED,
     TRAINING,
-    EmulatedCluster,
     eventually,
     failed,
     timed_verl_step,
@@ -35,8 +35,6 @@ from flashrl_operator.sim import (
 from flashrl_operator.vocab.kuberay import ORIGINATED_FROM_NAME
 from flashrl_report import build_report
 from flashrl_report.cluster import JobObjects, runs_from_objects
-
-pytestmark = pytest.mark.kmock
 
 GPUS = 8  # the default spec: one node of 8 GPUs
 CKPT = "/checkpoints/DAPO-1/{job}/global_step_{step}"
@@ -97,8 +95,16 @@ def scrape(url: str) -> dict[tuple[str, str], float]:
     return found
 
 
+async def clusters_of(cluster: Cluster, ray_job: str) -> list[str]:
+    return [
+        item["metadata"]["name"]
+        for item in await cluster.api.list(RAY_CLUSTERS_RESOURCE, NAMESPACE)
+        if item["metadata"]["labels"].get(ORIGINATED_FROM_NAME) == ray_job
+    ]
+
+
 async def test_a_retried_run_accounts_for_every_gpu_second(
-    cluster: Cluster, emulated: EmulatedCluster, start_operator: StartOperator
+    cluster: Cluster, start_operator: StartOperator
 ) -> None:
     operator = await start_operator(retry_backoff=0.2)
     await cluster.api.create(JOBS_RESOURCE, job_manifest("gp", {"lifecycle": {"maxRestarts": 2}}))
@@ -111,16 +117,20 @@ async def test_a_retried_run_accounts_for_every_gpu_second(
         NAMESPACE, "gp", failed("AppFailed", "verl exited with code 1 at step 3")
     )
     await cluster.wait_for(RAY_JOBS_RESOURCE, "gp-2")
-    await emulated.garbage_collector.collect()  # the failed attempt's RayCluster follows its RayJob
+    await cluster.emulated_gc()
+
+    async def first_cluster_gone() -> bool:  # the failed attempt's RayCluster follows its RayJob
+        return not await clusters_of(cluster, "gp")
+
+    await eventually(first_cluster_gone, "the first attempt's RayCluster to be collected", WAIT_S, 0.2)
 
     # Attempt 2 resumes from step 2 and saves at its last step (the save before the deadline).
     state = await attempt(cluster, "gp", "gp-2", 2, range(3, 9), saves={4, 8})
     await cluster.kuberay.set_status(NAMESPACE, "gp-2", SUCCEEDED)
     await cluster.wait_phase("gp", "Succeeded")
     await asyncio.sleep(0.2)  # KubeRay shuts the cluster down after the job finished
-    for item in await cluster.api.list(RAY_CLUSTERS_RESOURCE, NAMESPACE):
-        if item["metadata"]["labels"].get(ORIGINATED_FROM_NAME) == "gp-2":
-            await cluster.api.delete(RAY_CLUSTERS_RESOURCE, NAMESPACE, item["metadata"]["name"])
+    for name in await clusters_of(cluster, "gp-2"):
+        await cluster.api.delete(RAY_CLUSTERS_RESOURCE, NAMESPACE, name)
     await cluster.kuberay.set_status(NAMESPACE, "gp-2", {**SUCCEEDED, "message": "cluster deleted"})
 
     async def released() -> dict[str, Any] | None:

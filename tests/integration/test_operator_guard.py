@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from operator_harness import NAMESPACE, Cluster, StartOperator, job_manifest
 
 from flashrl_jobs.run_metrics import Record, RunState
@@ -18,8 +17,6 @@ from flashrl_operator.sim import (
     eventually,
     verl_step_metrics,
 )
-
-pytestmark = pytest.mark.kmock
 
 GUARD = {"correction": {"guard": {"maxKL": 0.05, "consecutiveSteps": 3, "action": "Suspend"}}}
 

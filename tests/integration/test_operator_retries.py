@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from operator_harness import NAMESPACE, WAIT_S, Cluster, StartOperator, job_manifest
 
 from flashrl_operator.sim import (
@@ -16,8 +15,6 @@ from flashrl_operator.sim import (
     eventually,
     failed,
 )
-
-pytestmark = pytest.mark.kmock
 
 CKPT = "/checkpoints/DAPO-1/{job}/global_step_{step}"
 
@@ -192,13 +189,13 @@ async def test_a_deleted_ray_job_of_a_running_job_is_a_failed_attempt(
     assert status["attempt"] == 2 and status["attempts"][0]["reason"] == "RayJobDeleted"
     retrying = [e for e in await cluster.events_for("r6") if e["reason"] == "Retrying"]
     assert len(retrying) == 1 and "RayJobDeleted" in retrying[0]["message"]
-    assert cluster.server.creations[("rayjobs", NAMESPACE, "r6")] == 1  # not silently recreated
+    assert cluster.creations()[("rayjobs", NAMESPACE, "r6")] == 1  # not silently recreated
     # The budget is spent: deleting attempt 2's RayJob fails the job.
     await train(cluster, "r6", "r6-2", 2, range(6, 9))
     await cluster.api.delete(RAY_JOBS_RESOURCE, NAMESPACE, "r6-2")
     status = await cluster.wait_phase("r6", "Failed")
     assert status["reason"] == "RayJobDeleted" and "no retries left" in status["message"]
-    assert cluster.server.creations[("rayjobs", NAMESPACE, "r6-2")] == 1
+    assert cluster.creations()[("rayjobs", NAMESPACE, "r6-2")] == 1
 
 
 async def test_with_no_retries_a_deleted_ray_job_fails_the_job(
@@ -213,4 +210,4 @@ async def test_with_no_retries_a_deleted_ray_job_fails_the_job(
     assert status["reason"] == "RayJobDeleted"
     warnings = [e for e in await cluster.events_for("r7") if e["type"] == "Warning"]
     assert any(e["reason"] == "RayJobDeleted" for e in warnings)
-    assert cluster.server.creations[("rayjobs", NAMESPACE, "r7")] == 1
+    assert cluster.creations()[("rayjobs", NAMESPACE, "r7")] == 1

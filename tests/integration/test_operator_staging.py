@@ -1,8 +1,8 @@
 """Staging before any GPU: the staging Job first, the RayJob only after it succeeded; a failed staging
 Job fails the job with StagingFailed and no RayJob; sources already staged on the claims skip the Job.
 
-The real operator runs against the emulated API server; the Job controller and the stage command are
-played by :class:`flashrl_operator.sim.StagingStandIn`.
+The real operator runs on the real control plane, where the real Job controller runs the staging Job;
+the test writes the end of its pod as the kubelet would (``staging``), and the stage command's progress.
 """
 
 from __future__ import annotations
@@ -11,12 +11,9 @@ import asyncio
 import json
 from typing import Any
 
-import pytest
 from operator_harness import NAMESPACE, Cluster, StartOperator, job_manifest
 
 from flashrl_operator.sim import BATCH_JOBS_RESOURCE, JOBS_RESOURCE, RAY_JOBS_RESOURCE, StagingStandIn
-
-pytestmark = pytest.mark.kmock
 
 CLAIMS_RESOURCE = "v1/persistentvolumeclaims"
 
@@ -121,7 +118,7 @@ async def test_sources_already_staged_on_the_claims_skip_the_job(
     status = await cluster.status("second")
     assert conditions(status)["Staged"] == ("True", "AlreadyStaged")
     assert await cluster.api.get(BATCH_JOBS_RESOURCE, NAMESPACE, "second-stage") is None
-    assert ("jobs", NAMESPACE, "second-stage") not in cluster.server.creations
+    assert ("jobs", NAMESPACE, "second-stage") not in cluster.creations()
 
 
 async def test_paths_need_no_staging(cluster: Cluster, start_operator: StartOperator) -> None:

@@ -1,7 +1,7 @@
 """The operator refuses what verl 0.9.1 would refuse at start-up, before it creates anything.
 
 The real operator, with verl's configuration checks on (as in its image when hydra and verl are
-installed), against the emulated API server: a job verl would stop only after the GPU cluster came up
+installed), on the real API server: a job verl would stop only after the GPU cluster came up
 is failed with InvalidSpec at the field or override the value came from, and nothing is created.
 """
 
@@ -14,13 +14,11 @@ from operator_harness import NAMESPACE, Cluster, StartOperator, job_manifest
 
 from flashrl_operator.sim import JOBS_RESOURCE, RAY_JOBS_RESOURCE
 
-pytestmark = pytest.mark.kmock
-
 pytest.importorskip("hydra", reason="hydra-core is not installed; verl's checks cannot run")
 
 
 def _created_children(cluster: Cluster) -> set[str]:
-    return {plural for (plural, _, _) in cluster.server.creations if plural not in ("events", "flashrljobs")}
+    return {plural for (plural, _, _) in cluster.creations() if plural not in ("events", "flashrljobs")}
 
 
 @pytest.mark.parametrize(

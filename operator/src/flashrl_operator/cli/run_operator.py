@@ -45,6 +45,13 @@ def arguments(p: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="seconds without renewal after which another replica takes the Lease (default: 15, at least 3)",
     )
+    p.add_argument(
+        "--max-concurrent-reconciles",
+        type=int,
+        default=16,
+        metavar="N",
+        help="job reconciles under way at once; bounds memory when many jobs arrive together (default: 16)",
+    )
     p.add_argument("--verbose", action="store_true", help="debug logging")
     policy = p.add_argument_group(
         "admin policy", "refuse FlashRLJobs (reason PolicyViolation) that ask for more than this"
@@ -125,6 +132,9 @@ def run(args: argparse.Namespace) -> int:
     if args.lease_duration < 3:
         print("flashrl operator: --lease-duration must be at least 3 seconds", file=sys.stderr)
         return EXIT_INVALID
+    if args.max_concurrent_reconciles < 1:
+        print("flashrl operator: --max-concurrent-reconciles must be at least 1", file=sys.stderr)
+        return EXIT_INVALID
     from flashrl_operator.job.policy import AdminPolicy
     from flashrl_operator.render.network import RAY_METRICS_PORT, NetworkSettings
 
@@ -136,6 +146,7 @@ def run(args: argparse.Namespace) -> int:
         default_trainer_image=args.default_trainer_image or None,
         leader_election=args.leader_election,
         lease_duration=args.lease_duration,
+        max_concurrent_reconciles=args.max_concurrent_reconciles,
         policy=AdminPolicy(
             allowed_registries=tuple(args.allowed_registry),
             allowed_priority_classes=tuple(args.allowed_priority_class),

@@ -94,6 +94,10 @@ class OperatorConfig:
     resync_interval: float = 60.0
     """Seconds between periodic reconciles of every job (catches missed events)."""
 
+    max_concurrent_reconciles: int = 16
+    """Job reconciles under way at once (``--max-concurrent-reconciles``): bounds the operator's memory
+    when many jobs arrive at once (docs/benchmarks.md)."""
+
     scanning: bool = True
     """Let kopf scan CRDs and namespaces (off against emulators, which serve no CRD objects)."""
 
@@ -349,6 +353,7 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
             network=config.network,
             retry_backoff=config.retry_backoff,
             default_trainer_image=config.default_trainer_image,
+            max_concurrent=config.max_concurrent_reconciles,
         )
         ctx.experiments = ExperimentReconciler(ctx.kube)
         ctx.history = HistoryRecorder(ctx.kube)

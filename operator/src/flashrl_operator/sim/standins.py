@@ -179,6 +179,10 @@ def image_pull_backoff(container: str, image: str) -> dict[str, Any]:
     }
 
 
+#: The scheduler named by pods the stand-in plays (no real scheduler answers to it).
+PLAYED_SCHEDULER: Final = "flashrl-played-scheduler"
+
+
 class KubeRayStandIn:
     """Plays KubeRay's (and the launcher's) part: tests patch RayJob status the way KubeRay would.
 
@@ -305,7 +309,12 @@ class KubeRayStandIn:
                     GROUP_LABEL: HEAD_GROUP if head else "gpu",
                 },
             },
-            "spec": {"containers": [{"name": f"ray-{node_type}", "image": "trainer"}]},
+            # The stand-in plays the scheduler for this pod: a real scheduler (the tests' control plane)
+            # must not schedule it or write its own reasons over the played ones.
+            "spec": {
+                "schedulerName": PLAYED_SCHEDULER,
+                "containers": [{"name": f"ray-{node_type}", "image": "trainer"}],
+            },
         }
         created = await self._api.create(PODS_RESOURCE, pod)
         name = str(created["metadata"]["name"])
