@@ -30,18 +30,17 @@ def tool(name: str) -> str:
     return found
 
 
+def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """A command's exit code and text output (a minute at most; the caller asserts on the code)."""
+    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=60, check=False)
+
+
 def load(path: Path) -> Any:
     return yaml.safe_load(path.read_text(encoding="utf-8"))
 
 
 def test_run_script_is_shellcheck_clean() -> None:
-    proc = subprocess.run(
-        [tool("shellcheck"), "--external-sources", "--severity=style", str(E2E / "run.sh")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    proc = run(tool("shellcheck"), "--external-sources", "--severity=style", str(E2E / "run.sh"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -70,9 +69,7 @@ def test_run_script_reads_only_existing_pins() -> None:
 
 
 def test_make_e2e_runs_the_script() -> None:
-    proc = subprocess.run(
-        ["make", "-n", "e2e"], cwd=REPO, capture_output=True, text=True, timeout=60, check=False
-    )
+    proc = run("make", "-n", "e2e", cwd=REPO)
     assert proc.returncode == 0, proc.stderr
     assert "bash tests/e2e/run.sh" in proc.stdout.splitlines()
 
@@ -85,13 +82,7 @@ def test_yaml_files_pass_yamllint() -> None:
         E2E / "flashrljob-e2e.yaml",
     ]
     files += sorted((REPO / "examples" / "cluster").glob("*.yaml"))
-    proc = subprocess.run(
-        [sys.executable, "-m", "yamllint", "-d", YAMLLINT_CONFIG, *map(str, files)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    proc = run(sys.executable, "-m", "yamllint", "-d", YAMLLINT_CONFIG, *map(str, files))
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -134,13 +125,7 @@ def test_pinned_kind_node_image() -> None:
 
 
 def test_e2e_job_validates_with_the_cli() -> None:
-    proc = subprocess.run(
-        [tool("flashrl"), "validate", str(E2E / "flashrljob-e2e.yaml")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    proc = run(tool("flashrl"), "validate", str(E2E / "flashrljob-e2e.yaml"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "dry run" in proc.stdout
 
@@ -154,13 +139,7 @@ def test_e2e_job_uses_the_cpu_trainer_image_and_a_dry_run() -> None:
 
 
 def _rendered() -> list[dict[str, Any]]:
-    proc = subprocess.run(
-        [tool("flashrl"), "render", str(E2E / "flashrljob-e2e.yaml")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    proc = run(tool("flashrl"), "render", str(E2E / "flashrljob-e2e.yaml"))
     assert proc.returncode == 0, proc.stderr
     return [d for d in yaml.safe_load_all(proc.stdout) if d]
 

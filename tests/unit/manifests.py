@@ -26,3 +26,16 @@ def job_manifest(
 def job(spec: Mapping[str, Any] | None = None, name: str = "j", namespace: str | None = None) -> FlashRLJob:
     """The parsed job (raises :class:`~flashrl_api.SpecError` as the operator would)."""
     return parse_job(job_manifest(spec, name, namespace))
+
+
+def job_object(
+    phase: str, reason: str | None = None, metrics: list[Any] | None = None, name: str = "j", **status: Any
+) -> dict[str, Any]:
+    """A FlashRLJob as a controller reads it back, only its name and status: ``phase``, any other
+    ``status`` fields, and ``reason`` and ``metrics`` where given."""
+    body: dict[str, Any] = {"phase": phase, **status}
+    if reason:
+        body["reason"] = reason
+    if metrics is not None:
+        body["metrics"] = metrics
+    return {"metadata": {"name": name}, "status": body}

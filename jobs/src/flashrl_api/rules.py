@@ -173,16 +173,33 @@ def _staged_needs_claim(name: str, volume: str, fields: tuple[str, ...]) -> Rule
         message=f"must name a PersistentVolumeClaim: {' or '.join(fields)} is a Hugging Face source, which "
         "a staging Job downloads into this volume before the Ray pods start (an emptyDir would not keep it)",
         check=lambda s: (
-            not any(is_hf(_field_value(s, f)) for f in fields) or bool(_volume_of(s, volume).claim_name)
+            not any(is_hf(str(_wire_value(s, f))) for f in fields) or bool(_volume_of(s, volume).claim_name)
         ),
     )
 
 
-def _field_value(spec: FlashRLJobSpec, dotted: str) -> str:
+def _wire_value(spec: FlashRLJobSpec, path: str) -> object:
+    """The value at a spec path as CEL names it (dotted, camelCase: the fields' aliases)."""
     value: object = spec
-    for part in dotted.split("."):
-        value = getattr(value, part)
-    return str(value)
+    for part in path.split("."):
+        assert isinstance(value, BaseModel), f"spec.{path}: {part} is not a field of a model"
+        fields = type(value).model_fields
+        value = getattr(value, next(name for name, info in fields.items() if (info.alias or name) == part))
+    return value
+
+
+def _divides_rule(name: str, path: str, divisor: str, dividend: str, message: str) -> Rule:
+    """The spec field ``divisor`` divides the field ``dividend`` (spec paths as CEL names them): CEL and
+    Python read the same two fields."""
+
+    def check(spec: FlashRLJobSpec) -> bool:
+        a, b = _wire_value(spec, dividend), _wire_value(spec, divisor)
+        assert isinstance(a, int) and isinstance(b, int), f"spec.{dividend} and spec.{divisor} are integers"
+        return a % b == 0
+
+    return Rule(
+        name=name, path=path, cel=f"self.{dividend} % self.{divisor} == 0", message=message, check=check
+    )
 
 
 def _volume_of(spec: FlashRLJobSpec, volume: str) -> VolumeSpec:
@@ -190,28 +207,28 @@ def _volume_of(spec: FlashRLJobSpec, volume: str) -> VolumeSpec:
 
 
 RULES: tuple[Rule, ...] = (
-    Rule(
-        name="generation-batch-is-whole-prompt-batches",
-        path="training.generationBatchSize",
-        cel="self.training.generationBatchSize % self.training.promptBatchSize == 0",
-        message="must be a whole multiple of training.promptBatchSize: verl 0.9.1 keeps "
+    _divides_rule(
+        "generation-batch-is-whole-prompt-batches",
+        "training.generationBatchSize",
+        "training.promptBatchSize",
+        "training.generationBatchSize",
+        "must be a whole multiple of training.promptBatchSize: verl 0.9.1 keeps "
         "generationBatchSize / promptBatchSize prompt batches in flight while dynamic sampling fills a "
         "step (algorithm.filter_groups.max_inflight_gen_batches)",
-        check=lambda s: s.training.generation_batch_size % s.training.prompt_batch_size == 0,
     ),
-    Rule(
-        name="mini-batch-divides-prompt-batch",
-        path="training.miniBatchSize",
-        cel="self.training.promptBatchSize % self.training.miniBatchSize == 0",
-        message="must divide training.promptBatchSize",
-        check=lambda s: s.training.prompt_batch_size % s.training.mini_batch_size == 0,
+    _divides_rule(
+        "mini-batch-divides-prompt-batch",
+        "training.miniBatchSize",
+        "training.miniBatchSize",
+        "training.promptBatchSize",
+        "must divide training.promptBatchSize",
     ),
-    Rule(
-        name="tensor-parallel-divides-node",
-        path="rollout.tensorParallelSize",
-        cel="self.resources.gpusPerNode % self.rollout.tensorParallelSize == 0",
-        message="must divide resources.gpusPerNode (an SGLang server may not span nodes)",
-        check=lambda s: s.resources.gpus_per_node % s.rollout.tensor_parallel_size == 0,
+    _divides_rule(
+        "tensor-parallel-divides-node",
+        "rollout.tensorParallelSize",
+        "rollout.tensorParallelSize",
+        "resources.gpusPerNode",
+        "must divide resources.gpusPerNode (an SGLang server may not span nodes)",
     ),
     Rule(
         name="sequence-parallel-divides-gpus",

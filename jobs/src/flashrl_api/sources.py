@@ -112,13 +112,12 @@ def parse_model_source(source: str) -> HfSource | None:
         return None
     if source.startswith(f"{HF_SCHEME}datasets/"):
         raise ValueError(f"{source!r} is a dataset; a model is hf://<owner>/<name>[@<revision>]")
-    match = _MODEL_RE.fullmatch(source)
-    if match is None:
-        raise ValueError(
-            f"{source!r} is not hf://<owner>/<name>[@<revision>] (names and revisions as the Hub "
-            "accepts them: no '..', '--', leading or trailing '-' or '.')"
-        )
-    _check_repo(match["repo"])
+    match = _hf_match(
+        _MODEL_RE,
+        source,
+        "hf://<owner>/<name>[@<revision>] (names and revisions as the Hub accepts them: no '..', '--', "
+        "leading or trailing '-' or '.')",
+    )
     return HfSource(match["repo"], "model", _revision(match["rev"]))
 
 
@@ -126,14 +125,22 @@ def parse_data_source(source: str) -> HfSource | None:
     """The reference in ``spec.data.*``; ``None`` for a path. Raises ``ValueError`` if malformed."""
     if not is_hf(source):
         return None
-    match = _DATA_RE.fullmatch(source)
-    if match is None:
-        raise ValueError(
-            f"{source!r} is not hf://datasets/<owner>/<name>[@<revision>]/<file> (names, revisions and "
-            "file paths as the Hub accepts them: no '..' segment, '--', leading or trailing '-' or '.')"
-        )
-    _check_repo(match["repo"])
+    match = _hf_match(
+        _DATA_RE,
+        source,
+        "hf://datasets/<owner>/<name>[@<revision>]/<file> (names, revisions and file paths as the Hub "
+        "accepts them: no '..' segment, '--', leading or trailing '-' or '.')",
+    )
     return HfSource(match["repo"], "dataset", _revision(match["rev"]), match["file"])
+
+
+def _hf_match(pattern: re.Pattern[str], source: str, form: str) -> re.Match[str]:
+    """``source`` matched against ``pattern``, its repository checked; ``form`` says what it should be."""
+    match = pattern.fullmatch(source)
+    if match is None:
+        raise ValueError(f"{source!r} is not {form}")
+    _check_repo(match["repo"])
+    return match
 
 
 def _check_repo(repo: str) -> None:

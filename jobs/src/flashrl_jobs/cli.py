@@ -442,6 +442,14 @@ def train(
     return _outcome(job, result, state, ledger)
 
 
+def _ended(reason: str, exit_code: int, logged: str | None = None) -> int:
+    """End the launcher with ``exit_code``: ``reason`` as the termination message, and in the log
+    (``logged`` instead where the log gets less of it)."""
+    write_termination_message(reason)
+    log(reason if logged is None else logged)
+    return exit_code
+
+
 def _outcome(job: FlashRLJob, result: ChildResult, state: RunState, ledger: Ledger) -> int:
     """The launcher's exit code and last line for how verl ended."""
     saved = ledger.latest.step if ledger.latest is not None else 0
@@ -455,15 +463,11 @@ def _outcome(job: FlashRLJob, result: ChildResult, state: RunState, ledger: Ledg
                 f"checkpoint directory {ledger.directory} is not writable: {problem}; verl exited with code "
                 f"{result.exit_code} at step {step} ({unwritable!r} in its output)"
             )
-            write_termination_message(reason)
-            log(reason)
-            return contract.exit_code(Reason.CHECKPOINT_UNWRITABLE)
+            return _ended(reason, contract.exit_code(Reason.CHECKPOINT_UNWRITABLE))
         reason = f"verl exited with code {result.exit_code} {how} at step {step}"
         if result.tail:
             reason += "; last output:\n" + "\n".join(result.tail)
-        write_termination_message(reason)
-        log(reason.splitlines()[0])
-        return result.exit_code
+        return _ended(reason, result.exit_code, logged=reason.splitlines()[0])
     total = state.total_steps
     if reached < total and (step > 0 or saved > 0 or "console" in job.spec.training.loggers):
         # verl issue #5725: a resume can run zero steps and exit 0. Not a success.
@@ -471,9 +475,7 @@ def _outcome(job: FlashRLJob, result: ChildResult, state: RunState, ledger: Ledg
             f"verl stopped early: it exited 0 at step {reached} of {total} "
             f"(last step line {step}, newest checkpoint {saved or 'none'})"
         )
-        write_termination_message(reason)
-        log(reason)
-        return contract.exit_code(Reason.STOPPED_EARLY)
+        return _ended(reason, contract.exit_code(Reason.STOPPED_EARLY))
     log(f"verl finished at step {reached}")
     return contract.EXIT_OK
 

@@ -17,12 +17,10 @@ from dataclasses import dataclass
 from html import escape
 from typing import Final
 
-from matplotlib.figure import Figure
-
 from flashrl_api import verl_metrics as vm
 from flashrl_api.goodput import UNHELD, Comparison, GoodputPhase, Ledger, compare, step_ledger
 from flashrl_report.data import RunMetrics
-from flashrl_report.plots import Plot, _png
+from flashrl_report.plots import Plot, _png, stacked_bars
 
 PLOT_ID: Final = "goodput-phases"
 #: One colour per phase, in :class:`GoodputPhase` order (the unheld phases are not drawn).
@@ -198,21 +196,12 @@ def goodput_plot(variants: Sequence[VariantGoodput]) -> Plot:
     title = "Where the GPU-hours go"
     if not variants:
         return Plot(PLOT_ID, title, "", None, "no run has a goodput ledger or verl step timings")
-    fig = Figure(figsize=(12.4, 1.6 + 0.6 * len(variants)), layout="constrained")
-    ax = fig.add_subplot(1, 1, 1)
     labels = [f"{v.label} ({v.steps} steps)" for v in variants]
-    left = [0.0] * len(variants)
-    for phase, color in PHASE_COLORS.items():
-        widths = [v.ledger.gpu_seconds[phase] / 3600 for v in variants]
-        if not any(w > 0 for w in widths):
-            continue
-        ax.barh(labels, widths, left=left, color=color, label=str(phase), edgecolor="white", linewidth=0.5)
-        left = [a + b for a, b in zip(left, widths, strict=True)]
-    ax.invert_yaxis()
-    ax.set_xlabel("GPU-hours")
-    ax.set_title(title, fontsize=11)
-    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    ax.grid(True, axis="x", alpha=0.3)
+    bands = (
+        (str(phase), color, [v.ledger.gpu_seconds[phase] / 3600 for v in variants])
+        for phase, color in PHASE_COLORS.items()
+    )
+    fig = stacked_bars(labels, bands, "GPU-hours", title, base_height=1.6)
     partial = [v.label for v in variants if not v.whole]
     caption = (
         "GPU-hours each variant held, by goodput phase (status.goodput; docs/observability.md). Bars to the "

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import io
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -201,6 +201,31 @@ def speedup_plot(
     return Plot("generation-speedup", title, caption, _png(fig), absent=absent)
 
 
+def stacked_bars(
+    labels: Sequence[str],
+    bands: Iterable[tuple[str, str, Sequence[float]]],
+    xlabel: str,
+    title: str,
+    base_height: float,
+) -> Figure:
+    """One horizontal bar per label, top to bottom, stacked from ``bands`` in order: each a legend name,
+    a colour and a width per bar. A band that is zero in every bar is left out, legend included."""
+    fig = Figure(figsize=(12.4, base_height + 0.6 * len(labels)), layout="constrained")
+    ax = fig.add_subplot(1, 1, 1)
+    left = [0.0] * len(labels)
+    for name, color, widths in bands:
+        if not any(w > 0 for w in widths):
+            continue
+        ax.barh(labels, widths, left=left, color=color, label=name, edgecolor="white", linewidth=0.5)
+        left = [a + b for a, b in zip(left, widths, strict=True)]
+    ax.invert_yaxis()
+    ax.set_xlabel(xlabel)
+    ax.set_title(title, fontsize=11)
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    ax.grid(True, axis="x", alpha=0.3)
+    return fig
+
+
 def time_breakdown_plot(runs: Sequence[RunMetrics]) -> Plot:
     """Mean seconds per step in each phase, one stacked bar per run."""
     title = "Where the time of a step goes"
@@ -219,8 +244,6 @@ def time_breakdown_plot(runs: Sequence[RunMetrics]) -> Plot:
         rows.append((run, means, len(steps)))
     if not rows:
         return Plot("time-breakdown", title, "", None, f"no run logged {vm.TIMING_STEP}", absent)
-    fig = Figure(figsize=(12.4, 1.4 + 0.6 * len(rows)), layout="constrained")
-    ax = fig.add_subplot(1, 1, 1)
     labels = [f"{run.label} (n={n})" for run, _, n in rows]
     phases = [*vm.TIMING_PHASES, ("other", "other")]
     cmap = (
@@ -236,18 +259,11 @@ def time_breakdown_plot(runs: Sequence[RunMetrics]) -> Plot:
         "#ff7f0e",
         "#c7c7c7",
     )
-    left = [0.0] * len(rows)
-    for (key, name), color in zip(phases, cmap, strict=True):
-        widths = [means[key] for _, means, _ in rows]
-        if not any(w > 0 for w in widths):
-            continue
-        ax.barh(labels, widths, left=left, color=color, label=name, edgecolor="white", linewidth=0.5)
-        left = [a + b for a, b in zip(left, widths, strict=True)]
-    ax.invert_yaxis()
-    ax.set_xlabel("mean seconds per training step")
-    ax.set_title(title, fontsize=11)
-    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    ax.grid(True, axis="x", alpha=0.3)
+    bands = (
+        (name, color, [means[key] for _, means, _ in rows])
+        for (key, name), color in zip(phases, cmap, strict=True)
+    )
+    fig = stacked_bars(labels, bands, "mean seconds per training step", title, base_height=1.4)
     caption = (
         "Mean of timing_s/<phase> over the training steps that logged timing_s/step (n per bar); 'other' is "
         "timing_s/step minus the phases listed. Validation (timing_s/testing) runs after the step and is not "
@@ -265,5 +281,6 @@ __all__ = [
     "line_plot",
     "preferred_color",
     "speedup_plot",
+    "stacked_bars",
     "time_breakdown_plot",
 ]

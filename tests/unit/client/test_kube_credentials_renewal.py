@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-import yaml
 from aiohttp import web
+from kubeconfigs import kubeconfig
 
 from flashrl_operator.client.errors import TransientError
 from flashrl_operator.client.kube import KubeClient
@@ -114,16 +114,8 @@ class Plugin:
 def credentials_for(server: TokenServer, tmp_path: Path) -> tuple[Credentials, Plugin]:
     plugin = Plugin(tmp_path)
     exec_user = {"apiVersion": "client.authentication.k8s.io/v1", "command": str(tmp_path / "get-token")}
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "current-context": "c",
-        "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
-        "clusters": [{"name": "k", "cluster": {"server": server.url}}],
-        "users": [{"name": "u", "user": {"exec": exec_user}}],
-    }
-    (tmp_path / "kubeconfig").write_text(yaml.safe_dump(config))
-    return Credentials(environ={"KUBECONFIG": str(tmp_path / "kubeconfig")}), plugin
+    path = kubeconfig(tmp_path / "kubeconfig", {"server": server.url}, {"exec": exec_user})
+    return Credentials(environ={"KUBECONFIG": str(path)}), plugin
 
 
 @dataclass

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 from aiohttp import web
+from kubeconfigs import kubeconfig
 
 from flashrl_operator.client.kube import KubeClient
 from flashrl_operator.client.login import CredentialError, Credentials
@@ -18,22 +17,6 @@ from flashrl_operator.vocab.kuberay import RAY_JOB
 def read(path: str) -> str:
     with open(path, encoding="utf-8") as f:
         return f.read()
-
-
-def kubeconfig(path: Path, cluster: dict[str, Any], user: dict[str, Any]) -> Path:
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "current-context": "c",
-                "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
-                "clusters": [{"name": "k", "cluster": cluster}],
-                "users": [{"name": "u", "user": user}],
-            }
-        )
-    )
-    return path
 
 
 async def test_in_cluster_tokens_are_read_again_when_loaded_again(tmp_path: Path) -> None:

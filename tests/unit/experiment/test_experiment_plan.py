@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from manifests import job_object
+
 from flashrl_api import API_VERSION
 from flashrl_api.experiment import EXPERIMENT_KIND, FlashRLExperiment, parse_experiment
 from flashrl_operator.experiment.plan import invalid_status, plan
@@ -30,12 +32,8 @@ def _experiment(parallelism: int | None = None, status: dict[str, Any] | None = 
 def _child(
     phase: str, step: int = 0, reason: str | None = None, metrics: list[Any] | None = None
 ) -> dict[str, Any]:
-    status: dict[str, Any] = {"phase": phase, "progress": {"step": step, "totalSteps": 150}}
-    if reason:
-        status["reason"] = reason
-    if metrics is not None:
-        status["metrics"] = metrics
-    return {"metadata": {"name": "ignored"}, "status": status}
+    progress = {"step": step, "totalSteps": 150}
+    return job_object(phase, reason, metrics, name="ignored", progress=progress)
 
 
 def test_without_parallelism_every_variant_is_created_at_once() -> None:

@@ -113,6 +113,11 @@ def ray_status(deployment: str, job_status: str = "", **extra: Any) -> dict[str,
     return {"jobDeploymentStatus": deployment, "jobStatus": job_status, **extra}
 
 
+def foreign_object(api_version: str, kind: str, name: str) -> dict[str, Any]:
+    """An object under a child's name that someone else made (no owner reference to the job)."""
+    return {"apiVersion": api_version, "kind": kind, "metadata": {"name": name, "namespace": NAMESPACE}}
+
+
 def conditions(step: Step) -> dict[str, tuple[str, str]]:
     return {c.type: (c.status, c.reason) for c in step.status.conditions}
 
@@ -510,11 +515,7 @@ def test_a_new_suspended_job_creates_a_suspended_rayjob() -> None:
 
 def test_an_object_under_a_childs_name_that_the_job_does_not_control_stops_everything() -> None:
     job = make_job()
-    foreign = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": f"{NAME}-spec", "namespace": NAMESPACE},
-    }
+    foreign = foreign_object("v1", "ConfigMap", f"{NAME}-spec")
     step = next_step(observe(job, live={"ConfigMap": foreign}))
     assert step.apply == () and step.delete == ()
     assert (step.status.phase, step.status.reason) == ("Pending", None)
@@ -599,11 +600,7 @@ def test_a_new_job_with_sources_to_stage_looks_at_its_rayjobs_name() -> None:
     assert firsts(step) == [*((k, "create", True) for k in KINDS), ("Job", "create", True)]
     assert step.status.phase == "Staging"
     # Someone's RayJob under the name: nothing is created (as a job that read every child would).
-    foreign = {
-        "apiVersion": "ray.io/v1",
-        "kind": "RayJob",
-        "metadata": {"name": NAME, "namespace": NAMESPACE},
-    }
+    foreign = foreign_object("ray.io/v1", "RayJob", NAME)
     taken = next_step(observe_new(HF, live={"RayJob": foreign}, claims=claims))
     assert taken.apply == () and conditions(taken)["Accepted"] == ("False", "ChildConflict")
 
@@ -612,11 +609,7 @@ def test_after_a_new_jobs_first_reconcile_every_later_one_reads_its_children() -
     # The first reconcile's ConfigMap create met a 409 (its creations were deleted again); the next
     # reconcile reads every child instead of creating first again.
     job = make_job()
-    foreign = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": f"{NAME}-spec", "namespace": NAMESPACE},
-    }
+    foreign = foreign_object("v1", "ConfigMap", f"{NAME}-spec")
     seen = observe_new(job, tried=True, live={"ConfigMap": foreign})
     assert not seen.new and len(seen.live) == len(render(job).children)
     step = next_step(seen)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from manifests import job_object as _job
+
 from flashrl_api import verl_metrics as vm
 from flashrl_api.history import HISTORY_KEY, add_step, history_name
 from flashrl_report import build_report
@@ -19,15 +21,6 @@ def _history(precision: str, steps: int, stop: int | None = None, stride: int = 
         ):
             text = add_step(text, record["step"], record["data"])
     return {"data": {HISTORY_KEY: text}}
-
-
-def _job(phase: str, reason: str | None = None, metrics: list[Any] | None = None) -> dict[str, Any]:
-    status: dict[str, Any] = {"phase": phase}
-    if reason:
-        status["reason"] = reason
-    if metrics is not None:
-        status["metrics"] = metrics
-    return {"metadata": {"name": "j"}, "status": status}
 
 
 def test_histories_become_runs_labelled_by_variant() -> None:

@@ -35,6 +35,18 @@ class Command:
     run: Handler
 
 
+def repeatable(
+    parser: argparse._ActionsContainer,
+    flag: str,
+    *,
+    metavar: str,
+    help: str,
+    type: Callable[[str], object] = str,
+) -> None:
+    """An option given once per value: its values in order, an empty list when it is not given."""
+    parser.add_argument(flag, action="append", type=type, default=[], metavar=metavar, help=help)
+
+
 def read_job(source: str, stdin: TextIO | None = None) -> FlashRLJob:
     """Load one FlashRLJob from a file, or from standard input when ``source`` is ``-``."""
     if source != STDIN:

@@ -5,15 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from flashrl_operator.cli.common import EXIT_INVALID, Command
+from flashrl_operator.cli.common import EXIT_INVALID, Command, repeatable
 
 
 def arguments(p: argparse.ArgumentParser) -> None:
     """Its arguments and their help."""
-    p.add_argument(
+    repeatable(
+        p,
         "--metrics",
-        action="append",
-        default=[],
         metavar="LABEL=PATH",
         help="a run: its label and its verl JSONL metrics file, or a directory of attempt-<k>.jsonl files "
         "(one per attempt, later attempts win for repeated steps); repeat for each run",
@@ -25,10 +24,9 @@ def arguments(p: argparse.ArgumentParser) -> None:
         "context, as kubectl does, and reads the jobs' metrics history ConfigMaps, so it works after the "
         "Ray clusters are gone and needs no Prometheus",
     )
-    p.add_argument(
+    repeatable(
+        p,
         "--job",
-        action="append",
-        default=[],
         metavar="NAME",
         help="a FlashRLJob on the cluster, labelled by its name; repeat for each run",
     )

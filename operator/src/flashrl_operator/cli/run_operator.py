@@ -5,17 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from flashrl_operator.cli.common import EXIT_INVALID, Command
+from flashrl_operator.cli.common import EXIT_INVALID, Command, repeatable
 
 
 def arguments(p: argparse.ArgumentParser) -> None:
     """Its arguments and their help."""
-    p.add_argument(
-        "--namespace",
-        action="append",
-        default=[],
-        metavar="NS",
-        help="watch only this namespace (repeatable; default: all namespaces)",
+    repeatable(
+        p, "--namespace", metavar="NS", help="watch only this namespace (repeatable; default: all namespaces)"
     )
     p.add_argument(
         "--kubeconfig",
@@ -56,24 +52,21 @@ def arguments(p: argparse.ArgumentParser) -> None:
     policy = p.add_argument_group(
         "admin policy", "refuse FlashRLJobs (reason PolicyViolation) that ask for more than this"
     )
-    policy.add_argument(
+    repeatable(
+        policy,
         "--allowed-registry",
-        action="append",
-        default=[],
         metavar="REGISTRY[/PATH]",
         help="registry (or registry path) images may come from; repeatable (default: any)",
     )
-    policy.add_argument(
+    repeatable(
+        policy,
         "--allowed-priority-class",
-        action="append",
-        default=[],
         metavar="NAME",
         help="PriorityClass a job may use; repeatable (default: any)",
     )
-    policy.add_argument(
+    repeatable(
+        policy,
         "--allowed-rdma-resource",
-        action="append",
-        default=[],
         metavar="RESOURCE",
         help="extended resource spec.resources.rdma.resourceName may request; repeatable (default: any)",
     )
@@ -96,23 +89,21 @@ def arguments(p: argparse.ArgumentParser) -> None:
         metavar="NS",
         help="namespace of Prometheus, admitted to the metrics ports; empty: none (default: monitoring)",
     )
-    network.add_argument(
+    repeatable(
+        network,
         "--network-policy-metrics-port",
-        action="append",
-        type=int,
-        default=[],
         metavar="PORT",
         help="metrics port of the Ray pods; repeatable (default: 8080)",
+        type=int,
     )
     network.add_argument(
         "--network-policy-restrict-egress",
         action="store_true",
         help="allow egress only to the job's own pods, cluster DNS and --network-policy-egress-cidr",
     )
-    network.add_argument(
+    repeatable(
+        network,
         "--network-policy-egress-cidr",
-        action="append",
-        default=[],
         metavar="CIDR",
         help="with --network-policy-restrict-egress: a CIDR the Ray pods may reach; repeatable",
     )

@@ -47,13 +47,13 @@ def _target(expr: str, legend: str = LEGEND, ref: str = "A", table: bool = False
 def _panel(
     title: str,
     targets: list[dict[str, Any]],
-    grid: tuple[int, int, int, int],
+    width: int,
     unit: str = "short",
     kind: str = "timeseries",
     description: str = "",
     overrides: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    x, y, w, h = grid
+    """A panel ``width`` columns wide (of 24); :func:`_rows` places it."""
     for i, target in enumerate(targets):
         target["refId"] = chr(ord("A") + i)
     return {
@@ -61,15 +61,33 @@ def _panel(
         "title": title,
         "description": description,
         "datasource": {"type": "prometheus", "uid": "${datasource}"},
-        "gridPos": {"x": x, "y": y, "w": w, "h": h},
+        "gridPos": {"x": 0, "y": 0, "w": width, "h": 0},
         "fieldConfig": {"defaults": {"unit": unit}, "overrides": overrides or []},
         "options": {"legend": {"displayMode": "list", "placement": "bottom"}},
         "targets": targets,
     }
 
 
-def _row(title: str, y: int) -> dict[str, Any]:
-    return {"type": "row", "title": title, "collapsed": False, "gridPos": {"x": 0, "y": y, "w": 24, "h": 1}}
+def _rows(y: int, *rows: tuple[str, int, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Rows from ``y`` down, each a (title, height, panels): its header, then its panels side by side,
+    left to right, as tall as the row."""
+    laid_out: list[dict[str, Any]] = []
+    for title, height, row_panels in rows:
+        laid_out.append(
+            {"type": "row", "title": title, "collapsed": False, "gridPos": {"x": 0, "y": y, "w": 24, "h": 1}}
+        )
+        x = 0
+        for panel in row_panels:
+            panel["gridPos"].update(x=x, y=y + 1, h=height)
+            x += panel["gridPos"]["w"]
+        laid_out.extend(row_panels)
+        y += 1 + height
+    return laid_out
+
+
+def _selected(metric: str, labels: str = "") -> str:
+    """The series of ``metric`` of the selected namespaces and jobs (``labels``: more matchers)."""
+    return f"{metric}{{{SEL}{labels}}}"
 
 
 #: Grafana has no tokens unit; a custom unit ("suffix:<text>", Grafana's own syntax) appends the text.
@@ -86,131 +104,126 @@ def _unit_override(ref: str, unit: str, right_axis: bool = False) -> dict[str, A
 
 def panels() -> list[dict[str, Any]]:
     """The dashboard's panels, top to bottom."""
-    return [
-        _row("Progress", 0),
+    progress = [
         _panel(
             "Progress",
-            [_target(f"100 * {m.TRAINING_STEP}{{{SEL}}} / {m.TRAINING_TOTAL_STEPS}{{{SEL}}}")],
-            (0, 1, 6, 7),
+            [_target(f"100 * {_selected(m.TRAINING_STEP)} / {_selected(m.TRAINING_TOTAL_STEPS)}")],
+            6,
             unit="percent",
             description="Completed training steps over the run's total.",
         ),
         _panel(
             "Time left",
-            [_target(f"{m.TRAINING_REMAINING_SECONDS}{{{SEL}}}")],
-            (6, 1, 6, 7),
+            [_target(_selected(m.TRAINING_REMAINING_SECONDS))],
+            6,
             unit="s",
             kind="stat",
             description="Steps left times the mean of the last 10 step durations.",
         ),
         _panel(
             "Seconds since the last step",
-            [_target(f"time() - {m.TRAINING_LAST_STEP_TIMESTAMP}{{{SEL}}}")],
-            (12, 1, 6, 7),
+            [_target(f"time() - {_selected(m.TRAINING_LAST_STEP_TIMESTAMP)}")],
+            6,
             unit="s",
             description="FlashRLJobStalled fires when this exceeds a multiple of the step time.",
         ),
         _panel(
             "Steps since the last checkpoint",
-            [_target(f"{m.TRAINING_STEP}{{{SEL}}} - {m.CHECKPOINT_STEP}{{{SEL}}}")],
-            (18, 1, 6, 7),
+            [_target(f"{_selected(m.TRAINING_STEP)} - {_selected(m.CHECKPOINT_STEP)}")],
+            6,
             description="Completed steps a failure now would lose (the retry resumes from "
             "flashrl_checkpoint_step); at most spec.checkpoint.interval - 1.",
         ),
-        _row("Quality", 8),
+    ]
+    quality = [
         _panel(
             "Validation score",
             [
                 _target(
-                    f'{m.VALIDATION_SCORE}{{{SEL}, metric=~".*/mean@.*"}}',
+                    _selected(m.VALIDATION_SCORE, ', metric=~".*/mean@.*"'),
                     "{{job}} {{data_source}} {{metric}}",
                 )
             ],
-            (0, 9, 12, 8),
+            12,
             unit="percentunit",
             description="verl's val-core/<data source>/<variable>/mean@N (AIME-2024 in the origin recipe).",
         ),
         _panel(
             "Response length",
             [
-                _target(f'{m.RESPONSE_LENGTH}{{{SEL}, stat="mean"}}', "{{job}} mean"),
-                _target(f'{m.RESPONSE_LENGTH}{{{SEL}, stat="max"}}', "{{job}} max"),
+                _target(_selected(m.RESPONSE_LENGTH, ', stat="mean"'), "{{job}} mean"),
+                _target(_selected(m.RESPONSE_LENGTH, ', stat="max"'), "{{job}} max"),
             ],
-            (12, 9, 6, 8),
+            6,
             description="Response tokens per step (verl response_length/mean and /max).",
         ),
         _panel(
             "Responses cut at the maximum length",
-            [_target(f'{m.RESPONSE_LENGTH}{{{SEL}, stat="clip_ratio"}}')],
-            (18, 9, 6, 8),
+            [_target(_selected(m.RESPONSE_LENGTH, ', stat="clip_ratio"'))],
+            6,
             unit="percentunit",
             description="verl response_length/clip_ratio.",
         ),
-        _row("Speed", 17),
+    ]
+    speed = [
         _panel(
             "Throughput per GPU",
-            [_target(f"{m.THROUGHPUT}{{{SEL}}}")],
-            (0, 18, 8, 8),
+            [_target(_selected(m.THROUGHPUT))],
+            8,
             unit=TOKENS_PER_SECOND,
             description="verl perf/throughput: prompt and response tokens per second per GPU, whole step.",
         ),
         _panel(
             "Step time",
-            [_target(f"{m.TRAINING_STEP_SECONDS}{{{SEL}}}")],
-            (8, 18, 8, 8),
+            [_target(_selected(m.TRAINING_STEP_SECONDS))],
+            8,
             unit="s",
             description="verl timing_s/step.",
         ),
         _panel(
             "Phase timings",
-            [_target(f"{m.PHASE_SECONDS}{{{SEL}}}", "{{job}} {{phase}}")],
-            (16, 18, 8, 8),
+            [_target(_selected(m.PHASE_SECONDS), "{{job}} {{phase}}")],
+            8,
             unit="s",
             description="verl timing_s/<phase>: generation (gen), weight sync (update_weights), "
             "actor update (update_actor) ...",
         ),
-        _row("Rollout/trainer mismatch", 26),
+    ]
+    mismatch = [
         _panel(
             "Mismatch KL",
-            [_target(f"{m.MISMATCH_KL}{{{SEL}}}")],
-            (0, 27, 8, 8),
+            [_target(_selected(m.MISMATCH_KL))],
+            8,
             description="verl rollout_corr/kl; verl's docs warn above |0.1|. Watch for upward drift.",
         ),
         _panel(
             "IS effective sample size",
-            [_target(f"{m.IS_ESS}{{{SEL}}}")],
-            (8, 27, 8, 8),
+            [_target(_selected(m.IS_ESS))],
+            8,
             unit="percentunit",
             description="verl rollout_corr/rollout_is_eff_sample_size; verl's docs warn below 0.3.",
         ),
         _panel(
             "IS weights and probability gap",
             [
-                _target(f"{m.IS_MEAN}{{{SEL}}}", "{{job}} IS mean"),
-                _target(f"{m.IS_CLIPPED_FRACTION}{{{SEL}}}", "{{job}} clipped fraction"),
-                _target(f"{m.PROBS_DIFF_MEAN}{{{SEL}}}", "{{job}} probs diff mean"),
+                _target(_selected(m.IS_MEAN), "{{job}} IS mean"),
+                _target(_selected(m.IS_CLIPPED_FRACTION), "{{job}} clipped fraction"),
+                _target(_selected(m.PROBS_DIFF_MEAN), "{{job}} probs diff mean"),
             ],
-            (16, 27, 8, 8),
+            8,
             description="Mean truncated IS weight, fraction clipped at the cap, "
             "mean |p_rollout - p_trainer|.",
         ),
-        _row("Operator", 35),
+    ]
+    operator = [
         _panel(
             "Jobs",
-            [
-                _target(
-                    f"{op.JOB_INFO}{{{SEL}}}", "{{namespace}}/{{job}} {{phase}} {{quantization}}", table=True
-                )
-            ],
-            (0, 36, 8, 8),
+            [_target(_selected(op.JOB_INFO), "{{namespace}}/{{job}} {{phase}} {{quantization}}", table=True)],
+            8,
             kind="table",
             description="flashrl_job_info: one series per FlashRLJob with its phase and quantization.",
         ),
-        _panel(
-            "Jobs by phase",
-            [_target(f"sum by (phase) ({op.JOBS})", "{{phase}}")],
-            (8, 36, 8, 8),
-        ),
+        _panel("Jobs by phase", [_target(f"sum by (phase) ({op.JOBS})", "{{phase}}")], 8),
         _panel(
             "Reconcile",
             [
@@ -223,13 +236,21 @@ def panels() -> list[dict[str, Any]]:
                     f"sum by (reason) (rate({op.RECONCILE_ERRORS}[$__rate_interval]))", "errors {{reason}}"
                 ),
             ],
-            (16, 36, 8, 8),
+            8,
             unit="s",
             description="p90 reconcile duration (seconds, left axis) and reconcile errors per second by "
             "reason (right axis).",
             overrides=[_unit_override("B", "cps", right_axis=True)],
         ),
     ]
+    return _rows(
+        0,
+        ("Progress", 7, progress),
+        ("Quality", 8, quality),
+        ("Speed", 8, speed),
+        ("Rollout/trainer mismatch", 8, mismatch),
+        ("Operator", 8, operator),
+    )
 
 
 #: The goodput phases that trained the model, as a PromQL regex (flashrl_api.goodput.TRAINING).
@@ -249,51 +270,44 @@ def goodput_panels(y: int) -> list[dict[str, Any]]:
     """The row "Where the GPU-hours go": ``flashrl_gpu_seconds_total{phase}`` from the launcher and the
     operator (each phase counted by one of them), per job."""
     gpu = m.GPU_SECONDS
-    return [
-        _row("Where the GPU-hours go", y),
-        _stacked(
-            _panel(
-                "GPUs by phase",
-                [
-                    _target(
-                        f"sum by (namespace, job, phase) (rate({gpu}{{{SEL}}}[$__rate_interval]))",
-                        "{{job}} {{phase}}",
-                    )
-                ],
-                (0, y + 1, 12, 9),
-                unit="short",
-                description="GPUs held, stacked by goodput phase (docs/observability.md): the rate of "
-                "flashrl_gpu_seconds_total. Pick one job to read its bands; the top is the GPUs it held.",
-            )
-        ),
+    held = _stacked(
         _panel(
-            "GPU-hours by phase",
+            "GPUs by phase",
             [
                 _target(
-                    f"sum by (job, phase) (increase({gpu}{{{SEL}}}[$__range])) / 3600",
+                    f"sum by (namespace, job, phase) (rate({_selected(gpu)}[$__rate_interval]))",
                     "{{job}} {{phase}}",
                 )
             ],
-            (12, y + 1, 6, 9),
+            12,
             unit="short",
-            kind="barchart",
-            description="GPU-hours each phase took over the dashboard's time range.",
-        ),
-        _panel(
-            "Productive fraction",
-            [
-                _target(
-                    f"sum by (namespace, job) "
-                    f'(rate({gpu}{{{SEL}, phase=~"{_TRAINING_RE}"}}[$__rate_interval]))'
-                    f" / sum by (namespace, job) (rate({gpu}{{{SEL}}}[$__rate_interval]))"
-                )
-            ],
-            (18, y + 1, 6, 9),
-            unit="percentunit",
-            description="Share of the held GPU-seconds spent in the steps that trained the model "
-            "(status.goodput.productiveFraction over the job's whole life).",
-        ),
-    ]
+            description="GPUs held, stacked by goodput phase (docs/observability.md): the rate of "
+            "flashrl_gpu_seconds_total. Pick one job to read its bands; the top is the GPUs it held.",
+        )
+    )
+    hours = _panel(
+        "GPU-hours by phase",
+        [_target(f"sum by (job, phase) (increase({_selected(gpu)}[$__range])) / 3600", "{{job}} {{phase}}")],
+        6,
+        unit="short",
+        kind="barchart",
+        description="GPU-hours each phase took over the dashboard's time range.",
+    )
+    trained = _selected(gpu, f', phase=~"{_TRAINING_RE}"')
+    productive = _panel(
+        "Productive fraction",
+        [
+            _target(
+                f"sum by (namespace, job) (rate({trained}[$__rate_interval]))"
+                f" / sum by (namespace, job) (rate({_selected(gpu)}[$__rate_interval]))"
+            )
+        ],
+        6,
+        unit="percentunit",
+        description="Share of the held GPU-seconds spent in the steps that trained the model "
+        "(status.goodput.productiveFraction over the job's whole life).",
+    )
+    return _rows(y, ("Where the GPU-hours go", 9, [held, hours, productive]))
 
 
 def _variable(name: str, query: str, label: str) -> dict[str, Any]:

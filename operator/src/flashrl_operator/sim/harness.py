@@ -31,7 +31,7 @@ import sys
 import tempfile
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import kmock
 import yaml
@@ -86,6 +86,16 @@ class OperatorProcess:
         return self.log.read_text(errors="replace")
 
 
+_Part = TypeVar("_Part")
+
+
+def _entered(part: _Part | None) -> _Part:
+    """A part the cluster makes on entering its ``async with`` (``None`` before that)."""
+    if part is None:
+        raise RuntimeError("use EmulatedCluster in `async with`")
+    return part
+
+
 class EmulatedCluster:
     """The emulated API server, a user's client to it, the stand-ins, and the operators started on it."""
 
@@ -103,9 +113,7 @@ class EmulatedCluster:
     @property
     def api(self) -> ApiClient:
         """A user's client (``kubectl``)."""
-        if self._api is None:
-            raise RuntimeError("use EmulatedCluster in `async with`")
-        return self._api
+        return _entered(self._api)
 
     @property
     def staging(self) -> StagingStandIn:
@@ -115,16 +123,12 @@ class EmulatedCluster:
     @property
     def kuberay(self) -> KubeRayStandIn:
         """KubeRay, the scheduler, the kubelet and the launcher, played."""
-        if self._kuberay is None:
-            raise RuntimeError("use EmulatedCluster in `async with`")
-        return self._kuberay
+        return _entered(self._kuberay)
 
     @property
     def garbage_collector(self) -> GarbageCollectorStandIn:
         """Kubernetes' garbage collector, played (deletes what deleted owners owned)."""
-        if self._gc is None:
-            raise RuntimeError("use EmulatedCluster in `async with`")
-        return self._gc
+        return _entered(self._gc)
 
     async def __aenter__(self) -> EmulatedCluster:
         await self._stack.__aenter__()
