@@ -26,6 +26,7 @@ from flashrl_operator.run.runner import OperatorThread
 from flashrl_operator.sim import (
     JOBS_RESOURCE,
     PODS_RESOURCE,
+    RAY_JOBS_RESOURCE,
     ApiClient,
     EmulatedApiServer,
     EmulatedCluster,
@@ -112,6 +113,16 @@ class Cluster:
             return status if status.get("phase") == phase else None
 
         return await eventually(probe, f"FlashRLJob {name} to reach phase {phase}", deadline_s, self.poll_s)
+
+    async def submit(self, name: str, spec: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Create the job (local sources: nothing to stage) and wait for its RayJob, which it returns."""
+        await self.api.create(JOBS_RESOURCE, job_manifest(name, spec))
+        return await self.wait_for(RAY_JOBS_RESOURCE, name)
+
+    async def kuberay_says(self, name: str, ray_status: Mapping[str, Any], phase: str) -> dict[str, Any]:
+        """KubeRay (played) reports ``ray_status`` on the job's RayJob; wait for the job's ``phase``."""
+        await self.kuberay.set_status(NAMESPACE, name, ray_status)
+        return await self.wait_phase(name, phase)
 
     async def wait_for(
         self, resource: str, name: str, deadline_s: float = WAIT_S, namespace: str = NAMESPACE

@@ -25,16 +25,13 @@ async def wait_ray_job_field(cluster: Cluster, name: str, key: str, value: objec
 
 async def test_suspend_and_resume(cluster: Cluster, start_operator: StartOperator) -> None:
     await start_operator()
-    await cluster.api.create(JOBS_RESOURCE, job_manifest("sus"))
-    await cluster.wait_for(RAY_JOBS_RESOURCE, "sus")
+    await cluster.submit("sus")
     assert (await ray_job_spec(cluster, "sus"))["suspend"] is False
-    await cluster.kuberay.set_status(NAMESPACE, "sus", TRAINING)
-    await cluster.wait_phase("sus", "Running")
+    await cluster.kuberay_says("sus", TRAINING, "Running")
 
     await cluster.api.patch(JOBS_RESOURCE, NAMESPACE, "sus", {"spec": {"lifecycle": {"suspend": True}}})
     await wait_ray_job_field(cluster, "sus", "suspend", True)
-    await cluster.kuberay.set_status(NAMESPACE, "sus", SUSPENDED)
-    status = await cluster.wait_phase("sus", "Suspended")
+    status = await cluster.kuberay_says("sus", SUSPENDED, "Suspended")
     suspended = next(c for c in status["conditions"] if c["type"] == "Suspended")
     assert (suspended["status"], suspended["reason"]) == ("True", "Suspended")
     accepted = next(c for c in status["conditions"] if c["type"] == "Accepted")
@@ -42,8 +39,7 @@ async def test_suspend_and_resume(cluster: Cluster, start_operator: StartOperato
 
     await cluster.api.patch(JOBS_RESOURCE, NAMESPACE, "sus", {"spec": {"lifecycle": {"suspend": False}}})
     await wait_ray_job_field(cluster, "sus", "suspend", False)
-    await cluster.kuberay.set_status(NAMESPACE, "sus", TRAINING)
-    await cluster.wait_phase("sus", "Running")
+    await cluster.kuberay_says("sus", TRAINING, "Running")
     assert cluster.creations()[("rayjobs", NAMESPACE, "sus")] == 1
 
 
@@ -53,10 +49,8 @@ async def test_the_server_refuses_an_immutable_edit_and_a_mutable_one_reaches_th
     """On a cluster with this CRD, the API server's CEL rule refuses an edit of an immutable field
     with its path (nothing reaches the operator); an edit of spec.lifecycle goes through to the RayJob."""
     await start_operator()
-    await cluster.api.create(JOBS_RESOURCE, job_manifest("imm"))
-    await cluster.wait_for(RAY_JOBS_RESOURCE, "imm")
-    await cluster.kuberay.set_status(NAMESPACE, "imm", TRAINING)
-    await cluster.wait_phase("imm", "Running")
+    await cluster.submit("imm")
+    await cluster.kuberay_says("imm", TRAINING, "Running")
     before = await ray_job_spec(cluster, "imm")
 
     with pytest.raises(RuntimeError, match=r"HTTP 422") as refused:
@@ -84,10 +78,8 @@ async def test_immutable_edit_is_refused_and_mutable_ones_applied(
     cluster: Cluster, start_operator: StartOperator
 ) -> None:
     await start_operator()
-    await cluster.api.create(JOBS_RESOURCE, job_manifest("imm"))
-    await cluster.wait_for(RAY_JOBS_RESOURCE, "imm")
-    await cluster.kuberay.set_status(NAMESPACE, "imm", TRAINING)
-    await cluster.wait_phase("imm", "Running")
+    await cluster.submit("imm")
+    await cluster.kuberay_says("imm", TRAINING, "Running")
     before = await ray_job_spec(cluster, "imm")
 
     await cluster.api.patch(
@@ -143,8 +135,7 @@ async def test_kueue_owns_suspend_when_a_queue_is_set(
 
     # Kueue admits the job by clearing suspend; resyncs must not put it back.
     await cluster.api.patch(RAY_JOBS_RESOURCE, NAMESPACE, "queued", {"spec": {"suspend": False}})
-    await cluster.kuberay.set_status(NAMESPACE, "queued", TRAINING)
-    await cluster.wait_phase("queued", "Running")
+    await cluster.kuberay_says("queued", TRAINING, "Running")
     registry = op.context.metrics.registry
 
     def reconciles() -> float:

@@ -12,11 +12,10 @@ from typing import Any
 
 import kmock
 import pytest
-from operator_harness import NAMESPACE, Cluster, StartOperator, job_manifest
+from operator_harness import NAMESPACE, Cluster, StartOperator
 
 from flashrl_operator.sim import (
     CLUSTER_STARTING,
-    JOBS_RESOURCE,
     RAY_CLUSTERS_RESOURCE,
     RAY_JOBS_RESOURCE,
     SUBMITTED,
@@ -55,8 +54,7 @@ async def test_cluster_ready_shows_pod_progress_then_turns_true(
     cluster: Cluster, start_operator: StartOperator
 ) -> None:
     await start_operator()
-    await cluster.api.create(JOBS_RESOURCE, job_manifest("kappa"))
-    await cluster.wait_for(RAY_JOBS_RESOURCE, "kappa")
+    await cluster.submit("kappa")
 
     await cluster.kuberay.set_status(NAMESPACE, "kappa", CLUSTER_STARTING)
     status = await wait_cluster_ready(
@@ -109,8 +107,7 @@ async def test_replica_failure_shows_kuberays_message_until_the_pods_come_up(
     cluster: Cluster, start_operator: StartOperator
 ) -> None:
     await start_operator()
-    await cluster.api.create(JOBS_RESOURCE, job_manifest("lambda"))
-    await cluster.wait_for(RAY_JOBS_RESOURCE, "lambda")
+    await cluster.submit("lambda")
     await cluster.kuberay.set_status(NAMESPACE, "lambda", CLUSTER_STARTING)
     await cluster.kuberay.cluster_pods(NAMESPACE, "lambda", head_ready=True, ready_workers=0)
     await wait_cluster_ready(cluster, "lambda", "False", "ClusterStarting", "head pod ready")
@@ -151,10 +148,8 @@ async def test_a_refused_cluster_read_falls_back_to_the_ray_job(
         }
     )
     await start_operator()
-    await cluster.api.create(JOBS_RESOURCE, job_manifest("mu"))
-    await cluster.wait_for(RAY_JOBS_RESOURCE, "mu")
-    await cluster.kuberay.set_status(NAMESPACE, "mu", CLUSTER_STARTING)
-    status = await cluster.wait_phase("mu", "Starting")
+    await cluster.submit("mu")
+    status = await cluster.kuberay_says("mu", CLUSTER_STARTING, "Starting")
     assert status["message"] == "Creating the Ray cluster"
     ready = condition(status, "ClusterReady")
     assert (ready["status"], ready["reason"]) == ("False", "ClusterStarting")
@@ -182,8 +177,7 @@ async def test_pods_that_cannot_start_are_named_with_the_cause(
     resync, shortened for the test.
     """
     await start_operator(resync_interval=1.0)
-    await cluster.api.create(JOBS_RESOURCE, job_manifest("nu"))
-    await cluster.wait_for(RAY_JOBS_RESOURCE, "nu")
+    await cluster.submit("nu")
     await cluster.kuberay.set_status(NAMESPACE, "nu", CLUSTER_STARTING)
     await cluster.kuberay.cluster_pods(NAMESPACE, "nu", head_ready=True, ready_workers=0)
     await wait_cluster_ready(

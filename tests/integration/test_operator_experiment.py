@@ -323,8 +323,7 @@ async def test_a_configmap_under_the_metrics_name_is_left_alone(
     await start_operator()
     await cluster.api.create(JOBS_RESOURCE, job_manifest("sq", {"training": {"totalSteps": STEPS}}))
     await cluster.wait_for(RAY_JOBS_RESOURCE, "sq")
-    await cluster.kuberay.set_status(NAMESPACE, "sq", TRAINING)
-    await cluster.wait_phase("sq", "Running")
+    await cluster.kuberay_says("sq", TRAINING, "Running")
     record = next(r for r in records("bf16", STEPS) if r["step"] == 1)
     await cluster.kuberay.report_named_metrics(NAMESPACE, "sq", 1, STEPS, record["data"], REPORTED)
 

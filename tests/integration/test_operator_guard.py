@@ -46,8 +46,7 @@ async def test_drift_for_n_steps_sets_the_condition_warns_and_suspends(
     await start_operator(resync_interval=0.3)
     await cluster.api.create(JOBS_RESOURCE, job_manifest("drift", GUARD))
     await cluster.wait_for(RAY_JOBS_RESOURCE, "drift")
-    await cluster.kuberay.set_status(NAMESPACE, "drift", TRAINING)
-    await cluster.wait_phase("drift", "Running")
+    await cluster.kuberay_says("drift", TRAINING, "Running")
     state = RunState(total_steps=20)
 
     status = await report(cluster, "drift", state, 1, 0.01)
@@ -90,8 +89,7 @@ async def test_drift_for_n_steps_sets_the_condition_warns_and_suspends(
         return obj is not None and obj["spec"]["suspend"] is True
 
     await eventually(ray_job_suspended, "the RayJob suspended")
-    await cluster.kuberay.set_status(NAMESPACE, "drift", SUSPENDED)
-    await cluster.wait_phase("drift", "Suspended")
+    await cluster.kuberay_says("drift", SUSPENDED, "Suspended")
     # One suspension, one pair of Events: a later reconcile of the same drift does not repeat them.
     await cluster.api.patch(JOBS_RESOURCE, NAMESPACE, "drift", {"metadata": {"labels": {"poke": "1"}}})
     await cluster.wait_phase("drift", "Suspended")
@@ -108,8 +106,7 @@ async def test_alert_only_warns_and_a_recovery_clears_the_condition(
     spec = {"correction": {"guard": {"minEffectiveSampleSize": 0.5, "consecutiveSteps": 1}}}
     await cluster.api.create(JOBS_RESOURCE, job_manifest("alert", spec))
     await cluster.wait_for(RAY_JOBS_RESOURCE, "alert")
-    await cluster.kuberay.set_status(NAMESPACE, "alert", TRAINING)
-    await cluster.wait_phase("alert", "Running")
+    await cluster.kuberay_says("alert", TRAINING, "Running")
     state = RunState(total_steps=20)
     await report(cluster, "alert", state, 1, 0.01)  # verl_step_metrics: a healthy ESS
     # One step with a low effective sample size is enough here (consecutiveSteps 1).

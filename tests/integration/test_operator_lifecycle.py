@@ -75,11 +75,9 @@ async def test_kuberay_transitions_drive_phase_conditions_and_events(
     cluster: Cluster, start_operator: StartOperator
 ) -> None:
     await start_operator()
-    await cluster.api.create(JOBS_RESOURCE, job_manifest("beta"))
-    await cluster.wait_for(RAY_JOBS_RESOURCE, "beta")
+    await cluster.submit("beta")
 
-    await cluster.kuberay.set_status(NAMESPACE, "beta", CLUSTER_STARTING)
-    status = await cluster.wait_phase("beta", "Starting")
+    status = await cluster.kuberay_says("beta", CLUSTER_STARTING, "Starting")
     assert conditions(status)["ClusterReady"] == ("False", "ClusterStarting")
     accepted_since = next(c for c in status["conditions"] if c["type"] == "Accepted")["lastTransitionTime"]
 
@@ -89,8 +87,7 @@ async def test_kuberay_transitions_drive_phase_conditions_and_events(
         return conditions(await cluster.status("beta"))["ClusterReady"] == ("True", "AllPodsReady")
 
     await eventually(cluster_ready, "ClusterReady=True")
-    await cluster.kuberay.set_status(NAMESPACE, "beta", TRAINING)
-    status = await cluster.wait_phase("beta", "Running")
+    status = await cluster.kuberay_says("beta", TRAINING, "Running")
     assert conditions(status)["Running"] == ("True", "JobRunning")
     ray_job = await cluster.api.get(RAY_JOBS_RESOURCE, NAMESPACE, "beta")
     assert ray_job is not None
@@ -101,8 +98,7 @@ async def test_kuberay_transitions_drive_phase_conditions_and_events(
 
     # The launcher reports progress; the operator must leave it alone.
     await cluster.kuberay.report_progress(NAMESPACE, "beta", step=3, total=150)
-    await cluster.kuberay.set_status(NAMESPACE, "beta", SUCCEEDED)
-    status = await cluster.wait_phase("beta", "Succeeded")
+    status = await cluster.kuberay_says("beta", SUCCEEDED, "Succeeded")
     assert status["progress"]["step"] == 3 and status["progress"]["totalSteps"] == 150
     assert status["completionTime"]
     assert conditions(status)["Succeeded"] == ("True", "JobSucceeded")
@@ -123,10 +119,8 @@ async def test_kuberay_transitions_drive_phase_conditions_and_events(
 
 async def test_kuberay_failure_reason_is_copied(cluster: Cluster, start_operator: StartOperator) -> None:
     await start_operator()
-    await cluster.api.create(JOBS_RESOURCE, job_manifest("gamma"))
-    await cluster.wait_for(RAY_JOBS_RESOURCE, "gamma")
-    await cluster.kuberay.set_status(NAMESPACE, "gamma", TRAINING)
-    await cluster.wait_phase("gamma", "Running")
+    await cluster.submit("gamma")
+    await cluster.kuberay_says("gamma", TRAINING, "Running")
     await cluster.kuberay.set_status(
         NAMESPACE, "gamma", failed("DeadlineExceeded", "The RayJob exceeded activeDeadlineSeconds")
     )
@@ -155,10 +149,8 @@ async def test_a_launcher_failure_is_named_by_its_exit_code(
 ) -> None:
     """KubeRay says AppFailed with Ray's log tail; the job says GPUWaitTimeout and the launcher's words."""
     await start_operator()
-    await cluster.api.create(JOBS_RESOURCE, job_manifest("delta"))
-    await cluster.wait_for(RAY_JOBS_RESOURCE, "delta")
-    await cluster.kuberay.set_status(NAMESPACE, "delta", SUBMITTED)
-    await cluster.wait_phase("delta", "Starting")
+    await cluster.submit("delta")
+    await cluster.kuberay_says("delta", SUBMITTED, "Starting")
     reason = (
         "timed out after 600s waiting for 8 available GPU(s): 0/8 GPUs registered on 0 node(s) (0 available)"
     )

@@ -193,8 +193,7 @@ async def test_the_network_policy_is_applied_with_the_operators_settings(
     cluster: Cluster, start_operator: StartOperator
 ) -> None:
     await start_operator(network=NetworkSettings(kuberay_namespace="ray-system", monitoring_namespace=""))
-    await cluster.api.create(JOBS_RESOURCE, job_manifest("net"))
-    await cluster.wait_for(RAY_JOBS_RESOURCE, "net")
+    await cluster.submit("net")
     policy = await cluster.wait_for("networking.k8s.io/v1/networkpolicies", "net-ray")
     peers = [peer for rule in policy["spec"]["ingress"] for peer in rule["from"]]
     assert {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ray-system"}}} in peers
@@ -205,6 +204,5 @@ async def test_the_network_policy_is_applied_with_the_operators_settings(
 
 async def test_no_network_policy_when_disabled(cluster: Cluster, start_operator: StartOperator) -> None:
     await start_operator(network=NetworkSettings(enabled=False))
-    await cluster.api.create(JOBS_RESOURCE, job_manifest("nonet"))
-    await cluster.wait_for(RAY_JOBS_RESOURCE, "nonet")
+    await cluster.submit("nonet")
     assert await cluster.api.get("networking.k8s.io/v1/networkpolicies", NAMESPACE, "nonet-ray") is None

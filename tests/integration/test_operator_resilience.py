@@ -20,8 +20,7 @@ async def test_deleted_and_edited_children_are_restored(
     cluster: Cluster, start_operator: StartOperator
 ) -> None:
     await start_operator(resync_interval=0.3)
-    await cluster.api.create(JOBS_RESOURCE, job_manifest("heal"))
-    await cluster.wait_for(RAY_JOBS_RESOURCE, "heal")
+    await cluster.submit("heal")
     config_map = await cluster.wait_for("v1/configmaps", "heal-spec")
 
     # A deleted RayJob is seen through the RayJob watch and recreated.
@@ -125,10 +124,8 @@ async def test_invalid_child_is_reported_without_retrying(
 async def test_metrics_and_health_endpoints(cluster: Cluster, start_operator: StartOperator) -> None:
     health_port = free_port()
     op = await start_operator(health_port=health_port)
-    await cluster.api.create(JOBS_RESOURCE, job_manifest("metered"))
-    await cluster.wait_for(RAY_JOBS_RESOURCE, "metered")
-    await cluster.kuberay.set_status(NAMESPACE, "metered", TRAINING)
-    await cluster.wait_phase("metered", "Running")
+    await cluster.submit("metered")
+    await cluster.kuberay_says("metered", TRAINING, "Running")
     assert op.metrics_url is not None
 
     async with aiohttp.ClientSession() as session:

@@ -159,16 +159,14 @@ async def test_kueue_preemption_resumes_the_same_attempt_and_is_not_a_failure(
     await train(cluster, "r5", "r5", 1, range(1, 8))
     # Kueue preempts the running job: suspend, and KubeRay deletes the cluster.
     await cluster.api.patch(RAY_JOBS_RESOURCE, NAMESPACE, "r5", {"spec": {"suspend": True}})
-    await cluster.kuberay.set_status(NAMESPACE, "r5", SUSPENDED)
-    status = await cluster.wait_phase("r5", "Suspended")
+    status = await cluster.kuberay_says("r5", SUSPENDED, "Suspended")
     suspended = next(c for c in status["conditions"] if c["type"] == "Suspended")
     assert (suspended["status"], suspended["reason"]) == ("True", "Queued")
     assert status["attempt"] == 1 and status["lostSteps"] == 0
     # Re-admitted: the same RayJob (attempt 1) brings up a new cluster; verl resumes from step 5.
     await cluster.api.patch(RAY_JOBS_RESOURCE, NAMESPACE, "r5", {"spec": {"suspend": False}})
     await train(cluster, "r5", "r5", 1, range(6, 21))
-    await cluster.kuberay.set_status(NAMESPACE, "r5", SUCCEEDED)
-    status = await cluster.wait_phase("r5", "Succeeded")
+    status = await cluster.kuberay_says("r5", SUCCEEDED, "Succeeded")
     assert status["attempt"] == 1 and status["lostSteps"] == 0
     assert [a["attempt"] for a in status["attempts"]] == [1]
     assert not [e for e in await cluster.events_for("r5") if e["reason"] == "Retrying"]

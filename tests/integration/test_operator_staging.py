@@ -123,8 +123,7 @@ async def test_sources_already_staged_on_the_claims_skip_the_job(
 
 async def test_paths_need_no_staging(cluster: Cluster, start_operator: StartOperator) -> None:
     await start_operator()
-    await cluster.api.create(JOBS_RESOURCE, job_manifest("paths"))
-    await cluster.wait_for(RAY_JOBS_RESOURCE, "paths")
+    await cluster.submit("paths")
     status = await cluster.wait_phase("paths", "Pending")
     assert conditions(status)["Staged"] == ("True", "NothingToStage")
     assert await cluster.api.get(BATCH_JOBS_RESOURCE, NAMESPACE, "paths-stage") is None
