@@ -14,8 +14,6 @@ from operator_harness import NAMESPACE, Cluster, StartOperator, job_manifest
 
 from flashrl_operator.sim import JOBS_RESOURCE, RAY_JOBS_RESOURCE
 
-pytest.importorskip("hydra", reason="hydra-core is not installed; verl's checks cannot run")
-
 
 def _created_children(cluster: Cluster) -> set[str]:
     return {plural for (plural, _, _) in cluster.creations() if plural not in ("events", "flashrljobs")}

@@ -11,12 +11,11 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import celpy
 import pytest
 from crd_schema_tools import apply_defaults, spec_schema
 
 from flashrl_api import RULES, FlashRLJobSpec
-
-celpy = pytest.importorskip("celpy", reason="cel-python (module celpy) is not installed")
 
 
 def _programs() -> list[tuple[str, Any]]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import celpy
 import pytest
 from crd_schema_tools import apply_defaults, spec_schema
 
@@ -15,8 +16,6 @@ from flashrl_api import RULES, SpecError, parse_spec, spec_problems, spec_warnin
 from flashrl_api.gpus import GPU_FAMILIES, gpu_family, lacks_fp8
 from flashrl_api.kuberay_env import KUBERAY_MANAGED_ENV, KUBERAY_MANAGED_ENV_NAMES
 from flashrl_api.spec import RESERVED_ENV_NAMES
-
-celpy = pytest.importorskip("celpy", reason="cel-python (module celpy) is not installed")
 
 
 def _cel(rule_name: str, raw_spec: dict[str, Any]) -> bool:

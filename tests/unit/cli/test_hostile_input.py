@@ -268,7 +268,6 @@ def test_override_values_are_printable_ascii() -> None:
 
 
 def test_the_environment_is_never_read_while_composing(monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("hydra")
     from flashrl_jobs.verl_config import compose_config
 
     monkeypatch.setenv("FLASHRL_TEST_SECRET", "s3cret")
@@ -278,7 +277,6 @@ def test_the_environment_is_never_read_while_composing(monkeypatch: pytest.Monke
 
 
 def test_bad_overrides_cost_a_fixed_number_of_compositions(monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("hydra")
     from flashrl_jobs import verl_config
 
     calls = []

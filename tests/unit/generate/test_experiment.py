@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import celpy
 import pytest
 import yaml
 from crd_schema_tools import apply_defaults, strict_json_schema, walk
@@ -39,7 +40,6 @@ from flashrl_operator.generate.crd_experiment import (
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO / "examples" / "flashrlexperiment.yaml"
-celpy = pytest.importorskip("celpy", reason="cel-python (module celpy) is not installed")
 
 
 def _experiment(spec: dict[str, Any] | None = None, name: str = "origin", **meta: Any) -> dict[str, Any]:

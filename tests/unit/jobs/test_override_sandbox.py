@@ -51,7 +51,6 @@ def _example(overrides: list[str]) -> dict[str, object]:
     ],
 )
 def test_every_instantiation_key_anywhere_is_refused(override: str) -> None:
-    pytest.importorskip("hydra")
     [(index, message)] = unsafe_override_problems(["trainer.test_freq=3", override])
     assert index == 1
     assert any(key in message for key in INSTANTIATION_KEYS) or "instantiation key" in message
@@ -59,7 +58,6 @@ def test_every_instantiation_key_anywhere_is_refused(override: str) -> None:
 
 
 def test_the_word_as_plain_data_is_not_refused() -> None:
-    pytest.importorskip("hydra")
     assert unsafe_override_problems(["trainer.project_name='_target_'"]) == []
 
 
@@ -77,20 +75,17 @@ def test_the_word_as_plain_data_is_not_refused() -> None:
     ],
 )
 def test_the_reserved_environment_is_refused_through_runtime_env(override: str, words: str) -> None:
-    pytest.importorskip("hydra")
     [(index, message)] = unsafe_override_problems([override])
     assert index == 0 and words in message
 
 
 def test_an_ordinary_runtime_env_variable_is_allowed() -> None:
-    pytest.importorskip("hydra")
     assert unsafe_override_problems(["+ray_kwargs.ray_init.runtime_env.env_vars.MY_FLAG=1"]) == []
 
 
 def test_flashrl_validate_refuses_the_probe_at_each_override(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    pytest.importorskip("hydra")
     with traps(tmp_path) as t:
         overrides = probe_overrides(t)
         path = tmp_path / "job.yaml"
@@ -104,7 +99,6 @@ def test_flashrl_validate_refuses_the_probe_at_each_override(
 
 
 def test_the_probe_is_refused_in_a_flashrl_validate_process(tmp_path: Path) -> None:
-    pytest.importorskip("hydra")
     with traps(tmp_path) as t:
         path = tmp_path / "job.yaml"
         path.write_text(yaml.safe_dump(_example(probe_overrides(t))), encoding="utf-8")
@@ -126,7 +120,6 @@ def test_the_probe_is_refused_in_a_flashrl_validate_process(tmp_path: Path) -> N
 def test_with_the_first_lock_removed_the_guard_still_refuses(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytest.importorskip("hydra")
     from flashrl_jobs import verl_config
 
     monkeypatch.setattr(verl_config, "protected_key_problems", lambda _overrides: [])
@@ -140,7 +133,6 @@ def test_with_the_first_lock_removed_the_guard_still_refuses(
 
 
 def test_the_guard_refuses_every_way_to_call() -> None:
-    pytest.importorskip("hydra")
     import hydra.utils
 
     from flashrl_jobs.verl_checks import InstantiationRefusedError, instantiation_guard
@@ -172,7 +164,6 @@ def test_the_guard_refuses_every_way_to_call() -> None:
 
 
 def test_the_checks_run_in_a_child_and_answer_as_before() -> None:
-    pytest.importorskip("hydra")
     from flashrl_jobs.verl_child import check_config_isolated
 
     job = parse_job(_example(["actor_rollout_ref.actor.loss_agg_mode=seq-max"]))
@@ -182,7 +173,6 @@ def test_the_checks_run_in_a_child_and_answer_as_before() -> None:
 
 
 def test_a_child_that_overruns_its_time_is_reported_in_fixed_words() -> None:
-    pytest.importorskip("hydra")
     from flashrl_jobs.verl_child import VerlChildError, check_config_isolated
 
     job = parse_job(_example([]))

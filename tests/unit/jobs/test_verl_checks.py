@@ -235,7 +235,6 @@ def test_verls_checks_leave_no_module_behind() -> None:
 
 
 def test_a_check_that_reaches_torch_fails_loudly_instead_of_passing() -> None:
-    pytest.importorskip("hydra")
     if __import__("importlib").util.find_spec("torch") is not None:
         pytest.skip("torch is installed here: the real one is used")
     with verl_sandbox():
@@ -257,7 +256,6 @@ def test_an_hf_model_in_the_local_hugging_face_cache_is_checked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``flashrl validate`` on a machine that has the model cached runs the model-dependent checks."""
-    pytest.importorskip("huggingface_hub", reason="the stage extra (huggingface_hub) is not installed")
     import huggingface_hub.constants
 
     repo = tmp_path / "models--acme--tiny"

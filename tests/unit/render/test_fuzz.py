@@ -136,7 +136,6 @@ def test_each_hostile_value_at_the_top_of_the_spec(value: Any) -> None:
 
 @pytest.mark.parametrize("spec", ISSUE_18_SPECS, ids=[str(s)[:40] for s in ISSUE_18_SPECS])
 def test_issue_18_probes_are_refused_with_field_paths(spec: dict[str, Any]) -> None:
-    pytest.importorskip("hydra")
     assert check(
         {"apiVersion": "flashrl.dev/v1alpha1", "kind": "FlashRLJob", "metadata": {"name": "j"}, "spec": spec}
     ) == ("refused")
