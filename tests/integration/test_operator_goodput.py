@@ -128,7 +128,9 @@ async def test_a_retried_run_accounts_for_every_gpu_second(
     state = await attempt(cluster, "gp", "gp-2", 2, range(3, 9), saves={4, 8})
     await cluster.kuberay.set_status(NAMESPACE, "gp-2", SUCCEEDED)
     await cluster.wait_phase("gp", "Succeeded")
-    await asyncio.sleep(0.2)  # KubeRay shuts the cluster down after the job finished
+    # KubeRay shuts the cluster down after the job finished: over a second later, as the operator's
+    # endTime and releaseTime have whole seconds (a teardown inside one second would count as none).
+    await asyncio.sleep(1.2)
     for name in await clusters_of(cluster, "gp-2"):
         await cluster.api.delete(RAY_CLUSTERS_RESOURCE, NAMESPACE, name)
     await cluster.kuberay.set_status(NAMESPACE, "gp-2", {**SUCCEEDED, "message": "cluster deleted"})
