@@ -28,7 +28,7 @@ from flashrl_report import PLOT_IDS
 from flashrl_report.synthetic import records
 
 STEPS = 12
-#: The metrics the emulated launcher puts in status.metrics each step (verl's names).
+#: The metrics the launcher (played) puts in status.metrics each step (verl's names).
 REPORTED = (
     "val-core/aime-2024/acc/mean@1",
     "response_length/mean",

@@ -117,7 +117,6 @@ async def test_a_retried_run_accounts_for_every_gpu_second(
         NAMESPACE, "gp", failed("AppFailed", "verl exited with code 1 at step 3")
     )
     await cluster.wait_for(RAY_JOBS_RESOURCE, "gp-2")
-    await cluster.emulated_gc()
 
     async def first_cluster_gone() -> bool:  # the failed attempt's RayCluster follows its RayJob
         return not await clusters_of(cluster, "gp")
