@@ -560,3 +560,14 @@ def test_validate_reads_standard_input(
     code, out, _ = _run(["validate", "-"], capsys)
     assert code == 0
     assert out.startswith(f"standard input: {verdict}")
+
+
+@pytest.mark.parametrize(
+    ("flag", "words"),
+    [("--max-concurrent-reconciles=0", "at least 1"), ("--lease-duration=2", "at least 3 seconds")],
+)
+def test_operator_refuses_bounds_that_cannot_work_before_connecting(
+    flag: str, words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["operator", flag]) == EXIT_INVALID
+    assert words in capsys.readouterr().err

@@ -1,0 +1,42 @@
+"""``--max-concurrent-reconciles``: however many jobs arrive at once, no more reconciles than the bound
+are under way together (the operator's memory under a burst depends on it), and each job still gets
+its reconcile."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from flashrl_operator.job.reconciler import Reconciler
+from flashrl_operator.vocab.metrics import OperatorMetrics
+
+
+@pytest.mark.parametrize("bound", [1, 3])
+async def test_no_more_reconciles_than_the_bound_run_at_once(
+    monkeypatch: pytest.MonkeyPatch, bound: int
+) -> None:
+    running: list[str] = []
+    most = 0
+    done: list[str] = []
+
+    async def work(self: Reconciler, body: Mapping[str, Any]) -> None:
+        nonlocal most
+        name = body["metadata"]["name"]
+        running.append(name)
+        most = max(most, len(running))
+        await asyncio.sleep(0)  # hand the loop to the others while "talking to the API server"
+        await asyncio.sleep(0)
+        running.remove(name)
+        done.append(name)
+
+    monkeypatch.setattr(Reconciler, "_reconcile", work)
+    reconciler = Reconciler(object(), OperatorMetrics(), max_concurrent=bound)  # type: ignore[arg-type]
+    jobs = [f"job-{i}" for i in range(10)]
+    await asyncio.gather(
+        *(reconciler.reconcile("team-a", j, {"metadata": {"name": j, "namespace": "team-a"}}) for j in jobs)
+    )
+    assert sorted(done) == sorted(jobs)
+    assert most == bound
