@@ -348,7 +348,7 @@ def _reading(now: dict[str, Any], before: dict[str, Any] | None) -> list[str]:
         f"{now['idle_rss_mib']:.0f} MiB ({now['rss_with_jobs_mib']:.0f} MiB here) is kopf's 1,000 "
         "per-object workers with their event bodies and the burst's high-water mark (not measured "
         "apart; for comparison, kopf's own `worker_limit = 16` instead, one run on 2026-12-04: 155 MiB "
-        "but 2.7 jobs/s, its workers lingering after their last event).",
+        "but 2.7 jobs/s).",
         "* A new job's reconcile duration is its work once admitted by that bound (the wait before it "
         "is not in the histogram); an unchanged resync reconciles eight jobs at a time.",
         "",
