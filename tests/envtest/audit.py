@@ -24,7 +24,7 @@ from envtest.control_plane import OPERATOR_USER, ControlPlane, running
 CONTROLLER_MANAGER = "system:kube-controller-manager"
 #: The namespaces the integration tests run jobs in (emptied before every test).
 TEST_NAMESPACES = ("team-a", "other-team")
-#: Writes the API server's garbage collector and namespace controller make (not the test's doing).
+#: The verbs that change objects: every such request in the tests' namespaces is logged, whoever sent it.
 WRITE_VERBS = ["create", "patch", "update", "delete", "deletecollection"]
 
 SESSION_POLICY: dict[str, Any] = {

@@ -129,4 +129,4 @@ def staging(cluster: Cluster) -> StagingStandIn | RealStaging:
     on the emulator the Job controller and the stage command played."""
     if cluster.emulated is not None:
         return cluster.emulated.staging
-    return RealStaging(cluster)
+    return RealStaging(cluster.api)

@@ -46,13 +46,12 @@ WAIT_S = 120.0
 class Cluster:
     """A user's client (``api``), KubeRay played (``kuberay``), and what the server saw.
 
-    Exactly one of ``server`` (kmock's emulator) and ``plane`` (the real control plane) is set.
+    Exactly one of ``emulated`` (kmock's emulator) and ``plane`` (the real control plane) is set.
     """
 
     url: str
     api: ApiClient
     kuberay: KubeRayStandIn
-    server: EmulatedApiServer | None = None
     emulated: EmulatedCluster | None = None
     plane: ControlPlane | None = None
     audit: AuditLog | None = None
@@ -66,13 +65,13 @@ class Cluster:
 
     @property
     def emulator(self) -> EmulatedApiServer:
-        assert self.server is not None, "this test needs kmock's emulator (mark it kmock)"
-        return self.server
+        assert self.emulated is not None, "this test needs kmock's emulator (mark it kmock)"
+        return self.emulated.server
 
     def creations(self) -> Mapping[tuple[str, str, str], int]:
         """How often each ``(plural, namespace, name)`` was created during this test, by anyone."""
-        if self.server is not None:
-            return self.server.creations
+        if self.emulated is not None:
+            return self.emulated.server.creations
         assert self.audit is not None
         return self.audit.creations()
 
@@ -161,9 +160,9 @@ class RealStaging:
     writes the pod's end as the kubelet would report it, and the real Job controller then completes
     or fails the Job (its pod failure policy reads the exit code)."""
 
-    def __init__(self, cluster: Cluster) -> None:
-        self._cluster = cluster
-        self._stager = StagingStandIn(cluster.api)
+    def __init__(self, api: ApiClient) -> None:
+        self._api = api
+        self._stager = StagingStandIn(api)
 
     async def report_progress(
         self, namespace: str, job: str, files: int, files_total: int, done: int, total: int
@@ -179,7 +178,7 @@ class RealStaging:
 
     async def _end(self, namespace: str, name: str, phase: str, terminated: dict[str, Any]) -> None:
         async def the_pod() -> dict[str, Any] | None:
-            pods = await self._cluster.api.list(PODS_RESOURCE, namespace)
+            pods = await self._api.list(PODS_RESOURCE, namespace)
             mine = [p for p in pods if p["metadata"].get("labels", {}).get(JOB_NAME_LABEL) == name]
             return mine[0] if mine else None
 
@@ -199,7 +198,7 @@ class RealStaging:
                 }
             ],
         }
-        await self._cluster.api.patch(
+        await self._api.patch(
             PODS_RESOURCE, namespace, pod["metadata"]["name"], {"status": status}, subresource="status"
         )
 
@@ -215,7 +214,7 @@ def real_cluster(plane: ControlPlane) -> Cluster:
 
 
 def emulated_view(emulated: EmulatedCluster) -> Cluster:
-    return Cluster(emulated.url, emulated.api, emulated.kuberay, server=emulated.server, emulated=emulated)
+    return Cluster(emulated.url, emulated.api, emulated.kuberay, emulated=emulated)
 
 
 def fresh_namespaces(plane: ControlPlane, deadline_s: float = 180.0) -> None:

@@ -198,13 +198,19 @@ async def test_parallelism_one_runs_variants_one_after_another_and_a_failure_fre
     assert status["message"].startswith("fp8 failed")
 
 
+def data_changing_experiment(name: str) -> dict[str, Any]:
+    """An experiment whose second variant changes the training data (only rollout settings may vary)."""
+    manifest = experiment_manifest(name)
+    manifest["spec"]["variants"][1] = {"name": "bf16", "spec": {"data": {"train": "/data/other.parquet"}}}
+    return manifest
+
+
 async def test_the_server_refuses_an_experiment_whose_variant_changes_the_data(
     cluster: Cluster, start_operator: StartOperator
 ) -> None:
     """The CRD's CEL rule judges it at admission, with the field path: nothing is stored or created."""
     await start_operator()
-    manifest = experiment_manifest("bad")
-    manifest["spec"]["variants"][1] = {"name": "bf16", "spec": {"data": {"train": "/data/other.parquet"}}}
+    manifest = data_changing_experiment("bad")
     with pytest.raises(RuntimeError, match="HTTP 422") as refused:
         await cluster.api.create(EXPERIMENTS_RESOURCE, manifest)
     assert "spec.variants: a variant may change the rollout precision" in str(refused.value)
@@ -220,8 +226,7 @@ async def test_an_invalid_experiment_is_failed_with_field_paths_and_creates_noth
     cluster: Cluster, start_operator: StartOperator
 ) -> None:
     await start_operator()
-    manifest = experiment_manifest("bad")
-    manifest["spec"]["variants"][1] = {"name": "bf16", "spec": {"data": {"train": "/data/other.parquet"}}}
+    manifest = data_changing_experiment("bad")
     await cluster.api.create(EXPERIMENTS_RESOURCE, manifest)
     status = await wait_experiment(cluster, "bad", lambda s: s.get("phase") == "Failed", "Failed")
     assert status["reason"] == "InvalidSpec"

@@ -11,6 +11,7 @@ from kubeconfigs import kubeconfig
 
 from flashrl_operator.client.kube import KubeClient
 from flashrl_operator.client.login import CredentialError, Credentials
+from flashrl_operator.run.handlers import OperatorConfig, credentials_for
 from flashrl_operator.vocab.kuberay import RAY_JOB
 
 
@@ -104,3 +105,19 @@ async def test_the_kubeconfigs_proxy_url_carries_the_operators_requests_and_kopf
     finally:
         await client.close()
     assert asked == ["GET http://api.cluster.invalid:6443/apis/ray.io/v1/namespaces/ml/rayjobs/x"]
+
+
+async def test_an_explicit_kubeconfig_wins_over_the_environment_and_the_service_account(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``flashrl operator --kubeconfig FILE`` as kubectl's flag: that file, whatever $KUBECONFIG says and
+    even inside a pod."""
+    chosen = kubeconfig(tmp_path / "chosen", {"server": "https://chosen:6443"}, {"token": "t"})
+    other = kubeconfig(tmp_path / "other", {"server": "https://other:6443"}, {"token": "o"})
+    monkeypatch.setenv("KUBECONFIG", str(other))
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    assert (await credentials_for(OperatorConfig(kubeconfig=str(chosen))).connection_info()).server == (
+        "https://chosen:6443"
+    )
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST")
+    assert (await credentials_for(OperatorConfig()).connection_info()).server == "https://other:6443"
