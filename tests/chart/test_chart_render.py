@@ -117,6 +117,7 @@ def test_deployment_security_and_shape(default_docs: list[dict[str, Any]]) -> No
         "--log-format=json",
         "--metrics-port=8080",
         "--health-port=8081",
+        "--max-concurrent-reconciles=16",
         "--default-trainer-image=ghcr.io/flashrl-dev/flashrl-trainer:0.1.0",
         "--network-policy-kuberay-namespace=kuberay-system",
         "--network-policy-monitoring-namespace=monitoring",
@@ -127,13 +128,20 @@ def test_deployment_security_and_shape(default_docs: list[dict[str, Any]]) -> No
 
 def test_args_follow_values(render: Callable[..., list[dict[str, Any]]]) -> None:
     docs = render(
-        {"logFormat": "plain", "ports.metrics": "9090", "ports.health": "9091", "watchNamespaces": "{a,b}"}
+        {
+            "logFormat": "plain",
+            "ports.metrics": "9090",
+            "ports.health": "9091",
+            "watchNamespaces": "{a,b}",
+            "maxConcurrentReconciles": "4",
+        }
     )
     container = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
     assert container["args"] == [
         "--log-format=plain",
         "--metrics-port=9090",
         "--health-port=9091",
+        "--max-concurrent-reconciles=4",
         "--default-trainer-image=ghcr.io/flashrl-dev/flashrl-trainer:0.1.0",
         "--namespace=a",
         "--namespace=b",

@@ -22,6 +22,7 @@ BAD_VALUES = [
     pytest.param({"crds.enabled": "yes"}, "crds", id="string-for-bool"),
     pytest.param({"ports.metrics": "70000"}, "metrics", id="port-out-of-range"),
     pytest.param({"logFormat": "xml"}, "logFormat", id="bad-enum"),
+    pytest.param({"maxConcurrentReconciles": "0"}, "maxConcurrentReconciles", id="no-reconciles"),
     pytest.param({"watchNamespaces": "Team_A"}, "watchNamespaces", id="string-for-list"),
     pytest.param({"watchNamespaces": "{Team_A}"}, "watchNamespaces", id="bad-namespace-name"),
     pytest.param({"image.tag": "latest"}, "tag", id="latest-tag"),
