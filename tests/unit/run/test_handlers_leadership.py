@@ -14,7 +14,6 @@ from flashrl_operator.run.handlers import (
     OperatorConfig,
     OperatorContext,
     reconcile_experiment_with_retries,
-    reconcile_with_retries,
     record_history,
     resync_all,
 )
@@ -60,7 +59,8 @@ def _context(calls: list[tuple[Any, ...]]) -> tuple[OperatorContext, Leadership]
 
 async def _everything(ctx: OperatorContext) -> None:
     job = {"metadata": {"namespace": "rl", "name": "a"}}
-    await reconcile_with_retries(ctx, "rl", "a", job)
+    ctx.require_intake().submit("rl", "a", job)
+    await ctx.require_intake().drain()
     await reconcile_experiment_with_retries(ctx, "rl", "cmp")
     await record_history(ctx, job)
     await resync_all(ctx)

@@ -13,8 +13,9 @@ so the reconciler decides with ``except`` clauses and never sees HTTP or library
   the caller reports which object and why in a condition.
 
 :func:`from_library` is the one place that knows the client library's failures
-(``kubernetes_asyncio``'s ``ApiException``, aiohttp's connection errors, timeouts). Only the kopf
-handlers decide what a :class:`TransientError` means to kopf (``handlers.reconcile_with_retries``).
+(``kubernetes_asyncio``'s ``ApiException``, aiohttp's connection errors, timeouts). What a
+:class:`TransientError` leads to is decided in one place per kind: a job's retry in ``run.intake``,
+an experiment's in ``run.handlers``.
 """
 
 from __future__ import annotations

@@ -7,10 +7,11 @@ bodies do nothing but find the job and call :meth:`Reconciler.reconcile`.
 
 Only kopf's event handlers are used (no ``on.create``/``on.update``/``on.resume``): the reconcile is
 level-based, so kopf's per-object bookkeeping (annotations it would patch after every handler) buys
-nothing and costs a write per change. Which events reconcile is :func:`needs_reconcile`; transient
-failures are retried here (:func:`reconcile_with_retries`), the one place the operator's
-:class:`~flashrl_operator.client.errors.TransientError` meets kopf's control flow. No handler needs a
-finalizer, so deleting a FlashRLJob never waits for the operator.
+nothing and costs a write per change. Which events reconcile is :func:`needs_reconcile`. A job's
+reconcile is handed to the :class:`~flashrl_operator.run.intake.Intake` (bounded, one per job, retried
+after transient failures) and the handler returns at once, so a burst of events does not keep kopf's
+events alive while they wait; experiments are retried in their handler (:func:`_retrying`). No
+handler needs a finalizer, so deleting a FlashRLJob never waits for the operator.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from flashrl_operator.render import JOB_LABEL, MANAGED_BY
 from flashrl_operator.render.children import owner_name
 from flashrl_operator.render.labels import MANAGED_BY_LABEL
 from flashrl_operator.render.network import NetworkSettings
+from flashrl_operator.run.intake import Intake
 from flashrl_operator.run.leadership import ElectionTiming, Leadership, default_identity, default_namespace
 from flashrl_operator.run.metrics_server import MetricsServer
 from flashrl_operator.vocab import kuberay
@@ -151,12 +153,19 @@ class OperatorContext:
     election_task: asyncio.Task[None] | None = None
     experiments: ExperimentReconciler | None = None
     history: HistoryRecorder | None = None
+    intake: Intake | None = None
     known_experiments: set[tuple[str, str]] = field(default_factory=set)
 
     @property
     def may_reconcile(self) -> bool:
         """This replica reconciles: it is alone (no leader election) or holds the Lease."""
         return self.leadership is None or self.leadership.leading
+
+    def require_intake(self) -> Intake:
+        """Where job reconciles wait for their turn (set up by the startup handler)."""
+        if self.intake is None:
+            self.intake = job_intake(self)
+        return self.intake
 
     def require_reconciler(self) -> Reconciler:
         """The reconciler (set up by the startup handler)."""
@@ -206,19 +215,20 @@ def staging_progress_unshown(status: Mapping[str, Any]) -> bool:
     return bool(line) and line not in str(staged.get("message") or "")
 
 
-async def reconcile_with_retries(
-    ctx: OperatorContext, namespace: str, name: str, body: Mapping[str, Any] | None
-) -> None:
-    """Reconcile one job, retrying transient failures (see :func:`_retrying`).
+def job_intake(ctx: OperatorContext) -> Intake:
+    """The operator's :class:`Intake`: ``--max-concurrent-reconciles`` turns, the reconciler behind
+    them, and the backoff of :func:`_retrying` (a retry reads the job again: it may have changed)."""
+    config = ctx.config
 
-    The first try uses the watch event's ``body``; a retry reads the job again, as it may have changed
-    meanwhile.
-    """
+    async def reconcile(namespace: str, name: str, body: Mapping[str, Any] | None) -> None:
+        if ctx.may_reconcile:  # a replica that stops leading stops; the new leader resyncs everything
+            await ctx.require_reconciler().reconcile(namespace, name, body)
 
-    async def once(attempt: int) -> None:
-        await ctx.require_reconciler().reconcile(namespace, name, body if attempt == 0 else None)
+    def backoff(namespace: str, name: str, attempt: int, exc: TransientError) -> float:
+        delay = backoff_delay(config.retry_delay, attempt, config.max_retry_delay, f"{namespace}/{name}")
+        return max(exc.delay, delay)
 
-    await _retrying(ctx, KIND, namespace, name, once)
+    return Intake(reconcile, config.max_concurrent_reconciles, backoff)
 
 
 async def _retrying(
@@ -355,6 +365,7 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
             default_trainer_image=config.default_trainer_image,
             max_concurrent=config.max_concurrent_reconciles,
         )
+        ctx.require_intake()
         ctx.experiments = ExperimentReconciler(ctx.kube)
         ctx.history = HistoryRecorder(ctx.kube)
         if config.metrics_port is not None:
@@ -386,6 +397,8 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
             ctx.resync_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await ctx.resync_task
+        if ctx.intake is not None:
+            await ctx.intake.close()
         if ctx.metrics_server is not None:
             await ctx.metrics_server.stop()
         if ctx.kube is not None:
@@ -401,6 +414,7 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
             ctx.known_jobs.discard(key)
             if ctx.reconciler is not None:
                 ctx.reconciler.forget(*key, uid)
+            ctx.require_intake().forget(*key)
             if ctx.history is not None:
                 ctx.history.forget(*key)
             if owner is not None:
@@ -408,7 +422,7 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
             return
         ctx.known_jobs.add(key)
         if needs_reconcile(type, body):
-            await reconcile_with_retries(ctx, *key, dict(body))
+            ctx.require_intake().submit(*key, body)
         await record_history(ctx, body)
         if owner is not None:
             # The variant's phase, step or metrics changed: the experiment's status (and, under
@@ -441,7 +455,7 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
             return
         owner = owner_name(body, KIND, JOB_LABEL)
         if owner is not None and ctx.reconciler is not None:
-            await reconcile_with_retries(ctx, namespace or "default", owner, None)
+            ctx.require_intake().submit(namespace or "default", owner, None)
 
     @kopf.on.event("batch", "v1", "jobs", labels={MANAGED_BY_LABEL: MANAGED_BY}, registry=registry)
     async def staging_job_event(body: kopf.Body, type: str | None, namespace: str | None, **_: Any) -> None:
@@ -450,6 +464,6 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
             return
         owner = owner_name(body, KIND, JOB_LABEL)
         if owner is not None and ctx.reconciler is not None:
-            await reconcile_with_retries(ctx, namespace or "default", owner, None)
+            ctx.require_intake().submit(namespace or "default", owner, None)
 
     return registry
