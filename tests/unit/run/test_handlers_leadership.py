@@ -13,6 +13,7 @@ from flashrl_operator.client.login import Credentials
 from flashrl_operator.run.handlers import (
     OperatorConfig,
     OperatorContext,
+    job_intake,
     reconcile_experiment_with_retries,
     record_history,
     resync_all,
@@ -52,6 +53,7 @@ def _context(calls: list[tuple[Any, ...]]) -> tuple[OperatorContext, Leadership]
     ctx.reconciler = Recorder(calls, "job")  # type: ignore[assignment]
     ctx.experiments = Recorder(calls, "experiment")  # type: ignore[assignment]
     ctx.history = Recorder(calls, "history")  # type: ignore[assignment]
+    ctx.intake = job_intake(ctx)
     ctx.known_jobs.add(("rl", "a"))
     ctx.known_experiments.add(("rl", "cmp"))
     return ctx, leadership

@@ -164,7 +164,7 @@ class OperatorContext:
     def require_intake(self) -> Intake:
         """Where job reconciles wait for their turn (set up by the startup handler)."""
         if self.intake is None:
-            self.intake = job_intake(self)
+            raise TransientError("the operator is still starting", delay=1)
         return self.intake
 
     def require_reconciler(self) -> Reconciler:
@@ -365,7 +365,7 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
             default_trainer_image=config.default_trainer_image,
             max_concurrent=config.max_concurrent_reconciles,
         )
-        ctx.require_intake()
+        ctx.intake = job_intake(ctx)
         ctx.experiments = ExperimentReconciler(ctx.kube)
         ctx.history = HistoryRecorder(ctx.kube)
         if config.metrics_port is not None:
@@ -414,7 +414,8 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
             ctx.known_jobs.discard(key)
             if ctx.reconciler is not None:
                 ctx.reconciler.forget(*key, uid)
-            ctx.require_intake().forget(*key)
+            if ctx.intake is not None:
+                ctx.intake.forget(*key)
             if ctx.history is not None:
                 ctx.history.forget(*key)
             if owner is not None:

@@ -24,6 +24,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from flashrl_api import KIND
 from flashrl_operator.client.errors import TransientError
 
 logger = logging.getLogger(__name__)
@@ -81,7 +82,7 @@ class Intake:
             return
         task = asyncio.get_running_loop().create_task(self._turn(key), name=f"reconcile {namespace}/{name}")
         self._tasks.add(task)
-        task.add_done_callback(self._finished)
+        task.add_done_callback(self._tasks.discard)
 
     async def _turn(self, key: Key) -> None:
         async with self._turns:
@@ -95,22 +96,17 @@ class Intake:
                 attempt = self._failures.get(key, 0)
                 self._failures[key] = attempt + 1
                 delay = self._backoff(key[0], key[1], attempt, exc)
-                logger.warning("FlashRLJob %s/%s: will retry in %.1fs: %s", *key, delay, exc)
+                logger.warning("%s %s/%s: will retry in %.1fs: %s", KIND, *key, delay, exc)
                 loop = asyncio.get_running_loop()
                 self._retries[key] = loop.call_later(delay, self._retry, key)
                 return
             except Exception:
-                logger.exception("FlashRLJob %s/%s: reconcile failed", *key)
+                logger.exception("%s %s/%s: reconcile failed", KIND, *key)
             self._failures.pop(key, None)
 
     def _retry(self, key: Key) -> None:
         self._retries.pop(key, None)
         self.submit(*key, None)
-
-    def _finished(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            logger.error("%s failed", task.get_name(), exc_info=task.exception())
 
     async def drain(self) -> None:
         """Wait until every submitted reconcile has run (retries scheduled for later excepted)."""
