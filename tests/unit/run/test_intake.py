@@ -1,6 +1,7 @@
 """The job intake: handlers hand a job over and return; at most ``limit`` reconciles run at once; a job
 waits at most once, from its newest event; what waits is compact (no managedFields); a transient
-failure gives its turn back and comes again after its backoff; a deleted job's retry is dropped."""
+failure gives its turn back and comes again after its backoff; a deleted job's retry is dropped,
+and a deleted job that still waits is read first."""
 
 from __future__ import annotations
 
@@ -150,6 +151,19 @@ async def test_a_deleted_job_is_not_retried() -> None:
     await asyncio.sleep(0.1)
     await intake.drain()
     assert [name for name, _ in calls.calls] == ["gone"]
+
+
+async def test_a_job_deleted_while_waiting_is_read_first_not_reconciled_from_its_old_body() -> None:
+    calls = Calls()
+    calls.release.clear()
+    intake = Intake(calls, 1, no_backoff)
+    intake.submit("team-a", "busy", job("busy"))
+    await asyncio.sleep(0)  # "busy" holds the only turn
+    intake.submit("team-a", "doomed", job("doomed"))
+    intake.forget("team-a", "doomed")  # its DELETED event arrives while it waits
+    calls.release.set()
+    await intake.drain()
+    assert calls.calls[1] == ("doomed", None)  # the reconcile reads the job (and finds it gone)
 
 
 async def test_other_failures_are_logged_and_not_retried(caplog: pytest.LogCaptureFixture) -> None:

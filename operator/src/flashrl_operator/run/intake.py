@@ -114,11 +114,19 @@ class Intake:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     def forget(self, namespace: str, name: str) -> None:
-        """The job is gone: no retry for it."""
-        retry = self._retries.pop((namespace, name), None)
+        """The job is gone: no retry for it, and a turn it still waits for reads it first.
+
+        The waiting body predates the deletion; reconciled from it, the job would get children
+        under a UID that no longer exists (the garbage collector would remove them, after they
+        were created for nothing). A read finds the job gone, or a new job of that name.
+        """
+        key = (namespace, name)
+        retry = self._retries.pop(key, None)
         if retry is not None:
             retry.cancel()
-        self._failures.pop((namespace, name), None)
+        self._failures.pop(key, None)
+        if key in self._waiting:
+            self._waiting[key] = None
 
     async def close(self) -> None:
         """Cancel what waits or runs (the operator is stopping; the next run lists every job again)."""
