@@ -13,8 +13,8 @@ from flashrl_operator.client.login import Credentials
 from flashrl_operator.run.handlers import (
     OperatorConfig,
     OperatorContext,
+    experiment_intake,
     job_intake,
-    reconcile_experiment_with_retries,
     record_history,
     resync_all,
 )
@@ -54,6 +54,7 @@ def _context(calls: list[tuple[Any, ...]]) -> tuple[OperatorContext, Leadership]
     ctx.experiments = Recorder(calls, "experiment")  # type: ignore[assignment]
     ctx.history = Recorder(calls, "history")  # type: ignore[assignment]
     ctx.intake = job_intake(ctx)
+    ctx.experiment_intake = experiment_intake(ctx)
     ctx.known_jobs.add(("rl", "a"))
     ctx.known_experiments.add(("rl", "cmp"))
     return ctx, leadership
@@ -63,7 +64,8 @@ async def _everything(ctx: OperatorContext) -> None:
     job = {"metadata": {"namespace": "rl", "name": "a"}}
     ctx.require_intake().submit("rl", "a", job)
     await ctx.require_intake().drain()
-    await reconcile_experiment_with_retries(ctx, "rl", "cmp")
+    ctx.require_experiment_intake().submit("rl", "cmp", None)
+    await ctx.require_experiment_intake().drain()
     await record_history(ctx, job)
     await resync_all(ctx)
 

@@ -72,7 +72,7 @@ def test_pack_drops_managed_fields_and_keeps_the_rest() -> None:
 @pytest.mark.parametrize("limit", [1, 3])
 async def test_no_more_than_limit_reconciles_run_at_once_and_every_job_gets_one(limit: int) -> None:
     calls = Calls()
-    intake = Intake(calls, limit, no_backoff)
+    intake = Intake(calls, limit, no_backoff, kind="FlashRLJob")
     for i in range(10):
         intake.submit("team-a", f"job-{i}", job(f"job-{i}"))
     assert intake.waiting == 10  # submit never waits
@@ -84,7 +84,7 @@ async def test_no_more_than_limit_reconciles_run_at_once_and_every_job_gets_one(
 async def test_a_waiting_job_is_reconciled_once_from_its_newest_event() -> None:
     calls = Calls()
     calls.release.clear()
-    intake = Intake(calls, 1, no_backoff)
+    intake = Intake(calls, 1, no_backoff, kind="FlashRLJob")
     intake.submit("team-a", "busy", job("busy"))
     await asyncio.sleep(0)  # "busy" takes the only turn and is held there
     for generation in (1, 2, 3):
@@ -104,7 +104,7 @@ async def test_a_waiting_job_is_reconciled_once_from_its_newest_event() -> None:
 async def test_an_event_while_reconciling_brings_one_more_reconcile() -> None:
     calls = Calls()
     calls.release.clear()
-    intake = Intake(calls, 2, no_backoff)
+    intake = Intake(calls, 2, no_backoff, kind="FlashRLJob")
     intake.submit("team-a", "a", job("a", 1))
     await asyncio.sleep(0)
     intake.submit("team-a", "a", job("a", 2))  # arrives while the first reconcile runs
@@ -122,7 +122,7 @@ async def test_a_transient_failure_gives_the_turn_back_and_retries_after_the_bac
         asked.append(attempt)
         return 0.01
 
-    intake = Intake(calls, 1, backoff)
+    intake = Intake(calls, 1, backoff, kind="FlashRLJob")
     intake.submit("team-a", "flaky", job("flaky"))
     intake.submit("team-a", "steady", job("steady"))
     await intake.drain()
@@ -144,7 +144,7 @@ async def test_a_deleted_job_is_not_retried() -> None:
     def backoff(namespace: str, name: str, attempt: int, exc: TransientError) -> float:
         return 0.05
 
-    intake = Intake(calls, 1, backoff)
+    intake = Intake(calls, 1, backoff, kind="FlashRLJob")
     intake.submit("team-a", "gone", job("gone"))
     await intake.drain()
     intake.forget("team-a", "gone")
@@ -156,7 +156,7 @@ async def test_a_deleted_job_is_not_retried() -> None:
 async def test_a_job_deleted_while_waiting_is_read_first_not_reconciled_from_its_old_body() -> None:
     calls = Calls()
     calls.release.clear()
-    intake = Intake(calls, 1, no_backoff)
+    intake = Intake(calls, 1, no_backoff, kind="FlashRLJob")
     intake.submit("team-a", "busy", job("busy"))
     await asyncio.sleep(0)  # "busy" holds the only turn
     intake.submit("team-a", "doomed", job("doomed"))
@@ -170,7 +170,7 @@ async def test_other_failures_are_logged_and_not_retried(caplog: pytest.LogCaptu
     async def broken(namespace: str, name: str, body: Mapping[str, Any] | None) -> None:
         raise KeyError("spec")
 
-    intake = Intake(broken, 1, no_backoff)
+    intake = Intake(broken, 1, no_backoff, kind="FlashRLJob")
     intake.submit("team-a", "bug", job("bug"))
     await intake.drain()
     assert "FlashRLJob team-a/bug: reconcile failed" in caplog.text
@@ -179,4 +179,4 @@ async def test_other_failures_are_logged_and_not_retried(caplog: pytest.LogCaptu
 
 def test_a_limit_under_one_is_refused() -> None:
     with pytest.raises(ValueError, match="at least 1"):
-        Intake(Calls(), 0, no_backoff)
+        Intake(Calls(), 0, no_backoff, kind="FlashRLJob")

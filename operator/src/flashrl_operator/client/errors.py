@@ -14,8 +14,8 @@ so the reconciler decides with ``except`` clauses and never sees HTTP or library
 
 :func:`from_library` is the one place that knows the client library's failures
 (``kubernetes_asyncio``'s ``ApiException``, aiohttp's connection errors, timeouts). What a
-:class:`TransientError` leads to is decided in one place per kind: a job's retry in ``run.intake``,
-an experiment's in ``run.handlers``.
+:class:`TransientError` leads to is decided in one place: the retry of ``run.intake`` (jobs and
+experiments alike).
 """
 
 from __future__ import annotations

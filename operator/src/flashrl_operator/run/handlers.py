@@ -8,10 +8,10 @@ bodies do nothing but find the job and call :meth:`Reconciler.reconcile`.
 Only kopf's event handlers are used (no ``on.create``/``on.update``/``on.resume``): the reconcile is
 level-based, so kopf's per-object bookkeeping (annotations it would patch after every handler) buys
 nothing and costs a write per change. Which events reconcile is :func:`needs_reconcile`. A job's
-reconcile is handed to the :class:`~flashrl_operator.run.intake.Intake` (bounded, one per job, retried
-after transient failures) and the handler returns at once, so a burst of events does not keep kopf's
-events alive while they wait; experiments are retried in their handler (:func:`_retrying`). No
-handler needs a finalizer, so deleting a FlashRLJob never waits for the operator.
+reconcile, and an experiment's, is handed to an :class:`~flashrl_operator.run.intake.Intake` (bounded,
+one per object, retried after transient failures) and the handler returns at once, so a burst of events
+does not keep kopf's events alive while they wait, and a job's handler never waits for its experiment.
+No handler needs a finalizer, so deleting a FlashRLJob never waits for the operator.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import itertools
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
@@ -49,7 +48,7 @@ from flashrl_operator.render import JOB_LABEL, MANAGED_BY
 from flashrl_operator.render.children import owner_name
 from flashrl_operator.render.labels import MANAGED_BY_LABEL
 from flashrl_operator.render.network import NetworkSettings
-from flashrl_operator.run.intake import Intake
+from flashrl_operator.run.intake import Backoff, Intake
 from flashrl_operator.run.leadership import ElectionTiming, Leadership, default_identity, default_namespace
 from flashrl_operator.run.metrics_server import MetricsServer
 from flashrl_operator.vocab import kuberay
@@ -154,6 +153,7 @@ class OperatorContext:
     experiments: ExperimentReconciler | None = None
     history: HistoryRecorder | None = None
     intake: Intake | None = None
+    experiment_intake: Intake | None = None
     known_experiments: set[tuple[str, str]] = field(default_factory=set)
 
     @property
@@ -166,6 +166,12 @@ class OperatorContext:
         if self.intake is None:
             raise TransientError("the operator is still starting", delay=1)
         return self.intake
+
+    def require_experiment_intake(self) -> Intake:
+        """Where experiment reconciles wait for their turn (set up by the startup handler)."""
+        if self.experiment_intake is None:
+            raise TransientError("the operator is still starting", delay=1)
+        return self.experiment_intake
 
     def require_reconciler(self) -> Reconciler:
         """The reconciler (set up by the startup handler)."""
@@ -215,48 +221,44 @@ def staging_progress_unshown(status: Mapping[str, Any]) -> bool:
     return bool(line) and line not in str(staged.get("message") or "")
 
 
-def job_intake(ctx: OperatorContext) -> Intake:
-    """The operator's :class:`Intake`: ``--max-concurrent-reconciles`` turns, the reconciler behind
-    them, and the backoff of :func:`_retrying` (a retry reads the job again: it may have changed)."""
-    config = ctx.config
-
-    async def reconcile(namespace: str, name: str, body: Mapping[str, Any] | None) -> None:
-        if ctx.may_reconcile:  # a replica that stops leading stops; the new leader resyncs everything
-            await ctx.require_reconciler().reconcile(namespace, name, body)
+def retry_backoff(config: OperatorConfig) -> Backoff:
+    """Seconds before the next try of an object whose ``attempt``-th reconcile failed transiently:
+    :func:`backoff_delay` from the operator's settings, never shorter than the server's Retry-After
+    (in :attr:`TransientError.delay`)."""
 
     def backoff(namespace: str, name: str, attempt: int, exc: TransientError) -> float:
         delay = backoff_delay(config.retry_delay, attempt, config.max_retry_delay, f"{namespace}/{name}")
         return max(exc.delay, delay)
 
-    return Intake(reconcile, config.max_concurrent_reconciles, backoff)
+    return backoff
 
 
-async def _retrying(
-    ctx: OperatorContext, kind: str, namespace: str, name: str, once: Callable[[int], Awaitable[None]]
-) -> None:
-    """Call ``once(attempt)`` until it succeeds, waiting a growing delay after each transient failure.
+def job_intake(ctx: OperatorContext) -> Intake:
+    """The operator's job :class:`Intake`: ``--max-concurrent-reconciles`` turns, the reconciler behind
+    them, :func:`retry_backoff` (a retry reads the job again: it may have changed). A replica that stops
+    leading stops reconciling; the new leader resyncs everything when it takes over."""
 
-    The server's Retry-After (in :attr:`TransientError.delay`) is a floor, never shortened. Any
-    other error is logged and left to the next event or resync: retrying a bug does not fix it. A
-    replica that stops leading stops retrying: the new leader resyncs everything when it takes over.
-    """
-    config = ctx.config
-    for attempt in itertools.count():
+    async def reconcile(namespace: str, name: str, body: Mapping[str, Any] | None) -> None:
+        if ctx.may_reconcile:
+            await ctx.require_reconciler().reconcile(namespace, name, body)
+
+    return Intake(reconcile, ctx.config.max_concurrent_reconciles, retry_backoff(ctx.config), kind=KIND)
+
+
+def experiment_intake(ctx: OperatorContext) -> Intake:
+    """The operator's experiment :class:`Intake`, bounded and retried as the job intake. It is always
+    submitted ``None``: an experiment's reconcile reads the experiment and its variants itself."""
+
+    async def reconcile(namespace: str, name: str, _body: Mapping[str, Any] | None) -> None:
         if not ctx.may_reconcile:
             return
-        try:
-            await once(attempt)
-            return
-        except TransientError as exc:
-            backoff = backoff_delay(
-                config.retry_delay, attempt, config.max_retry_delay, f"{namespace}/{name}"
-            )
-            delay = max(exc.delay, backoff)
-            logger.warning("%s %s/%s: will retry in %.1fs: %s", kind, namespace, name, delay, exc)
-            await asyncio.sleep(delay)
-        except Exception:
-            logger.exception("%s %s/%s: reconcile failed", kind, namespace, name)
-            return
+        if ctx.experiments is None:
+            raise TransientError("the operator is still starting", delay=1)
+        await ctx.experiments.reconcile(namespace, name)
+
+    return Intake(
+        reconcile, ctx.config.max_concurrent_reconciles, retry_backoff(ctx.config), kind=EXPERIMENT_KIND
+    )
 
 
 async def resync_forever(ctx: OperatorContext) -> None:
@@ -300,17 +302,6 @@ async def resync_all(ctx: OperatorContext) -> None:
             for ns, name in sorted(ctx.known_experiments)
         )
     )
-
-
-async def reconcile_experiment_with_retries(ctx: OperatorContext, namespace: str, name: str) -> None:
-    """Reconcile one FlashRLExperiment, retrying transient failures like a job's reconcile."""
-
-    async def once(_attempt: int) -> None:
-        if ctx.experiments is None:
-            raise TransientError("the operator is still starting", delay=1)
-        await ctx.experiments.reconcile(namespace, name)
-
-    await _retrying(ctx, EXPERIMENT_KIND, namespace, name, once)
 
 
 async def record_history(ctx: OperatorContext, body: Mapping[str, Any]) -> None:
@@ -367,6 +358,7 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
         )
         ctx.intake = job_intake(ctx)
         ctx.experiments = ExperimentReconciler(ctx.kube)
+        ctx.experiment_intake = experiment_intake(ctx)
         ctx.history = HistoryRecorder(ctx.kube)
         if config.metrics_port is not None:
             ctx.metrics_server = MetricsServer(ctx.metrics, config.bind_host, config.metrics_port)
@@ -397,8 +389,9 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
             ctx.resync_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await ctx.resync_task
-        if ctx.intake is not None:
-            await ctx.intake.close()
+        for intake in (ctx.intake, ctx.experiment_intake):
+            if intake is not None:
+                await intake.close()
         if ctx.metrics_server is not None:
             await ctx.metrics_server.stop()
         if ctx.kube is not None:
@@ -419,7 +412,7 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
             if ctx.history is not None:
                 ctx.history.forget(*key)
             if owner is not None:
-                await reconcile_experiment_with_retries(ctx, key[0], owner)
+                ctx.require_experiment_intake().submit(key[0], owner, None)
             return
         ctx.known_jobs.add(key)
         if needs_reconcile(type, body):
@@ -428,7 +421,7 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
         if owner is not None:
             # The variant's phase, step or metrics changed: the experiment's status (and, under
             # spec.parallelism, whether the next variant starts) follows.
-            await reconcile_experiment_with_retries(ctx, key[0], owner)
+            ctx.require_experiment_intake().submit(key[0], owner, None)
 
     @kopf.on.event(GROUP, VERSION, EXPERIMENT_PLURAL, registry=registry)
     async def experiment_event(type: str | None, namespace: str | None, name: str | None, **_: Any) -> None:
@@ -438,9 +431,11 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
             ctx.known_experiments.discard(key)
             if ctx.experiments is not None:
                 ctx.experiments.forget(*key)
+            if ctx.experiment_intake is not None:
+                ctx.experiment_intake.forget(*key)
             return
         ctx.known_experiments.add(key)
-        await reconcile_experiment_with_retries(ctx, *key)
+        ctx.require_experiment_intake().submit(*key, None)
 
     @kopf.on.event(
         kuberay.GROUP,

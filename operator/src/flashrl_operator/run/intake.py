@@ -1,4 +1,4 @@
-"""Job reconciles waiting for their turn, at most one per job, each holding its job as compact JSON.
+"""Reconciles waiting for their turn, at most one per object, each holding its object as compact JSON.
 
 Why this exists: a burst of new jobs (1,000 applied at once) reaches the operator as 1,000 watch
 events within seconds, while ``--max-concurrent-reconciles`` lets only a few reconcile at a time.
@@ -14,6 +14,10 @@ reconcile is level-based), so a job never queues twice. A transient failure give
 comes again after its backoff (as client-go's rate-limited requeue), so jobs failing during an API
 outage never hold every turn. kopf's own ``worker_limit`` is not used for this: its waiting workers
 keep their whole events.
+
+The operator has two intakes: one for FlashRLJobs (handed their event's body) and
+one for FlashRLExperiments (always read first: an experiment's reconcile reads its variants too), so
+both kinds are bounded and retried the same way, and no kopf handler ever waits for a reconcile.
 """
 
 from __future__ import annotations
@@ -24,7 +28,6 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from flashrl_api import KIND
 from flashrl_operator.client.errors import TransientError
 
 logger = logging.getLogger(__name__)
@@ -51,13 +54,15 @@ def unpack(packed: str | None) -> dict[str, Any] | None:
 class Intake:
     """Reconciles handed over by watch events, run ``limit`` at a time.
 
-    ``submit`` never waits. ``None`` as the body means "read the job first" (an event of a child, or a
-    wake-up): it is as fresh as any event body, so it replaces a waiting body like a newer event.
+    ``submit`` never waits. ``None`` as the body means "read the object first" (an event of a child, or
+    a wake-up): it is as fresh as any event body, so it replaces a waiting body like a newer event.
+    ``kind`` names the objects in log lines.
     """
 
-    def __init__(self, reconcile: Reconcile, limit: int, backoff: Backoff) -> None:
+    def __init__(self, reconcile: Reconcile, limit: int, backoff: Backoff, *, kind: str) -> None:
         if limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
+        self._kind = kind
         self._reconcile = reconcile
         self._backoff = backoff
         self._turns = asyncio.Semaphore(limit)
@@ -96,12 +101,12 @@ class Intake:
                 attempt = self._failures.get(key, 0)
                 self._failures[key] = attempt + 1
                 delay = self._backoff(key[0], key[1], attempt, exc)
-                logger.warning("%s %s/%s: will retry in %.1fs: %s", KIND, *key, delay, exc)
+                logger.warning("%s %s/%s: will retry in %.1fs: %s", self._kind, *key, delay, exc)
                 loop = asyncio.get_running_loop()
                 self._retries[key] = loop.call_later(delay, self._retry, key)
                 return
             except Exception:
-                logger.exception("%s %s/%s: reconcile failed", KIND, *key)
+                logger.exception("%s %s/%s: reconcile failed", self._kind, *key)
             self._failures.pop(key, None)
 
     def _retry(self, key: Key) -> None:
