@@ -149,6 +149,14 @@ def measure(source: Path | None = None) -> dict[str, Any]:
         return _drive(plane, log, source)
 
 
+def import_rss_mib(*modules: str) -> float:
+    """RSS of a fresh interpreter of this venv after importing ``modules`` (none: a bare interpreter)."""
+    code = "import psutil" + "".join(f", {m}" for m in modules)
+    code += "; print(psutil.Process().memory_info().rss)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return int(out.stdout) / 2**20
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process so far."""
     times = psutil.Process(pid).cpu_times()
@@ -241,6 +249,11 @@ def _drive(plane: ControlPlane, log: Path, source: Path | None) -> dict[str, Any
         "load5": load,
         "last_bucket": max((b for b in h2 if b != float("inf")), default=0.0),
         "version": plane.version,
+        # What importing costs, apart from any job: kopf (which imports kubernetes_asyncio.client) and
+        # the client's generated models and APIs alone, above a bare interpreter with psutil.
+        "bare_rss_mib": import_rss_mib(),
+        "kopf_rss_mib": import_rss_mib("kopf"),
+        "client_rss_mib": import_rss_mib("kubernetes_asyncio.client"),
     }
 
 
@@ -340,15 +353,28 @@ def _reading(now: dict[str, Any], before: dict[str, Any] | None) -> list[str]:
         "with the cores to themselves. Fewer requests cut the server's share, but each remaining one is "
         "a write (admission, etcd), and the operator's own share (parsing, rendering, kopf's event "
         "handling, JSON) is untouched by the request count.",
-        "* RSS with the jobs known is the peak of the burst, kept: CPython rarely returns freed memory "
-        "to the system. The peak comes from concurrency, not from per-job state: kopf starts a worker "
-        "for every FlashRLJob event at once, and `flashrl operator --max-concurrent-reconciles` "
-        "(default 16) lets that many reconcile at a time while the others wait holding only their "
-        "event. What stays above the idle "
-        f"{now['idle_rss_mib']:.0f} MiB ({now['rss_with_jobs_mib']:.0f} MiB here) is kopf's 1,000 "
-        "per-object workers with their event bodies and the burst's high-water mark (not measured "
-        "apart; for comparison, kopf's own `worker_limit = 16` instead, one run on 2026-12-04: 155 MiB "
-        "but 2.7 jobs/s).",
+        "* RSS with the jobs known is the peak of the burst, kept: CPython keeps the memory arenas a "
+        "peak needed (freed objects leave them fragmented, not returned). What waits during the burst is "
+        "small: kopf's handler hands each job to the operator's intake (`run/intake.py`) and returns, and "
+        "a job waiting for one of the `--max-concurrent-reconciles` turns (default 16) is held once, as "
+        "compact JSON without `managedFields`. What is left above idle is kopf's own: it decodes every "
+        "watch event as it arrives (the jobs', then their RayJobs' and status changes) and queues it "
+        "for that object's worker, and while the operator's CPU is busy reconciling, those queues grow. "
+        "Traced once with `tracemalloc` (2026-12-05; tracing slows the operator about fivefold, so its "
+        "backlog was larger than in an untraced run), the largest live group at the peak was 17 MiB of "
+        "decoded watch events inside kopf, then 5 MiB of TLS read buffers (42 connections to the API "
+        "server); the intake's waiting jobs were about 1 MiB.",
+        f"* Most of the idle {now['idle_rss_mib']:.0f} MiB is imports, paid before any job: `import "
+        f"kopf` takes {now['kopf_rss_mib'] - now['bare_rss_mib']:.0f} MiB above a bare interpreter "
+        f"({now['bare_rss_mib']:.0f} MiB), {now['client_rss_mib'] - now['bare_rss_mib']:.0f} MiB of it "
+        "`kubernetes_asyncio.client` (every generated model and API of the Kubernetes client; kopf "
+        "imports it whenever it is installed, and the operator's I/O layer is built on it). Running "
+        "with `-OO` would drop their docstrings (about 12 MiB; one run on 2026-12-05: 142 MiB with "
+        "1,000 jobs), but `-O` also drops `assert`, and verl's config checks are asserts "
+        "(three refusals of `tests/unit/jobs/test_verl_checks.py` pass silently under "
+        "`PYTHONOPTIMIZE=1`), so the operator runs without it. Measured on 2026-12-05, one run each, "
+        "and not adopted: `PYTHONMALLOC=malloc` (166 MiB) and `--max-concurrent-reconciles 8` "
+        "(153 MiB, 11 jobs/s instead of 16).",
         "* A new job's reconcile duration is its work once admitted by that bound (the wait before it "
         "is not in the histogram); an unchanged resync reconciles eight jobs at a time.",
         "",
