@@ -600,3 +600,26 @@ def test_hf_token_is_set_once_in_the_staging_container_and_the_secrets_wins() ->
     ]
     names = [e["name"] for e in env]
     assert len(names) == len(set(names))
+
+
+def test_the_staging_job_fails_at_once_on_every_launcher_exit_a_retry_cannot_fix() -> None:
+    """The pod failure policy reads the launcher's failure table: a non-retryable exit (a gated repository,
+    a bad spec) fails the Job at once, a retryable or unknown one (a killed download) uses backoffLimit,
+    and a disruption does not count."""
+    from flashrl_api.status import LAUNCHER_FAILURES
+    from flashrl_jobs import contract
+    from flashrl_operator.render.staging import STAGE_CONTAINER, staging_job
+
+    rendered = staging_job(make_job({"huggingFace": {"tokenSecret": "hf-token"}}))
+    assert rendered is not None
+    fail_job, ignore = rendered["spec"]["podFailurePolicy"]["rules"]
+    final = set(fail_job["onExitCodes"]["values"])
+    assert fail_job["action"] == "FailJob"
+    assert fail_job["onExitCodes"]["containerName"] == STAGE_CONTAINER
+    assert {contract.EXIT_STAGING_FAILED, contract.EXIT_INVALID_CONFIG, contract.EXIT_USAGE} <= final
+    for row in LAUNCHER_FAILURES:
+        if row.exit_code is not None:
+            assert (row.exit_code in final) is (not row.retryable), row
+    assert contract.EXIT_GPU_TIMEOUT not in final and 1 not in final and 137 not in final
+    assert ignore == {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}
+    assert rendered["spec"]["backoffLimit"] >= 1

@@ -20,8 +20,8 @@ The job's NetworkPolicy (``network.py``) selects only the Ray pods: the staging 
 and its egress to the Hub (or ``HF_ENDPOINT``) is never restricted by it.
 
 Retries: ``backoffLimit`` covers lost nodes and network trouble, while a ``podFailurePolicy`` fails
-the Job at once on the stage command's own exit codes (bad spec, staging failure): retrying a
-missing column or a gated repository cannot help.
+the Job at once on the launcher's exit codes that are not retryable (bad spec, staging failure):
+retrying a missing column or a gated repository cannot help.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from typing import Any, Final
 from flashrl_api import FlashRLJob
 from flashrl_api.spec import TOKEN_KEY
 from flashrl_api.staging import VOLUME_NAMES, staging_plan
+from flashrl_api.status import LAUNCHER_FAILURES, not_retryable
 from flashrl_jobs import contract
 from flashrl_jobs.engine_env import pod_env
 from flashrl_operator.render.labels import labels, object_meta
@@ -45,8 +46,12 @@ COMMAND: Final = ("flashrl-launch", "stage", "--spec", contract.DEFAULT_SPEC_PAT
 RESOURCES: Final = {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}}
 #: Pod retries for failures outside the command (a lost node, an evicted pod, a killed download).
 BACKOFF_LIMIT: Final = 3
-#: Exit codes that fail the Job at once: the command decided, and a retry would decide the same.
-FINAL_EXIT_CODES: Final = (contract.EXIT_USAGE, contract.EXIT_INVALID_CONFIG, contract.EXIT_STAGING_FAILED)
+#: Exit codes that fail the Job at once: the launcher's codes its failure table marks not retryable
+#: (a retry would decide the same). The stage command returns only some of them (usage, invalid config,
+#: staging failed); the others cannot occur here, and listing them keeps one rule, read from one table.
+FINAL_EXIT_CODES: Final = tuple(
+    sorted(code for reason, code in contract.EXIT_CODES.items() if reason in not_retryable(LAUNCHER_FAILURES))
+)
 #: The label the Job controller puts on its pods (Kubernetes 1.27+).
 JOB_NAME_LABEL: Final = "batch.kubernetes.io/job-name"
 
