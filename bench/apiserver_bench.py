@@ -375,7 +375,8 @@ def _reading(now: dict[str, Any], before: dict[str, Any] | None) -> list[str]:
         "`PYTHONOPTIMIZE=1`), so the operator runs without it. Measured on 2026-12-05, one run each, "
         "and not adopted: `PYTHONMALLOC=malloc` (166 MiB) and `--max-concurrent-reconciles 8` "
         "(153 MiB at 11 jobs/s, against 158 MiB at 16 jobs/s with the default in that day's runs); "
-        "on 2026-12-06, two runs each alternating with the default, `MALLOC_ARENA_MAX=2` (159 and "
+        "on 2026-12-06, two runs each of this module's `measure()` alternating with the default, "
+        "`MALLOC_ARENA_MAX=2` (159 and "
         "160 MiB, against 160 and 161 MiB).",
         "* A new job's reconcile duration is its work once admitted by that bound (the wait before it "
         "is not in the histogram); an unchanged resync reconciles eight jobs at a time.",

@@ -31,7 +31,7 @@ from typing import Any, Final
 from flashrl_api import FlashRLJob
 from flashrl_api.spec import TOKEN_KEY
 from flashrl_api.staging import VOLUME_NAMES, staging_plan
-from flashrl_api.status import LAUNCHER_FAILURES, not_retryable
+from flashrl_api.status import LAUNCHER_FAILURES, exit_codes
 from flashrl_jobs import contract
 from flashrl_jobs.engine_env import pod_env
 from flashrl_operator.render.labels import labels, object_meta
@@ -50,7 +50,7 @@ BACKOFF_LIMIT: Final = 3
 #: (a retry would decide the same). The stage command returns only some of them (usage, invalid config,
 #: staging failed); the others cannot occur here, and listing them keeps one rule, read from one table.
 FINAL_EXIT_CODES: Final = tuple(
-    sorted(code for reason, code in contract.EXIT_CODES.items() if reason in not_retryable(LAUNCHER_FAILURES))
+    sorted(exit_codes(row for row in LAUNCHER_FAILURES if not row.retryable).values())
 )
 #: The label the Job controller puts on its pods (Kubernetes 1.27+).
 JOB_NAME_LABEL: Final = "batch.kubernetes.io/job-name"
