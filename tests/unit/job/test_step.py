@@ -355,6 +355,76 @@ def test_success_closes_the_attempt_with_the_launchers_last_step() -> None:
     assert step.events == (Announcement("Normal", "Succeeded", "Phase Running -> Succeeded: done"),)
 
 
+def test_success_short_of_the_last_step_is_stopped_early_and_not_retried() -> None:
+    """KubeRay says SUCCEEDED, the launcher's progress says 40 of 150: Failed/StoppedEarly, at once."""
+    job = make_job({"lifecycle": {"maxRestarts": 3}})
+    ray = ray_status("Complete", "SUCCEEDED", message="Job finished successfully.")
+    step = failed_attempt(job, running(), ray, reported=Reported(40, 1, 40, 150))
+    assert (step.status.phase, step.status.reason) == ("Failed", "StoppedEarly")
+    assert step.status.message == (
+        "KubeRay reports SUCCEEDED but training stopped at step 40 of 150 (newest checkpoint 40) "
+        "(not retryable)"
+    )
+    assert step.delete == () and step.wake_after is None  # not retried: the launcher's exit 70 is not either
+    assert conditions(step)["Succeeded"] == ("False", "NotSucceeded")
+    assert conditions(step)["Failed"] == ("True", "StoppedEarly")
+    assert [(a.attempt, a.end_step, a.reason) for a in step.status.attempts or []] == [
+        (1, 40, "StoppedEarly")
+    ]
+    assert [(e.type, e.reason) for e in step.events] == [("Warning", "StoppedEarly")]
+
+    # Final: the next reconcile, with KubeRay still saying SUCCEEDED, changes nothing.
+    previous = {**running(), **step.status.model_dump(mode="json", by_alias=True, exclude_none=True)}
+    previous["progress"] = {"step": 40, "totalSteps": 150, "attempt": 1}
+    again = next_step(observe(job, previous, live=as_live(job, previous, RayJob=ray)))
+    assert (again.status.phase, again.status.reason, again.status.message) == (
+        "Failed",
+        "StoppedEarly",
+        step.status.message,
+    )
+    assert again.status_patch == {} and again.events == ()
+
+
+def test_success_without_any_reported_step_is_not_a_success() -> None:
+    job = make_job()
+    step = failed_attempt(job, running(), ray_status("Complete", "SUCCEEDED"), reported=Reported())
+    assert (step.status.phase, step.status.reason) == ("Failed", "StoppedEarly")
+    assert step.status.message == (
+        "KubeRay reports SUCCEEDED but the launcher reported no training step of 150 "
+        "(status.progress is empty)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("reported", "phase"),
+    [
+        (Reported(150, 1, 145, 150), "Succeeded"),  # the last step
+        (Reported(148, 1, 150, 150), "Succeeded"),  # a checkpoint of the last step (its line was lost)
+        (Reported(96, 1, 95, 96), "Succeeded"),  # verl's own total (a short data set): the launcher's
+        (Reported(149, 1, 145, 150), "Failed"),
+        (Reported(149, 1, 145, 0), "Failed"),  # no total reported: spec.training.totalSteps (150)
+    ],
+)
+def test_training_is_done_when_the_step_or_checkpoint_reached_the_total(
+    reported: Reported, phase: str
+) -> None:
+    job = make_job()
+    step = failed_attempt(job, running(), ray_status("Complete", "SUCCEEDED"), reported=reported)
+    assert step.status.phase == phase
+
+
+def test_a_final_failure_keeps_the_retry_policys_verdict_whatever_kuberay_says_later() -> None:
+    """The reconcile after a final failure does not rewrite it from the RayJob: the note the retry policy
+    added (the deadline has passed) stays."""
+    job = make_job({"lifecycle": {"maxRestarts": 5}})
+    ray = ray_status("Failed", "", reason="DeadlineExceeded", message="The RayJob ran past its deadline")
+    step = failed_attempt(job, running(), ray)
+    assert step.status.message.endswith("(lifecycle.activeDeadlineSeconds has passed)")
+    previous = step.status.model_dump(mode="json", by_alias=True, exclude_none=True)
+    again = next_step(observe(job, previous, live=as_live(job, previous, RayJob=ray)))
+    assert again.status_patch == {} and again.status.message == step.status.message
+
+
 # Staging.
 
 

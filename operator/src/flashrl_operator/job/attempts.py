@@ -111,6 +111,8 @@ class Reported:
     step: int = 0
     step_attempt: int | None = None
     checkpoint_step: int = 0
+    total_steps: int = 0
+    """``status.progress.totalSteps``: verl's own count of the run's steps (0: not reported)."""
 
     @classmethod
     def of(cls, status: Mapping[str, Any]) -> Reported:
@@ -125,7 +127,26 @@ class Reported:
             step=_int(progress.get("step")),
             step_attempt=as_int(progress.get("attempt")),
             checkpoint_step=_int(checkpoint.get("step")),
+            total_steps=_int(progress.get("totalSteps")),
         )
+
+    def stopped_early(self, total_steps: int) -> str | None:
+        """Why a run whose Ray job reported success did not finish training, or ``None`` when it did.
+
+        Done means the launcher's step, or its newest checkpoint, reached the run's last step: the total
+        the launcher reported (verl's own count, which a short data set makes smaller), else
+        ``total_steps`` (``spec.training.totalSteps``). The launcher's guard (exit 70, ``StoppedEarly``)
+        applies the same rule inside the pod; this one holds when KubeRay says SUCCEEDED anyway (a
+        launcher that could not judge, an entrypoint that was not the launcher's).
+        """
+        total = self.total_steps or total_steps
+        reached = max(self.step, self.checkpoint_step)
+        if reached >= total:
+            return None
+        if self.step == 0 and self.checkpoint_step == 0 and not self.total_steps:
+            return f"the launcher reported no training step of {total} (status.progress is empty)"
+        saved = f"newest checkpoint {self.checkpoint_step}" if self.checkpoint_step else "no checkpoint"
+        return f"training stopped at step {reached} of {total} ({saved})"
 
     def step_of(self, attempt: Attempt) -> int:
         """The last step ``attempt`` completed; its start step when it reported none."""

@@ -511,6 +511,16 @@ def _retrying(message: str) -> PhaseDecision:
     return PhaseDecision("Starting", Reason.RETRYING, message)
 
 
+def training_verdict(verdict: PhaseDecision, reported: Reported, total_steps: int) -> PhaseDecision:
+    """Succeeded only when training reached its last step (:meth:`Reported.stopped_early`); otherwise
+    ``Failed``/``StoppedEarly``, whatever KubeRay says. Like the launcher's exit 70, it is not
+    retryable (the launcher failure table): the same spec and checkpoint would stop the same way."""
+    why = reported.stopped_early(total_steps)
+    if why is None:
+        return verdict
+    return PhaseDecision("Failed", Reason.STOPPED_EARLY, f"KubeRay reports SUCCEEDED but {why}")
+
+
 def attempt_outcome(
     o: Observed,
     obs: Observation,
@@ -523,7 +533,8 @@ def attempt_outcome(
     """Apply the retry policy to the current attempt (:mod:`flashrl_operator.job.attempts`).
 
     While the backoff runs the job is a retry that starts later. An attempt whose RayJob exists has
-    started; one that succeeded is closed with its last step; a non-recoverable failure is judged by
+    started; one that succeeded is closed with its last step (a success short of the last step is
+    ``StoppedEarly``, :func:`training_verdict`); a non-recoverable failure is judged by
     the retry policy: a final failure, or a retry that frees the failed attempt's Ray cluster now,
     announces what the failure cost and wakes up when the backoff ends.
     """
@@ -546,6 +557,8 @@ def attempt_outcome(
             f"was {previous.get('phase')}",
         )
     reported = o.reported or Reported.of(previous)
+    if verdict.phase == "Succeeded":
+        verdict = training_verdict(verdict, reported, job.spec.training.total_steps)
     if verdict.phase == "Succeeded":
         return AttemptOutcome(
             replace(obs, attempts=attempts.finished(now, reported, None).to_status()), verdict

@@ -205,6 +205,47 @@ def test_a_replica_failure_still_wins_over_pod_problems() -> None:
     assert ready is not None and ready["reason"] == "ReplicaFailure"
 
 
+PRE_RUNNING = (
+    "The RayJob has passed the preRunningDeadlineSeconds. StartTime: 2026-01-01 00:00:00 +0000 UTC. "
+    "PreRunningDeadlineSeconds: 60"
+)
+
+
+def timed_out(previous: dict[str, Any], reason: str = "PreRunningDeadlineExceeded") -> dict[str, Any]:
+    """KubeRay's verdict when its deadline ran out: Failed, no jobStatus, its bare sentence."""
+    view = RayJobView.of(
+        {"status": {"jobDeploymentStatus": "Failed", "reason": reason, "message": PRE_RUNNING}}
+    )
+    return desired_status(Observation(generation=1, ray_job_name="j", ray_job=view, previous=previous), NOW)
+
+
+def test_a_start_that_ran_out_of_time_keeps_the_schedulers_last_cause() -> None:
+    waiting = status_with(pod_problems([unschedulable("j-abcde-gpu-worker-1")]))
+    status = timed_out(waiting)
+    assert (status["phase"], status["reason"]) == ("Failed", "PreRunningDeadlineExceeded")
+    assert status["message"] == (
+        f"{PRE_RUNNING}; the Ray cluster had not started: RayCluster j-abcde: "
+        f"GPU worker pod j-abcde-gpu-worker-1: PodUnschedulable: {NO_GPU}"
+    )
+    failed = find_condition(status["conditions"], "Failed")
+    assert failed is not None and failed["message"] == status["message"]
+
+
+def test_a_start_that_ran_out_of_time_says_how_far_the_pods_got() -> None:
+    status = timed_out(status_with(()), "DeadlineExceeded")
+    assert status["message"] == (
+        f"{PRE_RUNNING}; the Ray cluster had not started: "
+        "RayCluster j-abcde: head pod ready, 0/1 GPU workers ready"
+    )
+
+
+def test_a_deadline_that_ends_a_running_job_is_kuberays_sentence_alone() -> None:
+    ran = RayJobView.of({"status": {"jobDeploymentStatus": "Running", "jobStatus": "RUNNING"}})
+    running = desired_status(Observation(generation=1, ray_job_name="j", ray_job=ran), NOW)
+    assert timed_out(running, "DeadlineExceeded")["message"] == PRE_RUNNING
+    assert timed_out({})["message"] == PRE_RUNNING  # nothing known about the start
+
+
 @pytest.mark.parametrize(
     ("deployment", "cluster", "expected"),
     [

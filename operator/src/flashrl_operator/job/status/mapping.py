@@ -16,7 +16,7 @@ part of a patch computed here. The operator reads ``status.metrics`` for the mis
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -35,7 +35,7 @@ from flashrl_api.status import (
 )
 from flashrl_operator.job.staging import StagingObservation, staged_verdict
 from flashrl_operator.job.status.conditions import Verdict, find_condition, merge_conditions, truncate
-from flashrl_operator.job.status.pods import PodProblem
+from flashrl_operator.job.status.pods import PodProblem, problems_summary
 from flashrl_operator.job.status.ray import (
     PhaseDecision,
     cluster_status_check,
@@ -45,7 +45,13 @@ from flashrl_operator.job.status.ray import (
     should_read_pods,
     suspended_decision,
 )
-from flashrl_operator.vocab.kuberay import CLUSTER_STATE_READY, DeploymentStatus, RayClusterView, RayJobView
+from flashrl_operator.vocab.kuberay import (
+    CLUSTER_STATE_READY,
+    DeploymentStatus,
+    KubeRayReason,
+    RayClusterView,
+    RayJobView,
+)
 
 _M = TypeVar("_M", bound=BaseModel)
 
@@ -162,12 +168,49 @@ class Observation:
 
 
 def _kuberay_phase(obs: Observation, rj: RayJobView) -> PhaseDecision:
-    return ray_phase(
+    decision = ray_phase(
         rj,
         queued=obs.queued,
         suspend_requested=obs.suspend_requested,
         cluster=obs.ray_cluster,
         pod_problems=obs.pod_problems,
+    )
+    return with_startup_cause(decision, obs)
+
+
+#: KubeRay's deadlines. When one ends a start that never finished, KubeRay's sentence says only that
+#: time ran out; the cause the start waited on is kept beside it (:func:`with_startup_cause`).
+DEADLINE_REASONS: Final = frozenset(
+    {KubeRayReason.PRE_RUNNING_DEADLINE_EXCEEDED, KubeRayReason.DEADLINE_EXCEEDED}
+)
+#: ClusterReady reasons that say why the Ray cluster is not up yet (the scheduler's, the kubelet's or
+#: KubeRay's words, or how far the pods got).
+STARTUP_CAUSES: Final = frozenset({*POD_PROBLEMS, Reason.REPLICA_FAILURE, Reason.CLUSTER_STARTING})
+
+
+def last_startup_cause(obs: Observation) -> str | None:
+    """Why the Ray cluster was not up, as last observed: the pods read now, else the ClusterReady
+    condition as last written (KubeRay's Failed RayJob gets no pod reads, and its cluster may be gone).
+    ``None`` when the cluster was up (a deadline that ended a running job) or nothing was known."""
+    if obs.pod_problems:
+        return problems_summary(obs.pod_problems)
+    ready = find_condition(obs.previous.get("conditions") or [], ConditionType.CLUSTER_READY)
+    if ready is None or ready.get("status") != "False" or ready.get("reason") not in STARTUP_CAUSES:
+        return None
+    return str(ready.get("message") or ready.get("reason"))
+
+
+def with_startup_cause(decision: PhaseDecision, obs: Observation) -> PhaseDecision:
+    """A deadline that ended a start keeps what the start waited on: e.g. KubeRay's
+    ``PreRunningDeadlineExceeded`` sentence, then ``the Ray cluster had not started: ... PodUnschedulable:
+    0/2 nodes are available: 2 Insufficient nvidia.com/gpu``. The reason stays KubeRay's."""
+    if decision.phase != "Failed" or decision.reason not in DEADLINE_REASONS:
+        return decision
+    cause = last_startup_cause(obs)
+    if cause is None:
+        return decision
+    return replace(
+        decision, message=f"{decision.message.rstrip('. ')}; the Ray cluster had not started: {cause}"
     )
 
 
@@ -188,9 +231,10 @@ def decide_phase(obs: Observation) -> PhaseDecision:
     if obs.attempt_decision is not None:
         return obs.attempt_decision
     prev = obs.previous
-    if is_final(prev) and (
-        obs.ray_job is None or _kuberay_phase(obs, obs.ray_job).phase not in TERMINAL_PHASES
-    ):
+    if is_final(prev):
+        # Final is final: its phase, reason and message stay as the reconcile that ended the job decided
+        # them (the retry policy's reason, what the launcher reported, the cause a start waited on),
+        # whatever KubeRay's RayJob says afterwards, or whether it is still there.
         return PhaseDecision(
             prev["phase"], str(prev.get("reason") or prev["phase"]), str(prev.get("message") or "")
         )
