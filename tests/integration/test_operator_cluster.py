@@ -223,3 +223,40 @@ async def test_pods_that_cannot_start_are_named_with_the_cause(
     assert {tuple(query.get("labelSelector", [])) for _, query in by_operator} == {
         (f"ray.io/cluster={ray_job['status']['rayClusterName']}",)
     }
+
+
+async def test_a_start_that_runs_out_of_time_keeps_the_schedulers_cause(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    """While the job waits for GPUs the status names the scheduler's cause; when KubeRay's pre-running
+    deadline ends the wait, the failure message still does (KubeRay's sentence alone would not)."""
+    await start_operator(resync_interval=1.0)
+    await cluster.submit("xi")
+    await cluster.kuberay.set_status(NAMESPACE, "xi", CLUSTER_STARTING)
+    await cluster.kuberay.cluster_pods(NAMESPACE, "xi", head_ready=True, ready_workers=0)
+    worker = await cluster.kuberay.stuck_pod(NAMESPACE, "xi", unschedulable(NO_GPU))
+    status = await wait_cluster_ready(cluster, "xi", "False", "PodUnschedulable", NO_GPU)
+    assert (status["phase"], status["reason"]) == ("Starting", "PodUnschedulable")
+
+    deadline = (
+        "The RayJob has passed the preRunningDeadlineSeconds. StartTime: 2026-12-06 10:22:32 +0000 UTC. "
+        "PreRunningDeadlineSeconds: 60"
+    )
+    # KubeRay's verdict: Failed, no Ray job status (nothing was submitted), its own sentence.
+    timed_out = {"jobDeploymentStatus": "Failed", "jobStatus": "", "reason": "PreRunningDeadlineExceeded"}
+    await cluster.kuberay.set_status(NAMESPACE, "xi", {**timed_out, "message": deadline})
+    status = await cluster.wait_phase("xi", "Failed")
+    assert status["reason"] == "PreRunningDeadlineExceeded"
+    assert status["message"].startswith(deadline.rstrip("."))
+    assert f"the Ray cluster had not started: RayCluster {status['rayClusterName']}: " in status["message"]
+    assert f"GPU worker pod {worker}: PodUnschedulable: {NO_GPU}" in status["message"]
+    failed = condition(status, "Failed")
+    assert (failed["status"], failed["reason"]) == ("True", "PreRunningDeadlineExceeded")
+    assert NO_GPU in failed["message"]
+
+    async def warned() -> dict[str, Any] | None:
+        events = await cluster.events_for("xi")
+        return next((e for e in events if e["reason"] == "PreRunningDeadlineExceeded"), None)
+
+    event = await eventually(warned, "the Warning Event of the failure")
+    assert event["type"] == "Warning" and NO_GPU in event["message"]

@@ -96,10 +96,10 @@ async def test_kuberay_transitions_drive_phase_conditions_and_events(
     assert status["dashboardUrl"].endswith(":8265")
     assert status["startTime"]
 
-    # The launcher reports progress; the operator must leave it alone.
-    await cluster.kuberay.report_progress(NAMESPACE, "beta", step=3, total=150)
+    # The launcher reports progress (the last step); the operator must leave it alone.
+    await cluster.kuberay.report_progress(NAMESPACE, "beta", step=150, total=150)
     status = await cluster.kuberay_says("beta", SUCCEEDED, "Succeeded")
-    assert status["progress"]["step"] == 3 and status["progress"]["totalSteps"] == 150
+    assert status["progress"]["step"] == 150 and status["progress"]["totalSteps"] == 150
     assert status["completionTime"]
     assert conditions(status)["Succeeded"] == ("True", "JobSucceeded")
     assert conditions(status)["Running"] == ("False", "JobFinished")
@@ -115,6 +115,42 @@ async def test_kuberay_transitions_drive_phase_conditions_and_events(
     events = await cluster.events_for("beta")
     assert all(e["type"] == "Normal" for e in events)
     assert any("Running -> Succeeded" in e["message"] for e in events)
+
+
+async def test_success_short_of_the_last_step_is_stopped_early(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    """KubeRay says SUCCEEDED while the launcher's progress says step 40 of 150: not a success."""
+    await start_operator()
+    await cluster.api.create(JOBS_RESOURCE, job_manifest("epsilon", {"lifecycle": {"maxRestarts": 2}}))
+    await cluster.wait_for(RAY_JOBS_RESOURCE, "epsilon")
+    await cluster.kuberay_says("epsilon", TRAINING, "Running")
+    await cluster.kuberay.report_progress(NAMESPACE, "epsilon", step=40, total=150, attempt=1)
+
+    async def reported() -> bool:
+        return ((await cluster.status("epsilon")).get("progress") or {}).get("step") == 40
+
+    await eventually(reported, "step 40 in the status")
+    await cluster.kuberay.set_status(
+        NAMESPACE, "epsilon", {**SUCCEEDED, "message": "Job finished successfully."}
+    )
+    status = await cluster.wait_phase("epsilon", "Failed")
+    assert status["reason"] == "StoppedEarly"
+    assert status["message"].startswith("KubeRay reports SUCCEEDED but training stopped at step 40 of 150")
+    assert conditions(status)["Succeeded"] == ("False", "NotSucceeded")
+    assert conditions(status)["Failed"] == ("True", "StoppedEarly")
+    # Not retried (as the launcher's own exit 70): no second attempt, the RayJob is not deleted.
+    assert status["attempt"] == 1
+    assert [(a["attempt"], a["endStep"], a["reason"]) for a in status["attempts"]] == [
+        (1, 40, "StoppedEarly")
+    ]
+    assert await cluster.api.get(RAY_JOBS_RESOURCE, NAMESPACE, "epsilon-2") is None
+
+    async def warning() -> list[str] | None:
+        found = [e["reason"] for e in await cluster.events_for("epsilon") if e["type"] == "Warning"]
+        return found or None
+
+    assert await eventually(warning, "a Warning Event for the failure") == ["StoppedEarly"]
 
 
 async def test_kuberay_failure_reason_is_copied(cluster: Cluster, start_operator: StartOperator) -> None:

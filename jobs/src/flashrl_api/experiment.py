@@ -39,9 +39,9 @@ from flashrl_api.manifest import (
     FlashRLJob,
     Problem,
     SpecError,
-    _humanize,
-    _loc_to_path,
     header_problems,
+    model_problem,
+    moved_suggestion,
     namespace_problems,
     spec_problems,
     unknown_field_problems,
@@ -531,7 +531,7 @@ def experiment_problems(
         )
     except ValidationError as exc:
         problems.extend(
-            Problem(_loc_to_path("spec", tuple(e["loc"])), _humanize(e))
+            model_problem(e, FlashRLExperimentSpec, "spec", f"{EXPERIMENT_SINGULAR}.spec")
             for e in exc.errors(include_url=False)
             if not (e["loc"] and e["loc"][0] == "template")
         )
@@ -576,7 +576,9 @@ def experiment_problems(
             if path in template_paths:
                 continue  # the template's own problem, already reported once
             suffix = "" if path.startswith(where) else f" (in variant {variant.name!r})"
-            problems.append(Problem(path, problem.message + suffix))
+            rest = problem.path.removeprefix("spec.")
+            message = moved_suggestion(problem.message, "spec.", path[: len(path) - len(rest)])
+            problems.append(Problem(path, message + suffix))
         if merged is not None and not merged_problems:
             merged_specs.append((i, merged))
     for pos, (i, spec_i) in enumerate(merged_specs):

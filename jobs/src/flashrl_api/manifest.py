@@ -10,11 +10,12 @@ only up to a short length, and at most :data:`MAX_PROBLEMS` problems are listed.
 
 from __future__ import annotations
 
+import difflib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -190,12 +191,88 @@ _PATTERN_NAMES = {
 }
 
 
+#: How a suggestion starts in an unknown field's message (:func:`unknown_field`).
+DID_YOU_MEAN = "did you mean "
+UNKNOWN_FIELD = "unknown field (check the spelling; see `kubectl explain flashrljob.spec`)"
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The model classes a field's annotation can hold (through ``X | None``, unions and lists)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [model for arg in get_args(annotation) for model in _models_in(arg)]
+
+
+def known_fields(model: type[BaseModel], loc: Sequence[int | str]) -> list[str]:
+    """The wire names of the fields of the model found at ``loc`` (a pydantic error location below
+    ``model``, without the unknown key); ``[]`` when ``loc`` does not lead to a model."""
+    candidates = [model]
+    for part in loc:
+        if isinstance(part, int):
+            continue  # a list item: the models the list holds
+        named = [m for m in candidates if m.__name__ == part]  # a union member pydantic names
+        if named:
+            candidates = named
+            continue
+        field = next(
+            (f for m in candidates for name, f in m.model_fields.items() if (f.alias or name) == part), None
+        )
+        if field is None:
+            return []  # a map's key: its values are no model's fields
+        candidates = _models_in(field.annotation)
+    return sorted({f.alias or name for m in candidates for name, f in m.model_fields.items()})
+
+
+def _folded(name: str) -> str:
+    return name.replace("_", "").replace("-", "").lower()
+
+
+def closest_field(name: str, known: Iterable[str]) -> str | None:
+    """The known field ``name`` most likely meant (``difflib``'s closest match, ignoring case, ``_``
+    and ``-``, so ``prompt_batch_size`` and ``promptBatchsize`` both find ``promptBatchSize``)."""
+    by_folded = {_folded(k): k for k in known}
+    found = difflib.get_close_matches(_folded(name), list(by_folded), n=1, cutoff=0.6)
+    return by_folded[found[0]] if found else None
+
+
+def unknown_field(path: str, name: str, known: Iterable[str], explain: str = "flashrljob.spec") -> str:
+    """The message for the unknown field ``name`` at ``path``: with the full path of the closest known
+    field of the same mapping when one is close (``did you mean spec.training.promptBatchSize?``);
+    ``explain`` is what ``kubectl explain`` documents the fields of."""
+    if name in ("true", "false"):
+        return f"unknown field: {BOOLEAN_KEY_HINT}"
+    suggestion = closest_field(name, known)
+    if suggestion is None:
+        return UNKNOWN_FIELD.replace("flashrljob.spec", explain)
+    parent = path[: len(path) - len(_segment(name))].rstrip(".")
+    where = f"{parent}.{suggestion}" if parent else suggestion
+    return f"unknown field; {DID_YOU_MEAN}{where}? (see `kubectl explain {explain}`)"
+
+
+def moved_suggestion(message: str, old_prefix: str, new_prefix: str) -> str:
+    """``message`` with its suggestion's path moved as its problem was (a variant's field reported at
+    ``spec.variants[i].spec`` rather than the merged job's ``spec``)."""
+    return message.replace(DID_YOU_MEAN + old_prefix, DID_YOU_MEAN + new_prefix, 1)
+
+
+def model_problem(
+    error: Mapping[str, Any], model: type[BaseModel], prefix: str, explain: str = "flashrljob.spec"
+) -> Problem:
+    """One pydantic error of validating ``model`` at ``prefix`` as a :class:`Problem`; an unknown field
+    gets the closest known one of its mapping as a suggestion."""
+    loc = tuple(error.get("loc", ()))
+    path = _loc_to_path(prefix, loc)
+    if error.get("type") == "extra_forbidden" and loc and isinstance(loc[-1], str):
+        return Problem(path, unknown_field(path, loc[-1], known_fields(model, loc[:-1]), explain))
+    return Problem(path, _humanize(error))
+
+
 def _humanize(error: Mapping[str, Any]) -> str:
     kind = error.get("type", "")
     if kind == "extra_forbidden":
         if error.get("loc", ())[-1:] in (("true",), ("false",)):
             return f"unknown field: {BOOLEAN_KEY_HINT}"
-        return "unknown field (check the spelling; see `kubectl explain flashrljob.spec`)"
+        return UNKNOWN_FIELD
     if kind == "literal_error":
         expected = error.get("ctx", {}).get("expected", "")
         return f"must be one of {expected}, got {quote(error.get('input'))}"
@@ -289,10 +366,13 @@ def spec_problems(raw_spec: Any, prefix: str = "spec") -> tuple[FlashRLJobSpec |
             without_nulls(raw_spec), strict=True, by_alias=True, by_name=False
         )
     except ValidationError as exc:
-        problems = [
-            Problem(_loc_to_path(prefix, tuple(e["loc"])), _renamed_or(e, prefix) or _humanize(e))
-            for e in exc.errors(include_url=False)
-        ]
+        problems = []
+        for e in exc.errors(include_url=False):
+            renamed = _renamed_or(e, prefix)
+            if renamed is not None:
+                problems.append(Problem(_loc_to_path(prefix, tuple(e["loc"])), renamed))
+            else:
+                problems.append(model_problem(e, FlashRLJobSpec, prefix))
         return None, problems
     return spec, [Problem(f"{prefix}.{path}", message) for path, message in violations(spec)]
 
@@ -342,10 +422,19 @@ def namespace_problems(metadata: Mapping[str, Any]) -> list[Problem]:
     ]
 
 
+#: The top-level fields of every ``flashrl.dev`` object.
+TOP_LEVEL_FIELDS = ("apiVersion", "kind", "metadata", "spec", "status")
+
+
 def unknown_field_problems(raw: Mapping[str, Any]) -> list[Problem]:
     """One problem per top-level field that is none of apiVersion, kind, metadata, spec, status."""
-    extra = sorted(str(key) for key in set(raw) - {"apiVersion", "kind", "metadata", "spec", "status"})
-    return [Problem(_segment(key), "unknown field") for key in extra]
+    extra = sorted(str(key) for key in set(raw) - set(TOP_LEVEL_FIELDS))
+    problems = []
+    for key in extra:
+        suggestion = closest_field(key, TOP_LEVEL_FIELDS)
+        hint = f"; {DID_YOU_MEAN}{suggestion}?" if suggestion else ""
+        problems.append(Problem(_segment(key), "unknown field" + hint))
+    return problems
 
 
 def parse_job(raw: Any) -> FlashRLJob:
