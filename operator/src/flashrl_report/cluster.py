@@ -18,6 +18,7 @@ from typing import Any, Final
 from flashrl_api.experiment import (
     EXPERIMENT_KIND,
     VARIANT_LABEL,
+    ExperimentReason,
     FlashRLExperiment,
     parse_experiment,
     variant_jobs,
@@ -38,6 +39,28 @@ class JobObjects:
     name: str
     job: Mapping[str, Any] | None
     history: Mapping[str, Any] | None
+    variant: Mapping[str, Any] | None = None
+    """The experiment's ``status.variants`` entry for this run (``None``: not an experiment's, or the
+    experiment has not reported it yet)."""
+    parallelism: int | None = None
+    """The experiment's ``spec.parallelism`` (``None``: all variants at once, or not an experiment)."""
+
+
+def missing_job_note(namespace: str, item: JobObjects) -> str:
+    """Why a run has no FlashRLJob: a variant waiting its turn (and for what, as the experiment's status
+    says), one whose job was deleted, or a job that does not exist."""
+    variant = item.variant or {}
+    where = f"FlashRLJob {namespace}/{item.name}"
+    if variant.get("reason") == ExperimentReason.JOB_DELETED:
+        return f"variant {item.label}: its {where} was deleted (the experiment does not create it again)"
+    if item.variant is not None and variant.get("phase", "Waiting") == "Waiting":
+        why = ": ".join(str(part) for part in (variant.get("reason"), variant.get("message")) if part)
+        if not why and item.parallelism:
+            why = f"spec.parallelism is {item.parallelism}, so it starts when a running variant finishes"
+        return f"variant {item.label} is waiting its turn ({where} is not created yet" + (
+            f"; {why})" if why else ")"
+        )
+    return f"{where} does not exist (not created yet, or deleted)"
 
 
 def runs_from_objects(namespace: str, objects: Sequence[JobObjects]) -> list[RunMetrics]:
@@ -47,9 +70,7 @@ def runs_from_objects(namespace: str, objects: Sequence[JobObjects]) -> list[Run
         run = RunMetrics(label=item.label)
         status = (item.job or {}).get("status") or {}
         if item.job is None:
-            run.notes.append(
-                f"FlashRLJob {namespace}/{item.name} does not exist (not created yet, or deleted)"
-            )
+            run.notes.append(missing_job_note(namespace, item))
         text = ((item.history or {}).get("data") or {}).get(HISTORY_KEY)
         if isinstance(text, str) and text.strip():
             source = SOURCE_HISTORY.format(namespace=namespace, name=history_name(item.name))
@@ -89,6 +110,18 @@ def runs_from_objects(namespace: str, objects: Sequence[JobObjects]) -> list[Run
     return runs
 
 
+def variant_statuses(raw: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """The experiment's ``status.variants`` entries by variant name, as stored (a status the operator
+    has not written yet, or a malformed one, gives none)."""
+    status = raw.get("status")
+    entries = status.get("variants") if isinstance(status, Mapping) else None
+    if not isinstance(entries, list):
+        return {}
+    return {
+        str(entry["name"]): entry for entry in entries if isinstance(entry, Mapping) and entry.get("name")
+    }
+
+
 def experiment_jobs(experiment: FlashRLExperiment) -> list[tuple[str, str]]:
     """``(label, job name)`` of each variant, in the experiment's order."""
     return [(job.metadata["labels"][VARIANT_LABEL], job.name) for job in variant_jobs(experiment)]
@@ -102,18 +135,24 @@ async def fetch_runs(
 
     pairs: list[tuple[str, str]] = [(name, name) for name in jobs]
     title = f"FlashRL comparison: {', '.join(jobs)}"
+    variants: dict[str, Mapping[str, Any]] = {}
+    parallelism: int | None = None
     if experiment is not None:
         raw = await client.get(FLASHRL_EXPERIMENT, namespace, experiment)
         if raw is None:
             raise MetricsInputError(f"{EXPERIMENT_KIND} {namespace}/{experiment} does not exist")
-        pairs = experiment_jobs(parse_experiment(raw)) + pairs
+        parsed = parse_experiment(raw)
+        pairs = experiment_jobs(parsed) + pairs
         title = f"FlashRL experiment {namespace}/{experiment}"
+        variants = variant_statuses(raw)
+        parallelism = parsed.spec.parallelism
 
     async def one(label: str, name: str) -> JobObjects:
         job, history = await asyncio.gather(
             client.get(FLASHRL_JOB, namespace, name), client.get(CONFIG_MAP, namespace, history_name(name))
         )
-        return JobObjects(label, name, job, history)
+        variant = variants.get(label)
+        return JobObjects(label, name, job, history, variant, parallelism if variant is not None else None)
 
     objects = await asyncio.gather(*(one(label, name) for label, name in pairs))
     return runs_from_objects(namespace, objects), title
@@ -147,5 +186,7 @@ __all__ = [
     "fetch_runs",
     "history_name",
     "load_cluster_runs",
+    "missing_job_note",
     "runs_from_objects",
+    "variant_statuses",
 ]

@@ -196,6 +196,9 @@ def goodput_plot(variants: Sequence[VariantGoodput]) -> Plot:
     title = "Where the GPU-hours go"
     if not variants:
         return Plot(PLOT_ID, title, "", None, "no run has a goodput ledger or verl step timings")
+    if not any(seconds > 0 for v in variants for seconds in v.ledger.gpu_seconds.values()):
+        # Every ledger so far is staging or queueing: no GPU was held, there is no bar to draw.
+        return Plot(PLOT_ID, title, "", None, "no run has held a GPU yet (staging or waiting for GPUs)")
     labels = [f"{v.label} ({v.steps} steps)" for v in variants]
     bands = (
         (str(phase), color, [v.ledger.gpu_seconds[phase] / 3600 for v in variants])

@@ -209,7 +209,9 @@ def stacked_bars(
     base_height: float,
 ) -> Figure:
     """One horizontal bar per label, top to bottom, stacked from ``bands`` in order: each a legend name,
-    a colour and a width per bar. A band that is zero in every bar is left out, legend included."""
+    a colour and a width per bar. A band that is zero in every bar is left out, legend included (with
+    every band zero there is no legend: matplotlib would warn on the terminal that it has nothing to
+    list; callers say "not drawn" before that)."""
     fig = Figure(figsize=(12.4, base_height + 0.6 * len(labels)), layout="constrained")
     ax = fig.add_subplot(1, 1, 1)
     left = [0.0] * len(labels)
@@ -221,7 +223,8 @@ def stacked_bars(
     ax.invert_yaxis()
     ax.set_xlabel(xlabel)
     ax.set_title(title, fontsize=11)
-    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
     ax.grid(True, axis="x", alpha=0.3)
     return fig
 

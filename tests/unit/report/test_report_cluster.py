@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import warnings
+from pathlib import Path
 from typing import Any
 
 from manifests import job_object as _job
 
 from flashrl_api import verl_metrics as vm
 from flashrl_api.history import HISTORY_KEY, add_step, history_name
-from flashrl_report import build_report
-from flashrl_report.cluster import JobObjects, runs_from_objects
+from flashrl_report import build_report, write_report
+from flashrl_report.cluster import JobObjects, fetch_runs, runs_from_objects
 from flashrl_report.synthetic import records
 
 
@@ -64,3 +67,95 @@ def test_failed_running_thinned_and_history_less_jobs_are_explained() -> None:
 
 def test_history_name() -> None:
     assert history_name("origin-bf16") == "origin-bf16-metrics"
+
+
+def test_a_variant_waiting_its_turn_is_called_waiting_with_what_it_waits_for() -> None:
+    waiting = {"name": "bf16", "jobName": "x-bf16", "phase": "Waiting"}
+    told = {**waiting, "reason": "WaitingForGPUs", "message": "x-blockwise-fp8 still holds 8 GPUs"}
+    deleted = {"name": "gone", "jobName": "x-gone", "phase": "Failed", "reason": "JobDeleted"}
+    objects = [
+        JobObjects("bf16", "x-bf16", None, None, waiting, 1),
+        JobObjects("told", "x-told", None, None, told, 1),
+        JobObjects("gone", "x-gone", None, None, deleted, 1),
+        JobObjects("alone", "alone", None, None),  # --job: no experiment to ask
+    ]
+    notes = [" | ".join(r.notes) for r in runs_from_objects("rl", objects)]
+    assert notes[0] == (
+        "variant bf16 is waiting its turn (FlashRLJob rl/x-bf16 is not created yet; spec.parallelism is 1, "
+        "so it starts when a running variant finishes)"
+    )
+    assert notes[1] == (
+        "variant told is waiting its turn (FlashRLJob rl/x-told is not created yet; WaitingForGPUs: "
+        "x-blockwise-fp8 still holds 8 GPUs)"
+    )
+    assert (
+        notes[2]
+        == "variant gone: its FlashRLJob rl/x-gone was deleted (the experiment does not create it again)"
+    )
+    assert notes[3] == "FlashRLJob rl/alone does not exist (not created yet, or deleted)"
+    assert not any("does not exist" in note for note in notes[:3])
+
+
+class _Client:
+    """The objects ``flashrl report --experiment`` reads, as the API server returns them."""
+
+    def __init__(self, objects: dict[tuple[str, str], dict[str, Any]]) -> None:
+        self.objects = objects
+
+    async def get(self, resource: Any, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.objects.get((resource.kind, name))
+
+
+def test_the_experiment_status_tells_the_report_who_waits() -> None:
+    experiment = {
+        "apiVersion": "flashrl.dev/v1alpha1",
+        "kind": "FlashRLExperiment",
+        "metadata": {"name": "x", "namespace": "rl"},
+        "spec": {"parallelism": 1},
+        "status": {
+            "variants": [
+                {"name": "blockwise-fp8", "jobName": "x-blockwise-fp8", "phase": "Running"},
+                {"name": "bf16", "jobName": "x-bf16", "phase": "Waiting"},
+            ]
+        },
+    }
+    experiment["spec"]["variants"] = [
+        {"name": "blockwise-fp8", "spec": {"rollout": {"quantization": "blockwise-fp8"}}},
+        {"name": "bf16", "spec": {"rollout": {"quantization": "bf16"}}},
+    ]
+    client = _Client(
+        {
+            ("FlashRLExperiment", "x"): experiment,
+            ("FlashRLJob", "x-blockwise-fp8"): _job("Running"),
+            ("ConfigMap", "x-blockwise-fp8-metrics"): _history("blockwise-fp8", 30, stop=5),
+        }
+    )
+    runs, title = asyncio.run(fetch_runs(client, "rl", "x", []))
+    assert title == "FlashRL experiment rl/x"
+    assert runs[1].notes == [
+        "variant bf16 is waiting its turn (FlashRLJob rl/x-bf16 is not created yet; spec.parallelism is 1, "
+        "so it starts when a running variant finishes)"
+    ]
+
+
+def test_a_report_of_variants_that_hold_no_gpu_yet_prints_no_library_warning(tmp_path: Path) -> None:
+    """A staging variant's ledger has no GPU-second in it: no bar to draw, so no matplotlib legend
+    warning on the terminal, and the page says why the figure is missing."""
+    staging = _job("Staging")
+    staging["status"]["goodput"] = {
+        "heldGPUSeconds": 0,
+        "trainingGPUSeconds": 0,
+        "byPhase": [{"phase": "staging", "seconds": 30.0, "gpuSeconds": 0.0}],
+    }
+    objects = [
+        JobObjects("blockwise-fp8", "x-blockwise-fp8", staging, None),
+        JobObjects("bf16", "x-bf16", None, None, {"name": "bf16", "phase": "Waiting"}, 1),
+    ]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        report = build_report(runs_from_objects("rl", objects))
+        write_report(report, tmp_path)
+    assert [str(w.message) for w in caught] == []
+    goodput = next(p for p in report.plots if p.id == "goodput-phases")
+    assert goodput.png is None
+    assert "no run has held a GPU yet" in report.html
