@@ -222,7 +222,7 @@ async def test_invalid_spec_fails_with_the_field_path_and_creates_nothing(
     status = await cluster.wait_phase("delta", "Failed")
     assert status["reason"] == "InvalidSpec"
     assert "spec.rollout.samplesPerPrompt" in status["message"]
-    assert "spec.trainng" in status["message"]
+    assert "spec.trainng: unknown field; did you mean spec.training?" in status["message"]
     assert conditions(status)["Accepted"] == ("False", "InvalidSpec")
     assert "rayJobName" not in status
     created = {plural for (plural, _, name) in cluster.creations() if plural not in ("events", "flashrljobs")}
