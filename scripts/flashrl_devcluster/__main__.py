@@ -193,7 +193,8 @@ def play(state: Path, namespace: str, job: str, fail: str | None) -> int:
                     (found.get("spec") or {}).get("training") or {}
                 ).get("totalSteps", 150)
                 launcher = plane.token_kubeconfig(f"{job}-launcher", namespace, f"{job}-launcher")
-                patch = {"status": {"progress": {"step": total, "totalSteps": total}}}
+                now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+                patch = {"status": {"progress": {"step": total, "totalSteps": total, "updateTime": now}}}
                 if fail is None:
                     plane.kubectl(
                         "patch", "flashrljob", job, "-n", namespace, "--subresource=status",
