@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -141,10 +142,11 @@ def test_preflight_names_each_missing_piece_then_passes(empty_cluster: ControlPl
     (unused,) = free_ports(1)
     kuberay = start_kuberay(plane, unused, "kuberay-system")
     try:
-        plane.kubectl(
-            "wait", "--for=jsonpath={.spec.holderIdentity}", "lease/ray-operator-leader",
-            "-n", "kuberay-system", "--timeout=120s",
-        )  # fmt: skip
+        deadline = time.monotonic() + 120
+        while not (plane.get_json("lease", "ray-operator-leader", "-n", "kuberay-system", check=False) or {}):
+            assert kuberay.popen.poll() is None, kuberay.tail()
+            assert time.monotonic() < deadline, f"KubeRay took no Lease:\n{kuberay.tail()}"
+            time.sleep(0.3)
         assert kuberay.popen.poll() is None, kuberay.tail()
         ok = preflight(config, "-n", "rl")
         assert ok.returncode == 0, ok.stderr
