@@ -72,8 +72,8 @@ def offline_limits(job: FlashRLJob, skipped: Sequence[str] = ()) -> str:
     if needs.optional_secrets:
         parts.append(f"optional Secret {', '.join(needs.optional_secrets)} (Hub token)")
     r = job.spec.resources
-    parts.append(f"{r.nodes} node(s) with {r.gpus_per_node} allocatable {r.gpu_product}")
-    parts.append("KubeRay's CRDs")
+    parts.append(f"{r.nodes} node(s) with {r.gpus_per_node} allocatable and free {r.gpu_product}")
+    parts.append("KubeRay's CRDs and running operator")
     parts.extend(skipped)
     return (
         f"not checked offline: {'; '.join(parts)}; `flashrl preflight -n {needs.namespace} FILE` checks "
