@@ -80,7 +80,8 @@ crd: install ## Regenerate the committed CRDs from the API models
 e2e-kwok: install tools ## Only the e2e of KubeRay's own operator on kwok's simulated H20 nodes (real control plane; also in make test)
 	PATH="$(CURDIR)/$(TOOLS):$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -m kwok tests/e2e/test_kuberay_kwok.py $(PYTEST_ARGS)
 
-dev-cluster: install tools ## Start the tests' cluster from this clone (control plane, KubeRay, kwok H20 nodes, storage, chart, operator)
+dev-cluster: install $(HELM) ## Start the tests' cluster from this clone (control plane, KubeRay, kwok H20 nodes, storage, chart, operator)
+	bash scripts/get-kube-tools.sh $(TOOLS)
 	$(DEV_CLUSTER) --state $(DEV_CLUSTER_STATE) up $(if $(NODES),--nodes $(NODES))
 
 dev-cluster-down: ## Stop every process `make dev-cluster` started (by its recorded pid)
@@ -99,5 +100,6 @@ images: install ## Build the operator and trainer images (needs Docker); referen
 resolve-digests: install ## Fill in unresolved base-image digests in images/pins.yaml (needs registry access)
 	$(BIN)/python scripts/resolve_digests.py images/pins.yaml
 
-clean: ## Remove the virtualenv and fetched tools
+clean: ## Remove the virtualenv and fetched tools (stopping a dev cluster first)
+	if [ -x $(BIN)/python ]; then $(DEV_CLUSTER) --state $(DEV_CLUSTER_STATE) down; fi
 	rm -rf $(VENV) .tools .mypy_cache .ruff_cache .pytest_cache .dev-cluster
