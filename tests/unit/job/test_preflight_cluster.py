@@ -161,3 +161,9 @@ def test_an_experiment_checks_each_variant_and_the_variants_run_at_once() -> Non
     busy = experiment_check(variants, 1, _facts([_node("h20-a")], [_pod("h20-a", 8)]), "1.7.0")
     assert [line[:12] for line in busy.shared] == ["GPUs in use:"]
     assert busy.variants == {"a": [], "b": [], "c": []}
+
+
+def test_nodes_the_user_may_not_list_are_a_note_not_a_missing_gpu_node() -> None:
+    blind = _facts([], None, nodes_readable=False)
+    assert not [p for p in cluster_problems(_job(), blind, "1.7.0") if "node(s)" in p or "GPUs" in p]
+    assert cluster_notes(blind) == ["not checked: GPU nodes and their GPUs (your user may not list nodes)"]

@@ -56,7 +56,7 @@ async def gather(kube: Any, jobs: Sequence[FlashRLJob]) -> Any:
     secrets = {
         s: await kube.read_path(f"/api/v1/namespaces/{ns}/secrets/{s}") for n in needs for s in n.secrets
     }
-    nodes = await listed("/api/v1/nodes") or []
+    nodes = await listed("/api/v1/nodes")
     crds = {
         c: await kube.read_path(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{c}")
         for c in KUBERAY_CRDS
@@ -74,11 +74,12 @@ async def gather(kube: Any, jobs: Sequence[FlashRLJob]) -> Any:
         namespace=await kube.read_path(f"/api/v1/namespaces/{ns}"),
         claims=claims,
         secrets=secrets,
-        nodes=nodes,
+        nodes=nodes or [],
         crds=crds,
         kuberay_images=images,
         kuberay_deployments=deployments,
         kuberay_leases=leases,
+        nodes_readable=nodes is not None,
     )
     # Free GPUs: the pods bound to each node that carries a job's GPU labels, read node by node.
     names = sorted({n.name for job in jobs for n in matching_nodes(job, facts)})

@@ -126,6 +126,8 @@ class ClusterFacts:
     gpus_in_use: dict[str, int] | None = None
     #: When the facts were read (seconds since the epoch), for the Lease's freshness.
     now: float = 0.0
+    #: Whether the user may list nodes (``False``: ``nodes`` is empty because it could not be read).
+    nodes_readable: bool = True
 
 
 def _quantity(value: Any) -> int:
@@ -220,7 +222,7 @@ def free_gpu_problem(jobs: Sequence[FlashRLJob], facts: ClusterFacts, what: str)
     """A line when the GPU pods of ``jobs``, started together, do not fit in the GPUs that are free now
     on their matching nodes (``what`` names them in the line); ``None`` when they fit or pods could not
     be read. The jobs share one GPU product, selector and GPUs per node (an experiment's variants)."""
-    if not jobs or facts.gpus_in_use is None:
+    if not jobs or facts.gpus_in_use is None or not facts.nodes_readable:
         return None
     res = jobs[0].spec.resources
     nodes = matching_nodes(jobs[0], facts)
@@ -284,7 +286,9 @@ def kuberay_operator_problem(facts: ClusterFacts, kuberay_version: str) -> str |
 def cluster_notes(facts: ClusterFacts) -> list[str]:
     """What preflight could not check with the user's RBAC (printed, never a failure)."""
     notes = []
-    if facts.gpus_in_use is None:
+    if not facts.nodes_readable:
+        notes.append("not checked: GPU nodes and their GPUs (your user may not list nodes)")
+    elif facts.gpus_in_use is None:
         notes.append("not checked: free GPUs (your user may not list pods on the GPU nodes)")
     if facts.kuberay_deployments is None and facts.kuberay_leases is None:
         notes.append(
@@ -341,7 +345,7 @@ def cluster_problems(job: FlashRLJob, facts: ClusterFacts, kuberay_version: str)
             )
     res = spec.resources
     fitting = [n for n in matching_nodes(job, facts) if n.allocatable >= res.gpus_per_node]
-    if len(fitting) < res.nodes:
+    if facts.nodes_readable and len(fitting) < res.nodes:
         carried = products_carried(facts.nodes)
         if res.gpu_product not in carried:
             shown = ", ".join(f"{p} ({n} node(s))" for p, n in carried.items()) or "none"
@@ -422,7 +426,7 @@ def experiment_check(
         res = jobs[0].spec.resources
         needed = sum(j.spec.resources.nodes for j in jobs)
         slots = sum(_slots(n.allocatable, res.gpus_per_node) for n in matching_nodes(jobs[0], facts))
-        if slots < needed:
+        if facts.nodes_readable and slots < needed:
             capacity = (
                 f"GPUs too few: {slots} of the {needed} GPU pod(s) of {res.gpus_per_node} {GPU_RESOURCE} "
                 f"{what} fit in the allocatable GPUs of the node(s) labelled {_labels(jobs[0])}"
