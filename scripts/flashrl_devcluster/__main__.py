@@ -100,7 +100,13 @@ def up(state: Path, nodes: int) -> int:
     if recorded(state):
         print(f"dev-cluster: already running from {state} (make dev-cluster-down first)", file=sys.stderr)
         return 1
-    shutil.rmtree(state, ignore_errors=True)  # a fresh cluster every time
+    if state.is_dir() and any(state.iterdir()) and not (state / "pki").is_dir():
+        print(
+            f"dev-cluster: {state} is not a dev cluster's state directory: choose an empty one",
+            file=sys.stderr,
+        )
+        return 1
+    shutil.rmtree(state, ignore_errors=True)  # a fresh cluster every time (only a former one's state)
     plane = ControlPlane(state)
     processes: list[Process] = []
     try:
