@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from flashrl_devcluster.control_plane import KUBERAY_PINNED_CRDS, TOOLS_CRDS
+from flashrl_devcluster.kuberay_kwok import kuberay_operator_crds
 
-__all__ = ["KUBERAY_PINNED_CRDS", "prometheus_operator_crds"]
+__all__ = ["KUBERAY_PINNED_CRDS", "kuberay_operator_crds", "prometheus_operator_crds"]
 #: Only these of the Prometheus Operator's CRDs: the kinds the chart renders.
 PROMETHEUS_KINDS = ("podmonitors", "servicemonitors", "prometheusrules")
 
