@@ -8,9 +8,15 @@ BIN := $(VENV)/bin
 TOOLS := .tools/bin
 HELM := $(TOOLS)/helm
 VERL_VERSION := $(shell sed -n 's/^  verl: "\(.*\)"/\1/p' images/pins.yaml)
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml images/pins.yaml | cksum | cut -d' ' -f1)
+INPUTS_SUM := $(shell cat pyproject.toml images/pins.yaml | cksum | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-$(INPUTS_SUM)
+# What `make demo` needs only: the emulated cluster and the report (sim), and verl's config (verl-config).
+DEMO_STAMP := $(VENV)/.demo-installed-$(INPUTS_SUM)
+DEV_CLUSTER := PYTHONPATH=$(CURDIR)/scripts PATH="$(CURDIR)/$(TOOLS):$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m flashrl_devcluster
+DEV_CLUSTER_STATE ?= .dev-cluster
 
-.PHONY: help install tools lint test test-unit demo bench crd e2e e2e-kwok images resolve-digests clean
+.PHONY: help install tools lint test test-unit demo bench crd e2e e2e-kwok images resolve-digests clean \
+	dev-cluster dev-cluster-down dev-cluster-play
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-16s %s\n", $$1, $$2}'
@@ -28,6 +34,19 @@ $(STAMP): pyproject.toml images/pins.yaml
 	touch $@
 
 install: $(STAMP) ## Create .venv/ with the project (editable) and the test tools
+
+# The demo's own, smaller install into the same .venv (nothing to do when `make install` put everything there).
+$(DEMO_STAMP): pyproject.toml images/pins.yaml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required (PYTHON=$(PYTHON))")'
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	if [ ! -e $(STAMP) ]; then \
+	  $(BIN)/python -m pip install --quiet --upgrade pip && \
+	  { $(BIN)/python -m pip uninstall --quiet --yes flashrl 2>/dev/null || true; } && \
+	  $(BIN)/python -m pip install --quiet -e '.[sim,verl-config]' && \
+	  $(BIN)/python -m pip install --quiet --no-deps 'verl==$(VERL_VERSION)'; \
+	fi
+	rm -f $(VENV)/.demo-installed-*
+	touch $@
 
 $(HELM): scripts/get-helm.sh
 	bash scripts/get-helm.sh $(TOOLS)
@@ -48,7 +67,7 @@ test: install tools lint ## The whole suite: lint, unit, the real control plane 
 test-unit: install ## Unit tests only
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
 
-demo: install ## Run the main job end to end with no cluster (emulated API and KubeRay), then an experiment and its report
+demo: $(DEMO_STAMP) ## Run the main job end to end with no cluster (emulated API and KubeRay), then an experiment and its report
 	$(BIN)/flashrl demo
 
 bench: install ## Benchmarks (not tests); figures go to docs/benchmarks.md
@@ -61,6 +80,16 @@ crd: install ## Regenerate the committed CRDs from the API models
 e2e-kwok: install tools ## Only the e2e of KubeRay's own operator on kwok's simulated H20 nodes (real control plane; also in make test)
 	PATH="$(CURDIR)/$(TOOLS):$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -m kwok tests/e2e/test_kuberay_kwok.py $(PYTEST_ARGS)
 
+dev-cluster: install $(HELM) ## Start the tests' cluster from this clone (control plane, KubeRay, kwok H20 nodes, storage, chart, operator)
+	bash scripts/get-kube-tools.sh $(TOOLS)
+	$(DEV_CLUSTER) --state $(DEV_CLUSTER_STATE) up $(if $(NODES),--nodes $(NODES))
+
+dev-cluster-down: ## Stop every process `make dev-cluster` started (by its recorded pid)
+	$(DEV_CLUSTER) --state $(DEV_CLUSTER_STATE) down
+
+dev-cluster-play: ## Play a job's run to its end on the dev cluster, as the kwok e2e does: make dev-cluster-play JOB=name [NS=rl]
+	$(DEV_CLUSTER) --state $(DEV_CLUSTER_STATE) play -n $(or $(NS),rl) $(JOB)
+
 e2e: ## kind e2e (needs Docker and kind): build images, install KubeRay and the chart, run a job
 	bash tests/e2e/run.sh
 
@@ -71,5 +100,6 @@ images: install ## Build the operator and trainer images (needs Docker); referen
 resolve-digests: install ## Fill in unresolved base-image digests in images/pins.yaml (needs registry access)
 	$(BIN)/python scripts/resolve_digests.py images/pins.yaml
 
-clean: ## Remove the virtualenv and fetched tools
-	rm -rf $(VENV) .tools .mypy_cache .ruff_cache .pytest_cache
+clean: ## Remove the virtualenv and fetched tools (stopping a dev cluster first)
+	if [ -x $(BIN)/python ]; then $(DEV_CLUSTER) --state $(DEV_CLUSTER_STATE) down; fi
+	rm -rf $(VENV) .tools .mypy_cache .ruff_cache .pytest_cache .dev-cluster

@@ -50,6 +50,7 @@ from flashrl_operator.vocab.metrics import RECONCILE_DURATION
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))  # the control-plane helpers the tests use (tests/envtest)
+sys.path.insert(0, str(REPO / "scripts"))  # and what they share with `make dev-cluster`
 
 from envtest import audit  # noqa: E402
 from envtest.chart import NAMESPACE as CHART_NAMESPACE  # noqa: E402

@@ -117,6 +117,9 @@ def test_notes_name_the_next_commands(pins: dict[str, Any]) -> None:
     assert proc.returncode == 0, proc.stderr
     notes = proc.stdout.split("NOTES:", 1)[1]
     assert "kubectl apply" in notes and "kubectl get flashrljobs" in notes
+    # The examples name their namespace (rl): `kubectl apply -n <other>` of them is refused.
+    assert "kubectl apply -n" not in notes
+    assert "kubectl apply -f flashrljob.yaml" in notes and "metadata.namespace" in notes
     # With no cluster, the RayJob API is absent: the notes say how to install the pinned KubeRay.
     assert f"--version {pins['versions']['kuberay']}" in notes
 

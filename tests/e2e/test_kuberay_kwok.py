@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -34,18 +32,17 @@ import pytest
 import yaml
 
 from envtest.chart import install
-from envtest.control_plane import (
-    REPO,
-    REQUIRED,
-    TOOLS,
-    ControlPlane,
-    Process,
-    free_ports,
-    missing_binaries,
-    running,
-)
+from envtest.control_plane import REPO, REQUIRED, ControlPlane, missing_binaries, running
 from envtest.operator import OperatorProcess
-from envtest.upstream import kuberay_operator_crds
+from flashrl_devcluster.kuberay_kwok import (
+    EXIT_LABEL,
+    RayDashboard,
+    add_h20_nodes,
+    apply_kuberay_crds,
+    start_kuberay,
+    start_kwok,
+    volume,
+)
 
 pytestmark = pytest.mark.kwok
 
@@ -53,149 +50,6 @@ NAMESPACE = "rl"
 JOB = "qwen3-8b-dapo-fp8"
 H20_NODES = ("h20-a", "h20-b")
 WAIT_S = 240.0
-KWOK_STAGES = REPO / ".tools" / "kwok-stages"
-#: kwok completes a Job's pod only when the test labels it so (the process exited), with this label.
-EXIT_LABEL = "e2eexit"
-
-POD_EXITED = f"""\
-apiVersion: kwok.x-k8s.io/v1alpha1
-kind: Stage
-metadata:
-  name: pod-exited-when-told
-spec:
-  resourceRef:
-    apiGroup: v1
-    kind: Pod
-  selector:
-    matchExpressions:
-    - key: .metadata.deletionTimestamp
-      operator: DoesNotExist
-    - key: .status.phase
-      operator: In
-      values: [Running]
-    - key: .metadata.labels.{EXIT_LABEL}
-      operator: Exists
-  next:
-    statusTemplate: |
-      {{{{ $now := Now }}}}
-      phase: Succeeded
-      containerStatuses:
-      {{{{ range .spec.containers }}}}
-      - image: {{{{ .image | Quote }}}}
-        name: {{{{ .name | Quote }}}}
-        ready: false
-        restartCount: 0
-        state:
-          terminated:
-            exitCode: 0
-            reason: Completed
-            startedAt: {{{{ $now | Quote }}}}
-            finishedAt: {{{{ $now | Quote }}}}
-      {{{{ end }}}}
-"""
-
-
-class RayDashboard:
-    """The Ray dashboard's job API, as KubeRay reads it (``GET /api/jobs/<submission id>``).
-
-    Each RayJob's Ray job reports what :meth:`set` said for the longest RayJob name its submission id
-    starts with (KubeRay names it ``<rayjob>-<random>``); unknown ids are ``RUNNING`` once submitted.
-    """
-
-    def __init__(self) -> None:
-        self.states: dict[str, dict[str, Any]] = {}
-        self.requests = 0
-        dashboard = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                dashboard.requests += 1
-                job_id = self.path.rstrip("/").rsplit("/", 1)[-1]
-                body = json.dumps(dashboard.info(job_id)).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                return
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def info(self, job_id: str) -> dict[str, Any]:
-        matches = sorted((n for n in self.states if job_id.startswith(n + "-")), key=len, reverse=True)
-        state = self.states[matches[0]] if matches else {"status": "RUNNING"}
-        return {"job_id": job_id, "submission_id": job_id, "entrypoint": "flashrl-launch train", **state}
-
-    def set(self, ray_job: str, status: str, message: str = "") -> None:
-        self.states[ray_job] = {"status": status, "message": message}
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def _stages(root: Path) -> Path:
-    if not KWOK_STAGES.is_dir():
-        pytest.fail(f"kwok's stages not found at {KWOK_STAGES}: run `make tools`")
-    files = [
-        p for p in sorted((KWOK_STAGES / "node" / "fast").glob("*.yaml")) if p.name != "kustomization.yaml"
-    ]
-    files += [
-        KWOK_STAGES / "pod" / "fast" / "pod-ready.yaml",
-        KWOK_STAGES / "pod" / "fast" / "pod-delete.yaml",
-    ]
-    text = "\n---\n".join(f.read_text() for f in files) + "\n---\n" + POD_EXITED
-    path = root / "kwok-stages.yaml"
-    path.write_text(text)
-    return path
-
-
-def _h20_node(name: str) -> dict[str, Any]:
-    """A node as GPU Feature Discovery and the NVIDIA device plugin describe an 8 x H20 machine."""
-    capacity = {
-        "cpu": "192",
-        "memory": "2Ti",
-        "pods": "110",
-        "nvidia.com/gpu": "8",
-        "ephemeral-storage": "4Ti",
-    }
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "annotations": {"kwok.x-k8s.io/node": "fake"},
-            "labels": {
-                "kubernetes.io/hostname": name,
-                "type": "kwok",
-                "nvidia.com/gpu.product": "NVIDIA-H20",
-                "nvidia.com/gpu.count": "8",
-                "nvidia.com/gpu.memory": "97871",
-            },
-        },
-        "status": {"capacity": capacity, "allocatable": capacity},
-    }
-
-
-def _volume(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolume",
-        "metadata": {"name": f"e2e-{name}"},
-        "spec": {
-            "capacity": {"storage": "1Ti"},
-            "accessModes": ["ReadWriteMany"],
-            "storageClassName": "standard",
-            "persistentVolumeReclaimPolicy": "Retain",
-            "hostPath": {"path": f"/srv/e2e/{name}"},
-            "claimRef": {"namespace": NAMESPACE, "name": name},
-        },
-    }
 
 
 class E2E:
@@ -271,52 +125,13 @@ def e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
         pytest.skip(message)
     root = Path(tmp_path_factory.mktemp("e2e"))
     with running(root / "control-plane") as plane:
-        dashboard = RayDashboard()
+        dashboard = RayDashboard().start()
         processes: dict[str, Any] = {}
         try:
-            kwok_port, metrics, health = free_ports(3)
-            processes["kwok"] = Process.start(
-                "kwok",
-                [
-                    str(TOOLS / "kwok"),
-                    f"--kubeconfig={plane.kubeconfig}",
-                    "--manage-all-nodes=false",
-                    "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-                    f"--config={_stages(root)}",
-                    f"--server-address=127.0.0.1:{kwok_port}",
-                    "--node-ip=10.10.0.1",
-                    "--cidr=10.11.0.0/16",
-                ],
-                plane.root / "logs" / "kwok.log",
-                plane.env(),
-            )
-            # File by file: kubectl does not read a folder reached through a symlink (.tools/crds/kuberay).
-            crds = [
-                arg for path in sorted(kuberay_operator_crds().glob("*.yaml")) for arg in ("-f", str(path))
-            ]
-            plane.kubectl("apply", "--server-side", *crds)
-            plane.wait_established("rayjobs.ray.io", "rayclusters.ray.io")
-            env = plane.env() | {
-                "HTTP_PROXY": f"http://127.0.0.1:{dashboard.port}",
-                "NO_PROXY": "127.0.0.1,localhost",
-            }
-            processes["kuberay"] = Process.start(
-                "kuberay-operator",
-                [
-                    str(TOOLS / "kuberay-operator"),
-                    f"--metrics-addr=127.0.0.1:{metrics}",
-                    f"--health-probe-bind-address=127.0.0.1:{health}",
-                    "--enable-leader-election=false",
-                ],
-                plane.root / "logs" / "kuberay-operator.log",
-                env,
-            )
-            for node in H20_NODES:
-                plane.apply_json(_h20_node(node))
-                # The API server taints every new node not-ready; the node lifecycle controller lifts the
-                # taint once the node reports Ready (kwok's node-initialize stage). That controller is not
-                # run here (it would evict pods without kwok's heartbeats), so the test lifts it as it would.
-                plane.kubectl("taint", "node", node, "node.kubernetes.io/not-ready:NoSchedule-", check=False)
+            processes["kwok"] = start_kwok(plane, root)
+            apply_kuberay_crds(plane)
+            processes["kuberay"] = start_kuberay(plane, dashboard.port)
+            add_h20_nodes(plane, H20_NODES)
             install(plane)
             for name in ("namespace.yaml",):
                 plane.kubectl("apply", "-f", str(REPO / "examples" / "cluster" / name))
@@ -328,7 +143,8 @@ def e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
             plane.kubectl("apply", "-f", "-", stdin=storage)
             for doc in yaml.safe_load_all(storage):
                 if doc and doc.get("kind") == "PersistentVolumeClaim":
-                    plane.apply_json(_volume(doc["metadata"]["name"]))
+                    name = doc["metadata"]["name"]
+                    plane.apply_json(volume(f"e2e-{name}", "standard", (NAMESPACE, name)))
             operator = OperatorProcess(plane, "operator-e2e")
             processes["operator"] = operator
             yield E2E(plane, dashboard, processes)

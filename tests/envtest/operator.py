@@ -1,51 +1,8 @@
-"""``flashrl operator`` started as the chart runs it: the Deployment's own arguments (ports made free)
-and a token of the chart's ServiceAccount, so the API server applies the chart's RBAC to every request.
-Stopped by its process group, also when the test failed."""
+"""``flashrl operator`` as the chart runs it: :mod:`flashrl_devcluster.operator`, shared with
+``make dev-cluster``."""
 
 from __future__ import annotations
 
-import signal
-import sys
-from pathlib import Path
+from flashrl_devcluster.operator import OperatorProcess, container_service_account
 
-from envtest.chart import NAMESPACE as CHART_NAMESPACE
-from envtest.chart import deployment
-from envtest.control_plane import ControlPlane, Process, free_ports
-
-
-class OperatorProcess:
-    """``flashrl operator`` with the chart's Deployment arguments (ports made free) and its token."""
-
-    def __init__(
-        self, plane: ControlPlane, name: str, extra: tuple[str, ...] = (), source: Path | None = None
-    ) -> None:
-        """``source``: run the operator from that checkout's ``operator/src`` and ``jobs/src`` (another
-        commit's code, for a benchmark's before and after) instead of this one's."""
-        container = deployment(plane)["spec"]["template"]["spec"]["containers"][0]
-        metrics, health = free_ports(2)
-        self.metrics_port = metrics
-        args = [
-            a
-            for a in container["args"]
-            if not a.startswith(("--metrics-port=", "--health-port=", "--log-format="))
-        ]
-        kubeconfig = plane.token_kubeconfig(container_service_account(plane), CHART_NAMESPACE, name)
-        env = plane.env(kubeconfig) | {"POD_NAME": name, "POD_NAMESPACE": CHART_NAMESPACE}
-        if source is not None:
-            env["PYTHONPATH"] = f"{source / 'operator' / 'src'}:{source / 'jobs' / 'src'}"
-        argv = [
-            sys.executable, "-m", "flashrl_operator.cli", "operator", *args, *extra,
-            f"--metrics-port={metrics}", f"--health-port={health}", "--log-format=plain",
-        ]  # fmt: skip
-        self.process = Process.start(name, argv, plane.root / "logs" / f"{name}.log", env)
-        self.popen = self.process.popen
-
-    def stop(self, sig: int = signal.SIGTERM) -> None:
-        self.process.stop(sig, grace_s=20.0)
-
-    def tail(self) -> str:
-        return self.process.tail(40)
-
-
-def container_service_account(plane: ControlPlane) -> str:
-    return str(deployment(plane)["spec"]["template"]["spec"]["serviceAccountName"])
+__all__ = ["OperatorProcess", "container_service_account"]

@@ -1,4 +1,6 @@
-"""``flashrl preflight`` against a real, empty API server, through a kubeconfig as a user would run it."""
+"""``flashrl preflight`` against a real, empty API server, through a kubeconfig as a user would run it: each
+missing piece named, KubeRay's own operator seen running (its leader-election Lease), GPUs counted free
+only when no live pod holds them, and the experiment example checked variant by variant."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,19 +16,20 @@ from typing import Any
 import pytest
 
 from envtest.chart import apply_crd_dir
-from envtest.control_plane import ControlPlane, require_binaries, running
+from envtest.control_plane import ControlPlane, free_ports, missing_binaries, require_binaries, running
 from envtest.upstream import KUBERAY_PINNED_CRDS
 from flashrl_api.pins import load_pins
+from flashrl_devcluster.kuberay_kwok import apply_kuberay_crds, start_kuberay
 
 REPO = Path(__file__).resolve().parents[2]
 FLASHRL = str(Path(sys.executable).with_name("flashrl"))
 
 
-def preflight(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def preflight(config: Path, *args: str, example: str = "flashrljob.yaml") -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
     env["KUBECONFIG"] = str(config)
     return subprocess.run(
-        [FLASHRL, "preflight", *args, str(REPO / "examples" / "flashrljob.yaml")],
+        [FLASHRL, "preflight", *args, str(REPO / "examples" / example)],
         env=env,
         capture_output=True,
         text=True,
@@ -116,6 +120,11 @@ def test_preflight_names_each_missing_piece_then_passes(empty_cluster: ControlPl
         "claim hf-cache (storage.modelCache) has access modes ReadWriteOnce: 2 pods on different nodes "
         "mount it and the staging Job writes to it, so it must be ReadWriteMany",
         "claim rl-data (storage.data) is Pending, not Bound: check its storage class",
+        # The CRDs are served, but nothing would act on a RayJob.
+        "KubeRay's operator is not running: no Deployment labelled app.kubernetes.io/name=kuberay-operator "
+        "has a ready replica and no Lease ray-operator-leader (KubeRay's leader election) is held, in any "
+        "namespace; nothing would create the Ray cluster. Install KubeRay 1.7.0 (docs/install.md) or start "
+        "its operator",
     ]
 
     plane.kubectl("delete", "pvc", "hf-cache", "-n", "rl")
@@ -124,6 +133,67 @@ def test_preflight_names_each_missing_piece_then_passes(empty_cluster: ControlPl
     plane.apply_json(claim("hf-cache", ["ReadWriteMany"]))
     wait_bound(plane, "hf-cache", "rl-data")
     assert load_pins().versions.kuberay == "1.7.0"
-    ok = preflight(config, "-n", "rl")
-    assert ok.returncode == 0, ok.stderr
-    assert 'the cluster has what FlashRLJob "qwen3-8b-dapo-fp8" needs in rl' in ok.stdout
+    missing = missing_binaries(("kuberay-operator",))
+    if missing:
+        pytest.skip("KubeRay's operator is not built: run `make tools`")
+    # KubeRay's own operator, run as its chart runs it: with leader election, holding its Lease.
+    apply_kuberay_crds(plane)
+    plane.kubectl("create", "namespace", "kuberay-system")
+    (unused,) = free_ports(1)
+    kuberay = start_kuberay(plane, unused, "kuberay-system")
+    try:
+        deadline = time.monotonic() + 120
+        while not (plane.get_json("lease", "ray-operator-leader", "-n", "kuberay-system", check=False) or {}):
+            assert kuberay.popen.poll() is None, kuberay.tail()
+            assert time.monotonic() < deadline, f"KubeRay took no Lease:\n{kuberay.tail()}"
+            time.sleep(0.3)
+        assert kuberay.popen.poll() is None, kuberay.tail()
+        ok = preflight(config, "-n", "rl")
+        assert ok.returncode == 0, ok.stderr
+        assert 'the cluster has what FlashRLJob "qwen3-8b-dapo-fp8" needs in rl' in ok.stdout
+
+        # The experiment example: each variant as the FlashRLJob it becomes, one at a time.
+        experiment = preflight(config, example="flashrlexperiment.yaml")
+        assert experiment.returncode == 0, experiment.stderr
+        assert experiment.stdout.splitlines() == [
+            f"{REPO / 'examples' / 'flashrlexperiment.yaml'}: the cluster has what FlashRLExperiment "
+            '"origin-fp8-vs-bf16" needs in rl, 1 of 3 variants at a time:',
+            *(
+                f"  variant {v} (FlashRLJob origin-fp8-vs-bf16-{v}): 1x8 NVIDIA-H20: ok"
+                for v in ("blockwise-fp8", "channel-fp8", "bf16")
+            ),
+        ]
+
+        # Every GPU of the one H20 node is held by a pod that has not ended: allocatable is not free.
+        plane.apply_json(busy_pod("h20-0"))
+        busy = preflight(config, "-n", "rl")
+        assert busy.returncode == 1
+        assert busy.stderr.strip().splitlines() == [
+            "GPUs in use: 0 of the 1 GPU pod(s) of 8 nvidia.com/gpu of the job fit in the free GPUs of the "
+            "node(s) labelled nvidia.com/gpu.product=NVIDIA-H20 now (h20-0: 0 of 8 free; free = "
+            "allocatable minus the requests of pods that have not terminated): the pods would wait for "
+            "those GPUs"
+        ]
+        crowded = preflight(config, example="flashrlexperiment.yaml")
+        assert crowded.returncode == 1
+        lines = crowded.stderr.strip().splitlines()
+        assert lines[0].startswith("GPUs in use: 0 of the 1 GPU pod(s)")  # said once, for every variant
+        assert sum(line.startswith("GPUs in use") for line in lines) == 1
+        assert "  variant bf16 (FlashRLJob origin-fp8-vs-bf16-bf16): 1x8 NVIDIA-H20: 1 problem(s)" in lines
+    finally:
+        kuberay.stop()
+
+
+def busy_pod(node: str) -> dict[str, Any]:
+    """A pod bound to ``node`` holding its 8 GPUs (no kubelet here: it stays Pending, not terminated)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "someone-elses-training", "namespace": "rl"},
+        "spec": {
+            "nodeName": node,
+            "containers": [
+                {"name": "train", "image": "busybox", "resources": {"limits": GPUS, "requests": GPUS}}
+            ],
+        },
+    }

@@ -649,7 +649,9 @@ class FlashRLJobSpec(ApiModel):
     """Queueing and priority."""
 
     secret_refs: list[DnsSubdomain] = Field(default_factory=list, max_length=16)
-    """Secrets exposed as environment variables in every Ray pod (e.g. HF_TOKEN, WANDB_API_KEY)."""
+    """Secrets exposed as environment variables in every Ray pod (e.g. WANDB_API_KEY). Required: each
+    must exist in the job's namespace, or the Ray pods cannot start (ContainerConfigError); flashrl
+    preflight checks them. The optional Hugging Face token is huggingFace.tokenSecret, not listed here."""
 
     env: list[EnvVar] = Field(
         default_factory=list,

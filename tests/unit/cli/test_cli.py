@@ -55,7 +55,8 @@ def test_validate_prints_one_line_summary(tmp_path: Path, capsys: pytest.Capture
     assert err == (
         "not checked offline: namespace default; claims hf-cache, rl-data, rl-checkpoints (bound; "
         "ReadWriteMany when shared by several pods); optional Secret hf-token (Hub token); 1 node(s) with 8 "
-        "allocatable NVIDIA-H20; KubeRay's CRDs; verl's model-dependent checks (Ulysses degree against the "
+        "allocatable and free NVIDIA-H20; KubeRay's CRDs and running operator; verl's model-dependent "
+        "checks (Ulysses degree against the "
         "attention heads, context length; /models/hf/Qwen/Qwen3-8B-Base/main is not a local directory with a "
         "config.json here); `flashrl preflight -n default FILE` checks them with your kubeconfig\n"
     )

@@ -101,8 +101,11 @@ def test_every_command_is_set_up_by_an_earlier_step() -> None:
     assert all(not c.startswith("flashrl ") for c in commands)
     assert first("make install") < first(".venv/bin/flashrl")
     # KubeRay (its CRDs) before the operator, the operator before any job.
-    assert first("helm install kuberay-operator") < first("helm install flashrl charts/flashrl-operator")
-    assert first("helm install flashrl") < first("kubectl apply -f examples/flashrljob.yaml")
+    chart = first(
+        "helm upgrade --install flashrl charts/flashrl-operator"
+    )  # also over a release (dev cluster)
+    assert first("helm install kuberay-operator") < chart
+    assert first("helm upgrade --install flashrl") < first("kubectl apply -f examples/flashrljob.yaml")
     assert (REPO / "charts" / "flashrl-operator" / "Chart.yaml").exists()
     kuberay = load_pins().versions.kuberay
     assert f"--version {kuberay}" in commands[first("helm install kuberay-operator")]

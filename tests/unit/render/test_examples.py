@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from flashrl_api import FlashRLJob, load_job_file
 from flashrl_operator.render import render
@@ -157,8 +158,21 @@ def test_cluster_examples_create_what_the_jobs_refer_to() -> None:
         used = {v.claim_name for v in (storage.model_cache, storage.data, storage.checkpoints)}
         assert used <= set(claims), path.name
         assert job.spec.hugging_face.token_secret == DEFAULT_TOKEN_SECRET
-        # No Secret the cluster examples do not create is required by an example job.
-        assert set(job.spec.secret_refs) <= {secret["metadata"]["name"]}, path.name
+        # The README calls the token Secret optional: no example job requires a Secret.
+        assert job.spec.secret_refs == [], path.name
+
+
+def test_the_experiment_example_requires_no_secret() -> None:
+    """Every variant of the experiment example starts without the optional Hub token Secret: a Secret
+    in secretRefs is required by every Ray pod (a real kubelet refuses to start them without it)."""
+    from flashrl_api.experiment import parse_experiment, variant_jobs
+
+    raw = yaml.safe_load((EXAMPLES_DIR / "flashrlexperiment.yaml").read_text(encoding="utf-8"))
+    for job in variant_jobs(parse_experiment(raw)):
+        assert job.spec.secret_refs == [], job.name
+        for obj in render(job):
+            text = str(obj)
+            assert "'secretRef'" not in text, (job.name, obj["kind"])
 
 
 def test_checkpoint_claim_holds_the_kept_checkpoints_of_the_default_job() -> None:

@@ -6,8 +6,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from flashrl_api import FlashRLJob
@@ -72,8 +72,8 @@ def offline_limits(job: FlashRLJob, skipped: Sequence[str] = ()) -> str:
     if needs.optional_secrets:
         parts.append(f"optional Secret {', '.join(needs.optional_secrets)} (Hub token)")
     r = job.spec.resources
-    parts.append(f"{r.nodes} node(s) with {r.gpus_per_node} allocatable {r.gpu_product}")
-    parts.append("KubeRay's CRDs")
+    parts.append(f"{r.nodes} node(s) with {r.gpus_per_node} allocatable and free {r.gpu_product}")
+    parts.append("KubeRay's CRDs and running operator")
     parts.extend(skipped)
     return (
         f"not checked offline: {'; '.join(parts)}; `flashrl preflight -n {needs.namespace} FILE` checks "
@@ -98,8 +98,11 @@ RAY_JOB_SPEC_FIELDS: tuple[str, ...] = (
     "rayClusterSpec",
 )
 KUBERAY_CRDS: tuple[str, ...] = ("rayjobs.ray.io", "rayclusters.ray.io")
-KUBERAY_OPERATOR_LABEL = "app.kubernetes.io/name=kuberay-operator"
 GPU_RESOURCE = "nvidia.com/gpu"
+#: Clock skew allowed between this machine and the KubeRay operator that renews its Lease.
+LEASE_SLACK_S = 10.0
+#: Pod phases that no longer hold their node's resources.
+TERMINATED_PHASES = ("Succeeded", "Failed")
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,18 @@ class ClusterFacts:
     crds: dict[str, dict[str, Any] | None]
     #: Images of KubeRay operator Deployments found by label (any namespace).
     kuberay_images: list[str]
+    #: KubeRay operator Deployments found by :data:`~flashrl_operator.vocab.kuberay.OPERATOR_LABEL`
+    #: (any namespace); ``None``: the user may not list Deployments cluster-wide.
+    kuberay_deployments: list[dict[str, Any]] | None = field(default_factory=list)
+    #: Leases named :data:`~flashrl_operator.vocab.kuberay.OPERATOR_LEASE` (any namespace); ``None``: the
+    #: user may not list Leases cluster-wide.
+    kuberay_leases: list[dict[str, Any]] | None = field(default_factory=list)
+    #: Node name -> GPUs requested by its pods that have not terminated; ``None``: pods not readable.
+    gpus_in_use: dict[str, int] | None = None
+    #: When the facts were read (seconds since the epoch), for the Lease's freshness.
+    now: float = 0.0
+    #: Whether the user may list nodes (``False``: ``nodes`` is empty because it could not be read).
+    nodes_readable: bool = True
 
 
 def _quantity(value: Any) -> int:
@@ -131,6 +146,156 @@ def products_carried(nodes: Sequence[dict[str, Any]]) -> dict[str, int]:
         if isinstance(value, str) and value:
             counts[value] = counts.get(value, 0) + 1
     return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+
+
+def pod_gpus(pod: Mapping[str, Any]) -> int:
+    """The GPUs a pod holds on its node, as the scheduler counts them: its containers' requests (an
+    extended resource's request defaults to its limit), or its largest init container's if larger."""
+
+    def wanted(container: Mapping[str, Any]) -> int:
+        resources = container.get("resources") or {}
+        value = (resources.get("requests") or {}).get(GPU_RESOURCE)
+        if value is None:
+            value = (resources.get("limits") or {}).get(GPU_RESOURCE, 0)
+        return _quantity(value)
+
+    spec = pod.get("spec") or {}
+    running = sum(wanted(c) for c in spec.get("containers") or [])
+    init = max((wanted(c) for c in spec.get("initContainers") or []), default=0)
+    return max(running, init)
+
+
+def gpus_in_use(pods: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """Node name -> GPUs held by the pods bound to it that have not terminated (pure)."""
+    used: dict[str, int] = {}
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node or (pod.get("status") or {}).get("phase") in TERMINATED_PHASES:
+            continue
+        used[node] = used.get(node, 0) + pod_gpus(pod)
+    return used
+
+
+@dataclass(frozen=True)
+class GpuNode:
+    """A node that matches a job's labels, with its GPUs."""
+
+    name: str
+    allocatable: int
+    #: Allocatable minus what non-terminated pods request; ``None`` when pods could not be read.
+    free: int | None
+
+
+def matching_nodes(job: FlashRLJob, facts: ClusterFacts) -> list[GpuNode]:
+    """The nodes carrying the job's GPU product and node selector labels (pure)."""
+    res = job.spec.resources
+    wanted = {GPU_PRODUCT_LABEL: res.gpu_product, **res.node_selector}
+    found: list[GpuNode] = []
+    for node in facts.nodes:
+        meta = node.get("metadata") or {}
+        if not all((meta.get("labels") or {}).get(k) == v for k, v in wanted.items()):
+            continue
+        allocatable = _quantity(((node.get("status") or {}).get("allocatable") or {}).get(GPU_RESOURCE, 0))
+        name = str(meta.get("name"))
+        free = None if facts.gpus_in_use is None else allocatable - facts.gpus_in_use.get(name, 0)
+        found.append(GpuNode(name, allocatable, free))
+    return found
+
+
+def _slots(gpus: int, per_pod: int) -> int:
+    """How many GPU pods of ``per_pod`` GPUs fit in ``gpus``."""
+    return max(gpus, 0) // per_pod if per_pod > 0 else 0
+
+
+def _labels(job: FlashRLJob) -> str:
+    res = job.spec.resources
+    return ", ".join(f"{k}={v}" for k, v in {GPU_PRODUCT_LABEL: res.gpu_product, **res.node_selector}.items())
+
+
+def _free_listing(nodes: Sequence[GpuNode]) -> str:
+    return ", ".join(f"{n.name}: {n.free} of {n.allocatable} free" for n in nodes[:8]) + (
+        ", ..." if len(nodes) > 8 else ""
+    )
+
+
+def free_gpu_problem(jobs: Sequence[FlashRLJob], facts: ClusterFacts, what: str) -> str | None:
+    """A line when the GPU pods of ``jobs``, started together, do not fit in the GPUs that are free now
+    on their matching nodes (``what`` names them in the line); ``None`` when they fit or pods could not
+    be read. The jobs share one GPU product, selector and GPUs per node (an experiment's variants)."""
+    if not jobs or facts.gpus_in_use is None or not facts.nodes_readable:
+        return None
+    res = jobs[0].spec.resources
+    nodes = matching_nodes(jobs[0], facts)
+    needed = sum(j.spec.resources.nodes for j in jobs)
+    if sum(_slots(n.allocatable, res.gpus_per_node) for n in nodes) < needed:
+        return None  # short of allocatable GPUs already: that line says it
+    free = sum(_slots(n.free or 0, res.gpus_per_node) for n in nodes)
+    if free >= needed:
+        return None
+    return (
+        f"GPUs in use: {free} of the {needed} GPU pod(s) of {res.gpus_per_node} {GPU_RESOURCE} {what} "
+        f"fit in the free GPUs of the node(s) labelled {_labels(jobs[0])} now ({_free_listing(nodes)}; "
+        "free = allocatable minus the requests of pods that have not terminated): the pods would wait "
+        "for those GPUs"
+    )
+
+
+def _lease_held(lease: Mapping[str, Any], now: float) -> bool:
+    from datetime import datetime
+
+    spec = lease.get("spec") or {}
+    if not spec.get("holderIdentity") or not spec.get("renewTime"):
+        return False
+    try:
+        renewed = datetime.fromisoformat(str(spec["renewTime"]).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return False
+    return renewed + _quantity(spec.get("leaseDurationSeconds", 15)) + LEASE_SLACK_S >= now
+
+
+def kuberay_operator_problem(facts: ClusterFacts, kuberay_version: str) -> str | None:
+    """A line when neither sign of a running KubeRay operator is found: a Deployment labelled as KubeRay's
+    Helm chart labels it with a ready replica, or its leader-election Lease renewed within its duration.
+    ``None`` when one is found, or when the user may read neither (:func:`cluster_notes` says so)."""
+    from flashrl_operator.vocab.kuberay import OPERATOR_LABEL, OPERATOR_LEASE
+
+    deployments, leases = facts.kuberay_deployments, facts.kuberay_leases
+    if deployments is None and leases is None:
+        return None
+    if any(_quantity((d.get("status") or {}).get("readyReplicas", 0)) >= 1 for d in deployments or []):
+        return None
+    if any(_lease_held(lease, facts.now) for lease in leases or []):
+        return None
+    seen = [
+        f"{(d.get('metadata') or {}).get('namespace')}/{(d.get('metadata') or {}).get('name')} "
+        f"(0 of {_quantity((d.get('spec') or {}).get('replicas', 1))} ready)"
+        for d in deployments or []
+    ]
+    checked = []
+    if deployments is not None:
+        found = f" (found: {', '.join(seen)})" if seen else ""
+        checked.append(f"no Deployment labelled {OPERATOR_LABEL} has a ready replica{found}")
+    if leases is not None:
+        checked.append(f"no Lease {OPERATOR_LEASE} (KubeRay's leader election) is held")
+    return (
+        f"KubeRay's operator is not running: {' and '.join(checked)}, in any namespace; nothing would "
+        f"create the Ray cluster. Install KubeRay {kuberay_version} (docs/install.md) or start its operator"
+    )
+
+
+def cluster_notes(facts: ClusterFacts) -> list[str]:
+    """What preflight could not check with the user's RBAC (printed, never a failure)."""
+    notes = []
+    if not facts.nodes_readable:
+        notes.append("not checked: GPU nodes and their GPUs (your user may not list nodes)")
+    elif facts.gpus_in_use is None:
+        notes.append("not checked: free GPUs (your user may not list pods on the GPU nodes)")
+    if facts.kuberay_deployments is None and facts.kuberay_leases is None:
+        notes.append(
+            "not checked: whether KubeRay's operator runs (your user may list neither Deployments nor "
+            "Leases in every namespace)"
+        )
+    return notes
 
 
 def cluster_problems(job: FlashRLJob, facts: ClusterFacts, kuberay_version: str) -> list[str]:
@@ -179,16 +344,8 @@ def cluster_problems(job: FlashRLJob, facts: ClusterFacts, kuberay_version: str)
                 f"Secret {secret} ({why}) does not exist in {needs.namespace}: the pods cannot start"
             )
     res = spec.resources
-    wanted = {GPU_PRODUCT_LABEL: res.gpu_product, **res.node_selector}
-    fitting = [
-        n
-        for n in facts.nodes
-        if all(((n.get("metadata") or {}).get("labels") or {}).get(k) == v for k, v in wanted.items())
-        and _quantity(((n.get("status") or {}).get("allocatable") or {}).get(GPU_RESOURCE, 0))
-        >= res.gpus_per_node
-    ]
-    if len(fitting) < res.nodes:
-        labels = ", ".join(f"{k}={v}" for k, v in wanted.items())
+    fitting = [n for n in matching_nodes(job, facts) if n.allocatable >= res.gpus_per_node]
+    if facts.nodes_readable and len(fitting) < res.nodes:
         carried = products_carried(facts.nodes)
         if res.gpu_product not in carried:
             shown = ", ".join(f"{p} ({n} node(s))" for p, n in carried.items()) or "none"
@@ -196,9 +353,12 @@ def cluster_problems(job: FlashRLJob, facts: ClusterFacts, kuberay_version: str)
         else:
             listing = ""
         problems.append(
-            f"{len(fitting)} node(s) labelled {labels} with {res.gpus_per_node} allocatable {GPU_RESOURCE}; "
-            f"the job needs {res.nodes}{listing}"
+            f"{len(fitting)} node(s) labelled {_labels(job)} with {res.gpus_per_node} allocatable "
+            f"{GPU_RESOURCE}; the job needs {res.nodes}{listing}"
         )
+    busy = free_gpu_problem([job], facts, "of the job")
+    if busy:
+        problems.append(busy)
     for name in KUBERAY_CRDS:
         crd = facts.crds.get(name)
         if crd is None:
@@ -223,39 +383,56 @@ def cluster_problems(job: FlashRLJob, facts: ClusterFacts, kuberay_version: str)
     wrong = [i for i in facts.kuberay_images if not i.split("@")[0].endswith(f":v{kuberay_version}")]
     if wrong:
         problems.append(f"the KubeRay operator runs {', '.join(wrong)}, not v{kuberay_version}")
+    stopped = kuberay_operator_problem(facts, kuberay_version)
+    if stopped:
+        problems.append(stopped)
     return problems
 
 
-async def gather(kube: Any, job: FlashRLJob) -> ClusterFacts:
-    """Read what :func:`cluster_problems` needs through the operator's
-    :class:`~flashrl_operator.client.kube.KubeClient`."""
-    from urllib.parse import quote
+@dataclass(frozen=True)
+class ExperimentCheck:
+    """``flashrl preflight`` of a FlashRLExperiment: lines shared by every variant, each variant's own,
+    and whether the variants started together (``parallelism``) fit in the free GPUs."""
 
-    from flashrl_operator.vocab.kinds import PERSISTENT_VOLUME_CLAIM
+    shared: list[str]
+    #: Variant name -> the problems only that variant has.
+    variants: dict[str, list[str]]
+    capacity: str | None
+    #: How many variants run at once.
+    at_once: int
 
-    needs = cluster_needs(job)
-    ns = needs.namespace
-    claims = {c: await kube.get(PERSISTENT_VOLUME_CLAIM, ns, c) for c in needs.claims}
-    secrets = {s: await kube.read_path(f"/api/v1/namespaces/{ns}/secrets/{s}") for s in needs.secrets}
-    nodes = ((await kube.read_path("/api/v1/nodes")) or {}).get("items") or []
-    crds = {
-        c: await kube.read_path(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{c}")
-        for c in KUBERAY_CRDS
-    }
-    deployments = (
-        (await kube.read_path(f"/apis/apps/v1/deployments?labelSelector={quote(KUBERAY_OPERATOR_LABEL)}"))
-        or {}
-    ).get("items") or []
-    images = [
-        str(c.get("image"))
-        for d in deployments
-        for c in ((((d.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers") or [])
-    ]
-    return ClusterFacts(
-        namespace=await kube.read_path(f"/api/v1/namespaces/{ns}"),
-        claims=claims,
-        secrets=secrets,
-        nodes=[n for n in nodes if isinstance(n, dict)],
-        crds=crds,
-        kuberay_images=images,
-    )
+    @property
+    def ok(self) -> bool:
+        """Nothing would stop the experiment."""
+        return not self.shared and not any(self.variants.values()) and self.capacity is None
+
+
+def experiment_check(
+    variants: Sequence[tuple[str, FlashRLJob]],
+    parallelism: int | None,
+    facts: ClusterFacts,
+    kuberay_version: str,
+) -> ExperimentCheck:
+    """Each variant's problems (a line every variant has is shown once), and, when several variants run
+    at once, whether the largest ``parallelism`` of them fit in the free GPUs together (pure)."""
+    each = {name: cluster_problems(job, facts, kuberay_version) for name, job in variants}
+    shared = [p for p in next(iter(each.values()), []) if all(p in lines for lines in each.values())]
+    own = {name: [p for p in lines if p not in shared] for name, lines in each.items()}
+    at_once = min(parallelism or len(variants), len(variants))
+    capacity = None
+    if at_once > 1:
+        jobs = sorted((job for _, job in variants), key=lambda j: -j.spec.resources.nodes)[:at_once]
+        what = f"of {at_once} variants run at once (spec.parallelism)"
+        res = jobs[0].spec.resources
+        needed = sum(j.spec.resources.nodes for j in jobs)
+        slots = sum(_slots(n.allocatable, res.gpus_per_node) for n in matching_nodes(jobs[0], facts))
+        if facts.nodes_readable and slots < needed:
+            capacity = (
+                f"GPUs too few: {slots} of the {needed} GPU pod(s) of {res.gpus_per_node} {GPU_RESOURCE} "
+                f"{what} fit in the allocatable GPUs of the node(s) labelled {_labels(jobs[0])}"
+            )
+        else:
+            capacity = free_gpu_problem(jobs, facts, what)
+        if capacity:
+            capacity += "; spec.parallelism: 1 runs them one after another"
+    return ExperimentCheck(shared, own, capacity, at_once)

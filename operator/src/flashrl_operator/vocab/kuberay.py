@@ -36,6 +36,13 @@ HEAD_GROUP: Final = "headgroup"
 ORIGINATED_FROM_NAME: Final = "ray.io/originated-from-cr-name"
 ORIGINATED_FROM_CRD: Final = "ray.io/originated-from-crd"
 
+# How KubeRay's own operator can be seen running (``flashrl preflight``).
+#: The label KubeRay's Helm chart puts on the operator's Deployment and pods.
+OPERATOR_LABEL: Final = "app.kubernetes.io/name=kuberay-operator"
+#: The Lease KubeRay's operator holds while it runs with leader election (its default;
+#: ``LeaderElectionID`` in ``ray-operator/main.go``), wherever and however it was started.
+OPERATOR_LEASE: Final = "ray-operator-leader"
+
 
 class NodeType(StrEnum):
     """``ray.io/node-type`` values."""
