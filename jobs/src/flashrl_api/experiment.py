@@ -114,6 +114,8 @@ SETUP_FIELDS: Final[dict[str, str]] = {
     "training.dynamicSampling": "the sampling of training prompts",
     "training.validateBeforeTrain": "the validation schedule",
     "training.testFrequency": "the validation schedule",
+    "training.seed": "the seed (data order and sampling; replicas vary it, paired across variants)",
+    "validation": "the validation sampling",
     "rollout.engine": "the rollout engine",
     "rollout.samplesPerPrompt": "the sampling",
     "rollout.temperature": "the sampling",
