@@ -246,6 +246,8 @@ def test_the_demos_experiment_completes_and_writes_its_report(tmp_path: Path) ->
     assert "read 2 histories over the API" in text
     page = (tmp_path / "report" / "report.html").read_text()
     assert "SYNTHETIC" in page and page.count('src="data:image/png;base64,') == len(PLOT_IDS)
+    # The dumps the demo copies off the claim give the paired verdict (no built-in difference there).
+    assert '<tr data-variant="blockwise-fp8">' in page and "samples each (acc)" in page
 
 
 # --- issue 18: tenancy probes ---------------------------------------------------------------------
