@@ -15,8 +15,9 @@ writes, for three runs (SYNTHETIC, nothing was measured; flashrl_report/syntheti
   effect the report must call "higher than bf16");
 - fp8-null: the same accuracies as bf16, other sampling noise (a known null: "no clear difference").
 
-With --replicas R each label gets R replicas, ``<label>#<k>``, replica k of every run sharing seed
-seed + k (data and problems), as an experiment's replicas do. Then:
+With --replicas R each label gets R replicas, ``<label>#<k>``: replica k of every run shares seed
+seed + k (its metrics), as an experiment's replicas do, and every replica answers the same validation
+problems with its own sampling noise. Then:
 
     .venv/bin/flashrl report --output OUT_DIR/report --banner "Fixture runs (scripts/report_fixtures.py)" \\
         --metrics bf16=OUT_DIR/metrics/bf16.jsonl --validation bf16=OUT_DIR/validation/bf16 \\

@@ -18,6 +18,7 @@ from flashrl_report.analysis import (
     VariantSummary,
     choose_baseline,
     mismatch_key,
+    paired_baseline,
     score_key,
     summarize,
 )
@@ -94,7 +95,7 @@ def build_report(
     base, base_note = choose_baseline(runs, baseline)
     score = score_key(runs)
     longest = max((run.last_step for run in runs), default=0)
-    summaries = [summarize(run, score, base, longest) for run in runs]
+    summaries = [summarize(run, score, paired_baseline(run, base, runs), longest) for run in runs]
     notes: list[str] = []
     if len(runs) < 2:
         notes.append("only one run was given: there is nothing to compare it with")

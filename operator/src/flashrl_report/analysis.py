@@ -369,19 +369,44 @@ def summarize(
 def choose_baseline(runs: Sequence[RunMetrics], requested: str | None) -> tuple[RunMetrics | None, str]:
     """The run speed-ups are measured against, and a note on how it was chosen.
 
-    ``requested`` names it (``--baseline``); otherwise the one run whose label contains ``bf16``.
+    ``requested`` names it (``--baseline``); otherwise the one variant whose label contains ``bf16``.
+    Replicas (``<variant>#<k>``) are one variant: its first replica is returned, and each run is
+    compared with the baseline's replica of the same index (:func:`paired_baseline`).
     """
     if requested is not None:
         for run in runs:
-            if run.label == requested:
+            if run.label == requested or _variant(run.label) == requested:
                 return run, f"speed-ups are relative to {requested} (--baseline)"
         return None, f"--baseline {requested!r} names no run; speed-ups are not computed"
-    candidates = [run for run in runs if "bf16" in run.label.lower()]
-    if len(candidates) == 1:
-        return candidates[0], f"speed-ups are relative to {candidates[0].label} (the run labelled bf16)"
+    candidates = [run for run in runs if "bf16" in _variant(run.label).lower()]
+    if len({_variant(run.label) for run in candidates}) == 1:
+        name = _variant(candidates[0].label)
+        return candidates[0], f"speed-ups are relative to {name} (the run labelled bf16)"
     if not candidates:
         return None, "no run is labelled bf16 and no --baseline was given; speed-ups are not computed"
     return None, "several runs are labelled bf16; name the baseline with --baseline"
+
+
+def _variant(label: str) -> str:
+    """The variant of a run label: ``bf16`` for ``bf16#2`` (replica 2) and for ``bf16``."""
+    head, sep, tail = label.rpartition("#")
+    return head if sep and tail.isdecimal() else label
+
+
+def paired_baseline(
+    run: RunMetrics, base: RunMetrics | None, runs: Sequence[RunMetrics]
+) -> RunMetrics | None:
+    """The baseline run ``run`` is compared with: the baseline variant's replica of the same index
+    (the two share a seed: data order and sampling), else ``base``."""
+    if base is None:
+        return None
+    _, sep, tail = run.label.rpartition("#")
+    if sep and tail.isdecimal():
+        twin = f"{_variant(base.label)}#{tail}"
+        for other in runs:
+            if other.label == twin:
+                return other
+    return base
 
 
 __all__ = [
@@ -397,6 +422,7 @@ __all__ = [
     "generation_speed",
     "late_stretch",
     "mismatch_key",
+    "paired_baseline",
     "quarters",
     "rolling_mean",
     "score_key",

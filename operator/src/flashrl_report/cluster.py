@@ -17,9 +17,11 @@ from typing import Any, Final
 
 from flashrl_api.experiment import (
     EXPERIMENT_KIND,
+    REPLICA_LABEL,
     VARIANT_LABEL,
     FlashRLExperiment,
     parse_experiment,
+    run_label,
     variant_jobs,
 )
 from flashrl_api.goodput import ledger_of
@@ -90,8 +92,14 @@ def runs_from_objects(namespace: str, objects: Sequence[JobObjects]) -> list[Run
 
 
 def experiment_jobs(experiment: FlashRLExperiment) -> list[tuple[str, str]]:
-    """``(label, job name)`` of each variant, in the experiment's order."""
-    return [(job.metadata["labels"][VARIANT_LABEL], job.name) for job in variant_jobs(experiment)]
+    """``(label, job name)`` of each variant's run, in the experiment's order: the variant's name, or
+    ``<variant>#<k>`` for replica k (the report pools a variant's replicas)."""
+    out = []
+    for job in variant_jobs(experiment):
+        labels = job.metadata["labels"]
+        replica = labels.get(REPLICA_LABEL)
+        out.append((run_label(labels[VARIANT_LABEL], None if replica is None else int(replica)), job.name))
+    return out
 
 
 async def fetch_runs(

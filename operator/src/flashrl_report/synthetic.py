@@ -252,8 +252,9 @@ def write_fixture(
     copies: int = AIME_COPIES,
 ) -> dict[str, tuple[Path, Path]]:
     """Write ``out/metrics/<label>.jsonl`` and ``out/validation/<label>/<step>.jsonl`` for every run (and
-    replica: ``<label>#<k>``, seed ``seed + k`` for every variant alike); the metrics' validation score is
-    the mean of that step's dump, as verl computes it. Returns label -> (metrics file, dump directory)."""
+    replica: ``<label>#<k>``, its metrics drawn with seed ``seed + k`` for every variant alike, its
+    validation the same problems with other sampling noise); the metrics' validation score is the mean
+    of that step's dump, as verl computes it. Returns label -> (metrics file, dump directory)."""
     written: dict[str, tuple[Path, Path]] = {}
     for k in range(replicas):
         for run in runs:
@@ -262,11 +263,12 @@ def write_fixture(
             dumps.mkdir(parents=True, exist_ok=True)
             scores: dict[int, float] = {}
             for step in validation_steps(steps):
+                # The same problems for every replica (one validation set); other sampling noise.
                 rows = validation_rows(
                     step,
                     steps,
-                    seed=seed + k,
-                    run=run.label,
+                    seed=seed,
+                    run=run.label if replicas == 1 else f"{run.label}-{k}",
                     shift=run.shift if step > 0 else 0.0,
                     problems=problems,
                     copies=copies,

@@ -65,3 +65,23 @@ def test_failed_running_thinned_and_history_less_jobs_are_explained() -> None:
 
 def test_history_name() -> None:
     assert history_name("origin-bf16") == "origin-bf16-metrics"
+
+
+def test_an_experiments_replicas_are_labelled_variant_hash_replica() -> None:
+    from flashrl_api.experiment import parse_experiment
+    from flashrl_report.cluster import experiment_jobs
+
+    experiment = parse_experiment(
+        {
+            "apiVersion": "flashrl.dev/v1alpha1",
+            "kind": "FlashRLExperiment",
+            "metadata": {"name": "x", "namespace": "rl"},
+            "spec": {"replicas": 2, "template": {"images": {"trainer": "example.com/t:1"}}},
+        }
+    )
+    assert experiment_jobs(experiment) == [
+        ("blockwise-fp8#0", "x-blockwise-fp8-r0"),
+        ("blockwise-fp8#1", "x-blockwise-fp8-r1"),
+        ("bf16#0", "x-bf16-r0"),
+        ("bf16#1", "x-bf16-r1"),
+    ]

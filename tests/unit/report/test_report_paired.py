@@ -149,3 +149,22 @@ def test_the_verdict_rule_reads_only_the_interval() -> None:
     assert Interval(0.2, -0.01, 0.41, 30).verdict("higher", "lower") == "no clear difference"
     assert paired_difference({"p": [1.0]}, {"q": [0.0]}) is None  # no shared problem
     assert split_label("bf16#2") == ("bf16", 2) and split_label("bf16") == ("bf16", 0)
+
+
+def test_replicas_are_pooled_seed_by_seed_and_their_spread_shown(tmp_path: Path) -> None:
+    files = write_fixture(tmp_path, steps=20, replicas=3)
+    samples = [load_validation(label, dumps) for label, (_, dumps) in files.items()]
+    runs = [load_run(label, metrics) for label, (metrics, _) in files.items()]
+    report = build_report(runs, validation=samples)
+    assert "relative to bf16" in report.baseline_note
+    by_variant = {c.variant: c for c in report.paired}
+    effect, null = by_variant["fp8-effect"], by_variant["fp8-null"]
+    assert effect.replicas == [0, 1, 2] and effect.verdict == "higher than bf16"
+    assert null.verdict == "no clear difference"
+    assert [k for k, _ in effect.per_seed] == [0, 1, 2] and effect.seed_spread() is not None
+    # Pooled: three seeds' samples per problem (1 late validation × 32 copies × 3 replicas).
+    assert "96 samples (fp8-effect)" in effect.samples
+    assert "seed 0: +" in report.html and "; sd " in report.html
+    # Each replica's speed-up is against the baseline's replica with the same seed.
+    summary = {s.label: s for s in report.summaries}
+    assert summary["fp8-effect#2"].speedup is not None and summary["bf16#2"].speedup is None
