@@ -224,8 +224,9 @@ class VariantStatus(ApiModel):
     name: str
     """Variant name."""
 
-    replica: int | None = Field(default=None, ge=0)
-    """Which replica of the variant (spec.replicas above 1), else absent."""
+    replica: int = Field(default=0, ge=0)
+    """Which replica of the variant (0 to spec.replicas - 1; 0 with one replica). With name, the key of
+    this list: one entry per FlashRLJob."""
 
     job_name: str | None = None
     """Its FlashRLJob."""

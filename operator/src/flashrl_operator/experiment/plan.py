@@ -44,9 +44,7 @@ class Plan:
     status: FlashRLExperimentStatus
 
 
-def _variant_status(
-    name: str, replica: int | None, job_name: str, child: Mapping[str, Any] | None
-) -> VariantStatus:
+def _variant_status(name: str, replica: int, job_name: str, child: Mapping[str, Any] | None) -> VariantStatus:
     if child is None:
         return VariantStatus(name=name, replica=replica, job_name=job_name, phase="Waiting")
     status = child.get("status") or {}
@@ -147,7 +145,7 @@ def plan(
     ``children`` maps job names to the FlashRLJobs that exist (as read from the API server).
     """
     jobs = variant_jobs(experiment, raw_template)
-    runs = [(v.name, replica) for v, replica in experiment_runs(experiment.spec)]
+    runs = [(v.name, replica or 0) for v, replica in experiment_runs(experiment.spec)]
     before = {
         v.job_name or v.name: v for v in (experiment.status.variants if experiment.status is not None else [])
     }
