@@ -192,6 +192,20 @@ def compare_all(samples: Sequence[ValidationSamples], baseline: str | None) -> l
     return out
 
 
+#: Fewer samples per problem than this and a problem's accuracy is a coin flip or two: the page says so.
+FEW_SAMPLES: Final = 4
+
+
+def _few(samples: ValidationSamples) -> str:
+    spp = samples.samples_per_problem()
+    if spp is None or spp[0] >= FEW_SAMPLES:
+        return ""
+    return escape(
+        f" — only {spp[0]} sample(s) for some problems in a validation: too few to tell problems apart; "
+        "set spec.validation.samplesPerProblem (verl's val_kwargs.n), e.g. 32"
+    )
+
+
 def _interval_cell(interval: Interval | None, verdict: str) -> str:
     if interval is None:
         return "<td>–</td><td>–</td>"
@@ -213,7 +227,7 @@ def paired_section(
     if samples:
         parts.append(
             '<ul class="samples">'
-            + "".join(f"<li>{escape(s.label)}: {escape(s.describe())}</li>" for s in samples)
+            + "".join(f"<li>{escape(s.label)}: {escape(s.describe())}{_few(s)}</li>" for s in samples)
             + "</ul>"
         )
     if not comparisons:
