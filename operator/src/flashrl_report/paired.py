@@ -281,7 +281,8 @@ def paired_section(
         "prompts are one problem, whether the file repeats them or verl sampled them several times. A "
         "variant's accuracy difference is the mean over the shared problems of (its share of correct "
         "samples − the baseline's), "
-        f"with a {LEVEL:.0%} paired bootstrap interval ({RESAMPLES} resamples of the problems, and of each "
+        f"with a {100 * LEVEL:.0f} % paired bootstrap interval ({RESAMPLES} resamples of the problems, and "
+        "of each "
         f"problem's samples, numpy seed {SEED}). The verdict is read from the late stretch (the last quarter "
         "of the validations both ran after step 0, samples pooled per problem, replicas pooled seed by "
         "seed): higher or lower only when the interval excludes 0, else no clear difference.</p></section>"
@@ -367,7 +368,7 @@ def difference_plot(comparisons: Sequence[PairedComparison], colors: Mapping[str
     counts = "; ".join(f"{c.variant}: {len(c.per_step)} validations" for c in comparisons)
     caption = (
         f"Each point: the mean over the shared problems of (variant's share of correct samples − {base}'s) "
-        f"at one validation; bars: its {LEVEL:.0%} paired bootstrap interval (problems and samples "
+        f"at one validation; bars: its {100 * LEVEL:.0f} % paired bootstrap interval (problems and samples "
         "resampled). A bar wholly above the dashed line at 0 is a validation the variant did better on. "
         f"The shaded span is the late stretch the verdict is read from. {counts}."
     )
