@@ -19,7 +19,7 @@ from typing import Final
 
 from flashrl_api import verl_metrics as vm
 from flashrl_api.goodput import UNHELD, Comparison, GoodputPhase, Ledger, compare, step_ledger
-from flashrl_report.analysis import Stat, best_stretch, stat
+from flashrl_report.analysis import Stat, best_stretch, paired_baseline, stat
 from flashrl_report.data import RunMetrics
 from flashrl_report.plots import Plot, _png, stacked_bars
 
@@ -136,9 +136,11 @@ def goodput_summaries(
     """Every run with a ledger, compared with the baseline's; and the common score."""
     target = common_score(runs, score)
     ledgers = {run.label: found for run in runs if (found := run_ledger(run)) is not None}
-    base = ledgers.get(baseline.label) if baseline is not None else None
     out = []
     for run in runs:
+        # Replica k is compared with the baseline's replica k (the two share a seed).
+        twin = paired_baseline(run, baseline, runs)
+        base = ledgers.get(twin.label) if twin is not None else None
         found = ledgers.get(run.label)
         if found is None:
             continue
@@ -148,7 +150,7 @@ def goodput_summaries(
         if stretch is not None:
             hours = _hours_to(run, ledger.held_gpu_seconds / 3600, stretch.last_step)
         comparison = None
-        if base is not None and baseline is not None and run.label != baseline.label:
+        if base is not None and twin is not None and run is not twin:
             comparison = compare(ledger, steps, base[0], base[1])
         out.append(VariantGoodput(run.label, ledger, steps, whole, hours, comparison, stretch))
     return out, target

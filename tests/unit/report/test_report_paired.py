@@ -168,3 +168,7 @@ def test_replicas_are_pooled_seed_by_seed_and_their_spread_shown(tmp_path: Path)
     # Each replica's speed-up is against the baseline's replica with the same seed.
     summary = {s.label: s for s in report.summaries}
     assert summary["fp8-effect#2"].speedup is not None and summary["bf16#2"].speedup is None
+    # The ledger speed-ups likewise, replica by replica, then their mean, spread and n.
+    goodput = {v.label: v for v in report.goodput}
+    assert goodput["fp8-effect#1"].comparison is not None and goodput["bf16#1"].comparison is None
+    assert "fp8-effect over its 3 replica pairs: end to end" in report.html
