@@ -235,6 +235,9 @@ FIGURES_JS = """JSON.stringify({
   goodput: Array.from(document.querySelectorAll('#goodput tbody tr')).map(r =>
     Array.from(r.cells).map(c => c.innerText)),
   goodputText: (document.querySelector('#goodput') || {innerText: ''}).innerText,
+  paired: Array.from(document.querySelectorAll('#paired tbody tr[data-variant]')).map(r =>
+    Array.from(r.cells).map(c => c.innerText)),
+  pairedText: (document.querySelector('#paired') || {innerText: ''}).innerText,
   notes: Array.from(document.querySelectorAll('#notes li')).map(li => li.innerText),
   external: Array.from(document.querySelectorAll('[src],[href]'))
     .map(e => e.getAttribute('src') || e.getAttribute('href')).filter(u => !u.startsWith('data:')),

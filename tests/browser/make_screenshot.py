@@ -2,7 +2,8 @@
 
     .venv/bin/python tests/browser/make_screenshot.py [OUT.png]
 
-The metrics are the synthetic fixture (flashrl_report/synthetic.py), and the page says so.
+The metrics and validation dumps are the synthetic fixture (flashrl_report/synthetic.py), and the
+page says so.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from pathlib import Path
 
 from cdp import inspect_report
 
-from flashrl_report import REPORT_FILE, build_report, load_run, write_report
-from flashrl_report.synthetic import jsonl
+from flashrl_report import REPORT_FILE, build_report, load_run, load_validation, write_report
+from flashrl_report.synthetic import FixtureRun, write_fixture
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,13 +28,15 @@ def main() -> int:
     out = out.resolve()
     with tempfile.TemporaryDirectory() as tmp:
         os.chdir(tmp)  # the page lists its sources: show them as bare file names
-        runs = []
-        for precision in ("blockwise-fp8", "channel-fp8", "bf16"):
-            path = Path(f"{precision}.jsonl")
-            path.write_text(jsonl(precision, 150), encoding="utf-8")
-            runs.append(load_run(precision, path))
+        # Synthetic metrics and validation dumps (the score in the metrics is the dumps' mean, as in verl;
+        # no built-in difference between the precisions' accuracies).
+        precisions = ("blockwise-fp8", "channel-fp8", "bf16")
+        fixture = write_fixture(Path("."), steps=150, runs=tuple(FixtureRun(p, p) for p in precisions))
+        runs = [load_run(label, metrics) for label, (metrics, _) in fixture.items()]
+        validation = [load_validation(label, dumps) for label, (_, dumps) in fixture.items()]
         report = build_report(
             runs,
+            validation=validation,
             title="Qwen3-8B-Base DAPO: blockwise FP8 vs per-channel FP8 vs BF16 rollout",
             banner="SYNTHETIC metrics (flashrl_report/synthetic.py): the shapes of the origin "
             "experiment, not a measurement.",

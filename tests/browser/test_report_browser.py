@@ -14,27 +14,35 @@ from pathlib import Path
 import pytest
 from cdp import inspect_report
 
-from flashrl_report import PLOT_IDS, REPORT_FILE, build_report, load_run, write_report
+from flashrl_report import PLOT_IDS, REPORT_FILE, build_report, load_run, load_validation, write_report
 from flashrl_report.plots import FIXED_COLORS, PALETTE
-from flashrl_report.synthetic import jsonl
+from flashrl_report.synthetic import FixtureRun, jsonl, write_fixture
 
 pytestmark = pytest.mark.browser
 
 BANNER = "Synthetic metrics (flashrl_report/synthetic.py): shapes only, nothing was measured."
 
 
-def _report(tmp_path: Path, runs: dict[str, str]) -> Path:
+def _report(tmp_path: Path, runs: dict[str, str], validation: dict[str, Path] | None = None) -> Path:
     loaded = []
     for label, text in runs.items():
         path = tmp_path / f"{label}.jsonl"
         path.write_text(text, encoding="utf-8")
         loaded.append(load_run(label, path))
-    write_report(build_report(loaded, banner=BANNER), tmp_path / "report")
+    samples = [load_validation(label, path) for label, path in (validation or {}).items()]
+    write_report(build_report(loaded, banner=BANNER, validation=samples), tmp_path / "report")
     return tmp_path / "report" / REPORT_FILE
 
 
+def _dumps(tmp_path: Path, labels: tuple[str, ...], steps: int) -> dict[str, Path]:
+    """Validation dumps for synthetic runs of these precisions (no built-in effect)."""
+    written = write_fixture(tmp_path / "fixture", steps=steps, runs=tuple(FixtureRun(p, p) for p in labels))
+    return {label: dumps for label, (_, dumps) in written.items()}
+
+
 async def test_every_figure_renders_without_console_errors(tmp_path: Path) -> None:
-    page = _report(tmp_path, {p: jsonl(p, 60) for p in ("blockwise-fp8", "channel-fp8", "bf16")})
+    precisions = ("blockwise-fp8", "channel-fp8", "bf16")
+    page = _report(tmp_path, {p: jsonl(p, 60) for p in precisions}, _dumps(tmp_path, precisions, 60))
     seen, result, _ = await inspect_report(page.as_uri())
     assert result.errors() == []
     assert seen["title"] == "FlashRL comparison"
@@ -62,7 +70,14 @@ async def test_bad_input_renders_and_says_what_is_missing(tmp_path: Path) -> Non
     assert result.errors() == []
     figures = {f["id"]: f for f in seen["figures"]}
     assert set(figures) == {f"plot-{i}" for i in PLOT_IDS}
-    assert all(f["img"] and f["img"]["complete"] and f["img"]["width"] > 0 for f in figures.values())
+    # Every figure but the paired two (no validation dumps here: they say so) is drawn.
+    paired = {"plot-paired-difference", "plot-per-problem"}
+    assert all(
+        f["img"] and f["img"]["complete"] and f["img"]["width"] > 0
+        for f in figures.values()
+        if f["id"] not in paired
+    )
+    assert all(figures[p]["unavailable"] for p in paired)
     assert (
         "Not drawn" in figures["plot-mismatch-kl"]["text"] and "bf16" in figures["plot-mismatch-kl"]["text"]
     )
@@ -109,6 +124,30 @@ async def test_a_variant_keeps_its_colour_in_every_report(tmp_path: Path) -> Non
     assert len(set(colours_a.values())) == 3
 
 
+async def test_the_paired_verdict_and_the_per_problem_picture(tmp_path: Path) -> None:
+    """Fixture runs with a known effect and a known null (scripts/report_fixtures.py's): the page calls
+    the effect higher than bf16 and the null no clear difference, each with its interval, and draws
+    which problems each variant gains or loses."""
+    files = write_fixture(tmp_path / "fixture", steps=30)
+    runs = {label: metrics.read_text(encoding="utf-8") for label, (metrics, _) in files.items()}
+    page = _report(tmp_path, runs, {label: dumps for label, (_, dumps) in files.items()})
+    seen, result, _ = await inspect_report(page.as_uri())
+    assert result.errors() == []
+    rows = {cells[0].split("\n")[0]: cells for cells in seen["paired"]}
+    assert set(rows) == {"fp8-effect", "fp8-null"}
+    assert rows["fp8-effect"][2] == "higher than bf16"
+    assert rows["fp8-null"][2] == "no clear difference"
+    for cells in rows.values():
+        assert re.search(r"[+-]\d\.\d{3} \(95 % CI [+-]\d\.\d{3} to [+-]\d\.\d{3}\)", cells[1]), cells[1]
+        assert "n=30 problems" in cells[1]
+    assert "30 problems × 32 samples each (acc)" in seen["pairedText"]
+    figures = {f["id"]: f for f in seen["figures"]}
+    for plot in ("plot-per-problem", "plot-paired-difference"):
+        img = figures[plot]["img"]
+        assert img is not None and img["complete"] and img["width"] > 300 and img["shown"] > 300, plot
+    assert "One bar per validation problem" in figures["plot-per-problem"]["text"]
+
+
 async def test_validation_columns_show_n_spread_and_a_verdict(tmp_path: Path) -> None:
     page = _report(tmp_path, {p: jsonl(p, 60) for p in ("blockwise-fp8", "bf16")})
     seen, result, _ = await inspect_report(page.as_uri())
@@ -136,5 +175,8 @@ async def test_the_goodput_section_compares_fp8_with_bf16_end_to_end(tmp_path: P
     rows = {cells[0]: cells for cells in seen["goodput"]}
     assert set(rows) == {"blockwise-fp8", "bf16 (baseline)"}
     end_to_end, generation = rows["blockwise-fp8"][4], rows["blockwise-fp8"][5]
-    assert end_to_end.endswith("x") and generation.endswith("x") and end_to_end != generation
+    # Each speed-up says what it rests on: one pair of runs, so no interval of its own.
+    assert end_to_end.endswith("\nn=1 pair of runs: no interval") and generation.endswith("no interval")
+    assert end_to_end.split("\n")[0].endswith("x") and generation.split("\n")[0].endswith("x")
+    assert end_to_end.split("\n")[0] != generation.split("\n")[0]
     assert "weight_sync makes the difference" in seen["goodputText"]

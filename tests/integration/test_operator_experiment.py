@@ -25,13 +25,16 @@ from flashrl_operator.sim import (
     failed,
 )
 from flashrl_report import PLOT_IDS
-from flashrl_report.synthetic import records
+from flashrl_report.synthetic import FixtureRun, records, write_fixture
 
 STEPS = 12
 #: The metrics the launcher (played) puts in status.metrics each step (verl's names).
 REPORTED = (
     "val-core/aime-2024/acc/mean@1",
+    "critic/score/mean",
+    "actor/entropy",
     "response_length/mean",
+    "response_length/clip_ratio",
     "perf/throughput",
     "timing_s/step",
     "timing_s/gen",
@@ -39,6 +42,7 @@ REPORTED = (
     "timing_per_token_ms/gen",
     "rollout_corr/kl",
     "rollout_corr/rollout_is_eff_sample_size",
+    "rollout_corr/rollout_is_ratio_fraction_high",
     "training/rollout_probs_diff_mean",
 )
 
@@ -158,12 +162,20 @@ async def test_an_experiment_runs_its_variants_and_reports_them(
     monkeypatch.setenv("KUBECONFIG", str(cluster.real.kubeconfig))
     out = tmp_path / "report"
     # The CLI, as a user runs it (its own event loop, in its own thread here).
+    # The validation dumps are on the claim, not in the cluster's objects: given beside --experiment,
+    # labelled by variant, as docs/experiments.md says (here: synthetic dumps of one shape for both).
+    dumps = write_fixture(
+        tmp_path / "claim", steps=STEPS, runs=(FixtureRun("fp8", "bf16"), FixtureRun("bf16", "bf16"))
+    )
     argv = ["report", "--experiment", "cmp", "-n", NAMESPACE, "--output", str(out)]
+    argv += [arg for label, (_, d) in dumps.items() for arg in ("--validation", f"{label}={d}")]
     assert await asyncio.to_thread(main, argv) == 0
     page = (out / "report.html").read_text()
     assert f"FlashRL experiment {NAMESPACE}/cmp" in page
     assert f"ConfigMap {NAMESPACE}/cmp-fp8-metrics" in page
-    assert page.count('src="data:image/png;base64,') == len(PLOT_IDS)  # every figure drawn from the histories
+    # Every figure drawn: from the histories, and the paired two from the dumps.
+    assert page.count('src="data:image/png;base64,') == len(PLOT_IDS)
+    assert '<tr data-variant="fp8">' in page
     assert "fp8" in page and "bf16" in page
 
     # Deleting the experiment deletes its jobs (and what they own) through Kubernetes' garbage collector.
@@ -218,6 +230,36 @@ async def test_the_server_refuses_an_experiment_whose_variant_changes_the_data(
     assert await cluster.api.list(JOBS_RESOURCE, NAMESPACE) == []
 
 
+async def test_replicas_become_seed_paired_jobs_and_long_names_are_refused_at_admission(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    """spec.replicas: 2 makes <experiment>-<variant>-r<k> jobs, replica k of both variants with one seed;
+    a name that fits without the -r<k> suffix but not with it is refused by the CRD's CEL rule."""
+    too_long = experiment_manifest("e" * 56)  # 56 + "-bf16" fits 63; with "-r0" it does not
+    too_long["spec"]["replicas"] = 2
+    with pytest.raises(RuntimeError, match="HTTP 422") as refused:
+        await cluster.api.create(EXPERIMENTS_RESOURCE, too_long)
+    assert "(and -r" in str(refused.value)  # the rule that counts the -r<k> suffix (escaped JSON)
+    await start_operator()
+    manifest = experiment_manifest("rep")
+    manifest["spec"]["replicas"] = 2
+    await cluster.api.create(EXPERIMENTS_RESOURCE, manifest)
+    seeds = {}
+    for variant in ("fp8", "bf16"):
+        for k in (0, 1):
+            job = await cluster.wait_for(JOBS_RESOURCE, f"rep-{variant}-r{k}")
+            assert job["metadata"]["labels"]["flashrl.dev/replica"] == str(k)
+            seeds[(variant, k)] = job["spec"]["training"]["seed"]
+    assert seeds[("fp8", 0)] == seeds[("bf16", 0)] != seeds[("fp8", 1)] == seeds[("bf16", 1)]
+    status = await wait_experiment(cluster, "rep", lambda s: len(s.get("variants", [])) == 4, "4 jobs")
+    assert [(v["name"], v.get("replica")) for v in status["variants"]] == [
+        ("fp8", 0),
+        ("fp8", 1),
+        ("bf16", 0),
+        ("bf16", 1),
+    ]
+
+
 @pytest.mark.kmock(
     reason="an experiment the CRD's CEL rule refuses at admission, as on a cluster whose CRD is older "
     "than the operator"
@@ -246,6 +288,8 @@ def test_the_demos_experiment_completes_and_writes_its_report(tmp_path: Path) ->
     assert "read 2 histories over the API" in text
     page = (tmp_path / "report" / "report.html").read_text()
     assert "SYNTHETIC" in page and page.count('src="data:image/png;base64,') == len(PLOT_IDS)
+    # The dumps the demo copies off the claim give the paired verdict (no built-in difference there).
+    assert '<tr data-variant="blockwise-fp8">' in page and "samples each (acc)" in page
 
 
 # --- issue 18: tenancy probes ---------------------------------------------------------------------

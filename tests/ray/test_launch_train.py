@@ -244,10 +244,18 @@ def test_train_runs_verl_with_the_overrides_and_reports_each_step(
     run = start_train(launch, ray_cluster, setup, FLASHRL_API_SERVER=server.url)
     assert run.wait() == 0, run.output
     seen = json.loads(setup["out"].read_text())
-    # The job's overrides, then where verl's file logger writes (per attempt, so only known at launch).
-    metrics_file = setup["tmp"] / "checkpoints" / "DAPO-1" / "train-test" / "metrics" / "attempt-1.jsonl"
+    # The job's overrides, then where verl's file logger writes (per attempt, so only known at launch);
+    # the validation dumps go to the attempt's own directory on the claim, in place of the job's.
+    checkpoints = setup["tmp"] / "checkpoints" / "DAPO-1" / "train-test"
+    metrics_file = checkpoints / "metrics" / "attempt-1.jsonl"
+    expected = [
+        f"trainer.validation_data_dir={checkpoints}/validation/attempt-1"
+        if o.startswith("trainer.validation_data_dir=")
+        else o
+        for o in verl_overrides(load_job_file(setup["job"]))
+    ]
     assert seen["argv"] == [
-        *verl_overrides(load_job_file(setup["job"])),
+        *expected,
         f"++ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH='{metrics_file}'",
     ]
     assert seen["ray_address"] == ray_cluster.address

@@ -58,6 +58,13 @@ EXPERIMENT_SHORT_NAMES: Final = ("frx",)
 #: Labels the operator puts on each variant's FlashRLJob.
 EXPERIMENT_LABEL: Final = "flashrl.dev/experiment"
 VARIANT_LABEL: Final = "flashrl.dev/variant"
+#: The replica index (0, 1, ...) of a variant's FlashRLJob, when the experiment has several replicas.
+REPLICA_LABEL: Final = "flashrl.dev/replica"
+
+#: At most this many replicas: one digit in the job name's ``-r<k>``.
+MAX_REPLICAS: Final = 8
+#: Characters ``-r<k>`` adds to a job name when the experiment has more than one replica.
+REPLICA_SUFFIX_LENGTH: Final = 3
 
 MAX_VARIANTS: Final = 8
 #: Variant names are short: the job is ``<experiment>-<variant>``, a DNS-1035 label of at most 63.
@@ -114,6 +121,8 @@ SETUP_FIELDS: Final[dict[str, str]] = {
     "training.dynamicSampling": "the sampling of training prompts",
     "training.validateBeforeTrain": "the validation schedule",
     "training.testFrequency": "the validation schedule",
+    "training.seed": "the seed (data order and sampling; replicas vary it, paired across variants)",
+    "validation": "the validation sampling",
     "rollout.engine": "the rollout engine",
     "rollout.samplesPerPrompt": "the sampling",
     "rollout.temperature": "the sampling",
@@ -184,7 +193,13 @@ class FlashRLExperimentSpec(ApiModel):
     blockwise-fp8, channel-fp8 (when images.trainer is the pinned trainer image, whose SGLang has the
     flash_rl loader) and bf16."""
 
-    parallelism: int | None = Field(default=None, ge=1, le=MAX_VARIANTS)
+    replicas: int = Field(default=1, ge=1, le=MAX_REPLICAS)
+    """Runs of each variant. Replica k of every variant has training.seed = the template's seed + k (data
+    order, shuffling and rollout sampling), so variants are compared replica by replica and the spread
+    across replicas is seed-to-seed noise, shown beside the precision effect by flashrl report. Above 1,
+    each job is <experiment>-<variant>-r<k>."""
+
+    parallelism: int | None = Field(default=None, ge=1, le=MAX_VARIANTS * MAX_REPLICAS)
     """Variants running at once; omitted: all at once (with a Kueue queue in the template, all are
     queued together and Kueue admits them as quota allows). 1 runs them one after another on the same
     pool, so they share the hardware."""
@@ -208,6 +223,10 @@ class VariantStatus(ApiModel):
 
     name: str
     """Variant name."""
+
+    replica: int = Field(default=0, ge=0)
+    """Which replica of the variant (0 to spec.replicas - 1; 0 with one replica). With name, the key of
+    this list: one entry per FlashRLJob."""
 
     job_name: str | None = None
     """Its FlashRLJob."""
@@ -387,10 +406,11 @@ def setup_changes_allowed(spec: Mapping[str, Any]) -> bool:
 def _child_name_fits_cel() -> str:
     longest_default = max(len(p) for p in ("blockwise-fp8", "channel-fp8", "bf16"))
     limit = MAX_NAME_LENGTH - 1
+    suffix = f"(has(self.spec.replicas) && self.spec.replicas > 1 ? {REPLICA_SUFFIX_LENGTH} : 0)"
     return (
         "has(self.spec.variants) ? "
-        f"self.spec.variants.all(v, size(self.metadata.name) + size(v.name) <= {limit}) : "
-        f"size(self.metadata.name) + {longest_default} <= {limit}"
+        f"self.spec.variants.all(v, size(self.metadata.name) + size(v.name) + {suffix} <= {limit}) : "
+        f"size(self.metadata.name) + {longest_default} + {suffix} <= {limit}"
     )
 
 
@@ -417,8 +437,8 @@ OBJECT_RULES: Final[tuple[ObjectRule, ...]] = (
         "variant-job-names-fit",
         "spec.variants",
         _child_name_fits_cel(),
-        f"<experiment name>-<variant name> names each variant's FlashRLJob and must be at most "
-        f"{MAX_NAME_LENGTH} characters",
+        f"<experiment name>-<variant name> (and -r<k> with several replicas) names each variant's "
+        f"FlashRLJob and must be at most {MAX_NAME_LENGTH} characters",
     ),
 )
 
@@ -431,14 +451,28 @@ SPEC_RULES: Final[tuple[tuple[str, str, str], ...]] = (
 # --- children --------------------------------------------------------------------------------------
 
 
-def job_name(experiment: str, variant: str) -> str:
-    """The FlashRLJob of one variant."""
-    return f"{experiment}-{variant}"
+def job_name(experiment: str, variant: str, replica: int | None = None) -> str:
+    """The FlashRLJob of one variant (of one replica of it, when the experiment has several)."""
+    name = f"{experiment}-{variant}"
+    return name if replica is None else f"{name}-r{replica}"
 
 
-def variant_spec(template: Mapping[str, Any], variant: Variant, experiment: str) -> dict[str, Any]:
-    """One variant's whole job spec (wire form): the template, the variant merged over it, and the
-    tracker run name made unique (it also names the checkpoint directory, which must not be shared)."""
+def replicas_of(spec: FlashRLExperimentSpec) -> list[int | None]:
+    """The replica indices jobs are made for: ``[None]`` (no suffix, the seed as set) with one replica."""
+    return [None] if spec.replicas == 1 else list(range(spec.replicas))
+
+
+def run_label(variant: str, replica: int | None) -> str:
+    """How ``flashrl report`` labels one run: the variant, ``<variant>#<k>`` for replica k."""
+    return variant if replica is None else f"{variant}#{replica}"
+
+
+def variant_spec(
+    template: Mapping[str, Any], variant: Variant, experiment: str, replica: int | None = None
+) -> dict[str, Any]:
+    """One variant's whole job spec (wire form): the template, the variant merged over it, the tracker
+    run name made unique (it also names the checkpoint directory, which must not be shared), and for
+    replica k the seed + k (every variant's replica k gets the same seed: the runs pair up)."""
     merged: dict[str, Any] = merge_patch(template, variant.spec)
     training = dict(merged.get("training") or {})
     variant_training = (
@@ -446,7 +480,16 @@ def variant_spec(template: Mapping[str, Any], variant: Variant, experiment: str)
     )
     if "experimentName" not in (variant_training or {}):
         base = training.get("experimentName")
-        training["experimentName"] = f"{base}-{variant.name}" if base else job_name(experiment, variant.name)
+        training["experimentName"] = (
+            f"{base}-{variant.name}" + ("" if replica is None else f"-r{replica}")
+            if base
+            else job_name(experiment, variant.name, replica)
+        )
+    elif replica is not None:
+        training["experimentName"] = f"{training['experimentName']}-r{replica}"
+    if replica is not None:
+        seed = training.get("seed", 0)
+        training["seed"] = (seed if isinstance(seed, int) else 0) + replica
     merged["training"] = training
     return merged
 
@@ -466,17 +509,16 @@ def variant_jobs(
     uid (deleting the experiment deletes them). Pure; the specs were validated by :func:`parse_experiment`."""
     template = _template_wire(experiment, raw_template)
     jobs: list[FlashRLJob] = []
-    for variant in variants_of(experiment.spec):
-        name = job_name(experiment.name, variant.name)
-        metadata: dict[str, Any] = {
-            "name": name,
-            "namespace": experiment.namespace,
-            "labels": {
-                EXPERIMENT_LABEL: experiment.name,
-                VARIANT_LABEL: variant.name,
-                "app.kubernetes.io/part-of": "flashrl",
-            },
+    for variant, replica in experiment_runs(experiment.spec):
+        name = job_name(experiment.name, variant.name, replica)
+        labels = {
+            EXPERIMENT_LABEL: experiment.name,
+            VARIANT_LABEL: variant.name,
+            "app.kubernetes.io/part-of": "flashrl",
         }
+        if replica is not None:
+            labels[REPLICA_LABEL] = str(replica)
+        metadata: dict[str, Any] = {"name": name, "namespace": experiment.namespace, "labels": labels}
         if experiment.uid:
             metadata["ownerReferences"] = [
                 {
@@ -488,9 +530,16 @@ def variant_jobs(
                     "blockOwnerDeletion": True,
                 }
             ]
-        spec = FlashRLJobSpec.model_validate(variant_spec(template, variant, experiment.name), strict=True)
+        spec = FlashRLJobSpec.model_validate(
+            variant_spec(template, variant, experiment.name, replica), strict=True
+        )
         jobs.append(FlashRLJob(api_version=API_VERSION, kind=KIND, metadata=metadata, spec=spec))
     return jobs
+
+
+def experiment_runs(spec: FlashRLExperimentSpec) -> list[tuple[Variant, int | None]]:
+    """Every run the experiment makes, in job order: each variant's replicas together."""
+    return [(variant, replica) for variant in variants_of(spec) for replica in replicas_of(spec)]
 
 
 # --- parsing ---------------------------------------------------------------------------------------
@@ -550,13 +599,15 @@ def experiment_problems(
                 Problem(f"{where}.name", f"{variant.name!r} is already variant {seen_names[variant.name]}")
             )
         seen_names.setdefault(variant.name, i)
-        child = job_name(name, variant.name) if name else variant.name
+        last = None if parsed.replicas == 1 else parsed.replicas - 1
+        child = job_name(name, variant.name, last) if name else variant.name
         if name and len(child) > MAX_NAME_LENGTH:
             problems.append(
                 Problem(
                     f"{where}.name",
                     f"the variant's FlashRLJob {child!r} would be {len(child)} characters; "
-                    f"<experiment>-<variant> must be at most {MAX_NAME_LENGTH}",
+                    f"<experiment>-<variant>{'' if last is None else '-r<k>'} must be at most "
+                    f"{MAX_NAME_LENGTH}",
                 )
             )
         if not variant.allow_setup_changes:
@@ -631,8 +682,10 @@ __all__ = [
     "EXPERIMENT_SHORT_NAMES",
     "EXPERIMENT_SINGULAR",
     "FREE_FIELDS",
+    "MAX_REPLICAS",
     "MAX_VARIANTS",
     "OBJECT_RULES",
+    "REPLICA_LABEL",
     "SETUP_CHANGES_CEL",
     "SETUP_FIELDS",
     "SPEC_RULES",
@@ -646,9 +699,12 @@ __all__ = [
     "VariantPhase",
     "VariantStatus",
     "default_variants",
+    "experiment_runs",
     "job_name",
     "merge_patch",
     "parse_experiment",
+    "replicas_of",
+    "run_label",
     "set_paths",
     "setup_changes",
     "setup_changes_allowed",

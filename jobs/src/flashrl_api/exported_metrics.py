@@ -51,7 +51,8 @@ CHECKPOINT_STEP: Final = "flashrl_checkpoint_step"
 
 # --- quality --------------------------------------------------------------------------------------------
 
-#: ``val-core/<data_source>/<metric>``; labels ``data_source`` and ``metric`` (e.g. ``acc/mean@32``).
+#: ``val-core/<data_source>/<metric>``; labels ``data_source`` and ``metric`` (e.g. ``acc/mean@1``; the N
+#: of mean@N is spec.validation.samplesPerProblem).
 VALIDATION_SCORE: Final = "flashrl_validation_score"
 DATA_SOURCE_LABEL: Final = "data_source"
 METRIC_LABEL: Final = "metric"

@@ -46,6 +46,7 @@ KEPT_NAMES: Final[frozenset[str]] = frozenset(
         vm.TOTAL_TOKENS,
         vm.GEN_MS_PER_TOKEN,
         vm.CRITIC_SCORE_MEAN,
+        vm.ENTROPY,
         vm.MISMATCH_KL,
         vm.MISMATCH_K3_KL,
         vm.LOG_PPL_ABS_DIFF,

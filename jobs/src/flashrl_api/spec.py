@@ -152,6 +152,17 @@ DEFAULT_TOKEN_SECRET = "hf-token"  # noqa: S105 - a Secret's name, not a credent
 TOKEN_KEY = "HF_TOKEN"  # noqa: S105 - a variable's name, not a credential
 
 
+class ValidationSpec(ApiModel):
+    """How each validation samples the validation set."""
+
+    samples_per_problem: int = Field(default=1, ge=1, le=1024)
+    """Responses sampled per validation row (verl's actor_rollout_ref.rollout.val_kwargs.n); verl's
+    validation metric is then val-core/<data source>/acc/mean@<this>. The default validation file
+    already repeats each of AIME 2024's 30 problems 32 times, so 1 gives 32 samples per problem; a file
+    without copies needs more for a comparison problem by problem (the report counts and states the
+    samples per problem it finds in the validation dumps)."""
+
+
 class HuggingFaceSpec(ApiModel):
     """How the staging Job reaches the Hugging Face Hub for hf:// sources. A mirror is set with the
     HF_ENDPOINT variable in env, offline operation with HF_HUB_OFFLINE=1 (staged sources are then used
@@ -350,6 +361,11 @@ class TrainingSpec(ApiModel):
         default_factory=lambda: list[Logger](["console"]), min_length=1, max_length=4
     )
     """Where verl reports metrics. wandb needs WANDB_API_KEY (see secretRefs)."""
+
+    seed: int = Field(default=0, ge=0, le=INT32_MAX)
+    """Seed of the training data order (verl's data.seed), the actor's mini-batch shuffling
+    (actor.data_loader_seed) and the rollout (rollout.seed). Runs with one seed see the same prompts in
+    the same order; a FlashRLExperiment gives replica k of every variant seed + k."""
 
 
 #: Node label set by GPU Feature Discovery, matched against resources.gpuProduct. The node selector
@@ -617,6 +633,9 @@ class FlashRLJobSpec(ApiModel):
 
     data: DataSpec = Field(default_factory=DataSpec)
     """Data sets."""
+
+    validation: ValidationSpec = Field(default_factory=ValidationSpec)
+    """Validation sampling."""
 
     hugging_face: HuggingFaceSpec = Field(default_factory=HuggingFaceSpec)
     """Hub access for staging hf:// sources (token Secret)."""

@@ -299,7 +299,7 @@ class MetricValue(ApiModel):
     """The newest value of one verl metric (the shape of Kubeflow Trainer's ``trainerStatus.metrics``)."""
 
     name: str = Field(min_length=1, max_length=256)
-    """verl's name for it, e.g. ``rollout_corr/kl`` or ``val-core/aime24/acc/mean@32``."""
+    """verl's name for it, e.g. ``rollout_corr/kl`` or ``val-core/aime-2024/acc/mean@1``."""
 
     value: float
     """Its newest value (verl's NaN values are never reported)."""

@@ -38,6 +38,10 @@ TIMING_PREFIX: Final = "timing_s/"
 GEN_MS_PER_TOKEN: Final = "timing_per_token_ms/gen"  # noqa: S105 (a metric name, not a secret)
 CRITIC_SCORE_MEAN: Final = "critic/score/mean"
 
+# --- trainer/ppo/v1/trainer_base.py (_compute_old_log_prob): the policy's mean entropy over response tokens
+
+ENTROPY: Final = "actor/entropy"
+
 #: The phases of one step, in the order the v1 trainer runs them (``trainer_base.py`` step and
 #: ``_step_once``, ``trainer_sync.py`` update_weights); ``step`` is the whole step and ``testing`` the
 #: validation that follows it, outside ``step``.

@@ -42,7 +42,14 @@ from flashrl_jobs.ray_gate import connection_abandoned, gate, parse_address
 from flashrl_jobs.run_metrics import FILE_LOGGER_ENV, JsonlTail, RunState
 from flashrl_jobs.run_observer import RunObserver, step_report
 from flashrl_jobs.termination import LaunchError, write_termination_message
-from flashrl_jobs.verl_args import ENTRY_MODULE, FILE_LOGGER, checkpoint_dir, verl_overrides
+from flashrl_jobs.verl_args import (
+    ENTRY_MODULE,
+    FILE_LOGGER,
+    checkpoint_dir,
+    merge_overrides,
+    validation_dir,
+    verl_overrides,
+)
 
 if TYPE_CHECKING:
     from flashrl_jobs.exporter import MetricsServer
@@ -377,6 +384,10 @@ def train(
             f"Deadline {rfc3339(deadline.expires)} (from {deadline.start_source}): "
             f"{ESI_ENV}={deadline.timestamp} for verl"
         )
+    # One validation-dump directory per attempt: verl rewrites <step>.jsonl, and a retry repeats steps.
+    overrides = merge_overrides(
+        overrides, [f"trainer.validation_data_dir={validation_dir(job, attempt or 1)}"]
+    )
     metrics_path = metrics_file(checkpoints, attempt or 1)
     overrides = [*overrides, file_logger_override(metrics_path)]
     env[FILE_LOGGER_ENV] = str(metrics_path)

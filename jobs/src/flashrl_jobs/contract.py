@@ -43,6 +43,9 @@ DEFAULT_METRICS_PORT: Final = 9450
 METRICS_PORT_NAME: Final = "flashrl-metrics"
 #: Directory under the job's checkpoint directory where verl's file logger writes, one file per attempt.
 METRICS_DIR: Final = "metrics"
+#: Directory under the job's checkpoint directory where verl dumps every validation sample
+#: (``trainer.validation_data_dir``), ``attempt-<k>/<step>.jsonl``; ``flashrl report --validation`` reads it.
+VALIDATION_DIR: Final = "validation"
 
 #: The launcher's exit code per failure reason, from the one table (``flashrl_api.status.LAUNCHER_FAILURES``,
 #: documented in docs/launcher.md and docs/operator.md). verl's own exit code is passed through.

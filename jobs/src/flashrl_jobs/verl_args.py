@@ -18,6 +18,7 @@ from typing import Final
 
 from flashrl_api import FlashRLJob, FlashRLJobSpec
 from flashrl_api.staging import data_location, model_location
+from flashrl_jobs.contract import VALIDATION_DIR
 from flashrl_jobs.override_rules import unsafe_override_problems
 
 ENTRY_MODULE: Final = "verl.trainer.main_ppo"
@@ -36,6 +37,7 @@ PROTECTED_KEYS: Final[Mapping[str, str]] = {
     "actor_rollout_ref.rollout.engine_kwargs.sglang.quantization": "spec.rollout.quantization",
     "actor_rollout_ref.rollout.calculate_log_probs": "spec.correction.tis (TIS needs rollout log-probs)",
     "trainer.default_local_dir": "spec.storage.checkpoints.mountPath",
+    "trainer.validation_data_dir": "spec.storage.checkpoints.mountPath (one directory per attempt)",
     # The operator's retries reason about the checkpoint interval: it must be the one verl uses.
     "trainer.save_freq": "spec.checkpoint.interval",
     "trainer.max_actor_ckpt_to_keep": "spec.checkpoint.keep",
@@ -102,7 +104,10 @@ def _rollout(spec: FlashRLJobSpec) -> dict[str, Value]:
         prefix + "val_kwargs.top_p": float(r.top_p),
         prefix + "val_kwargs.top_k": r.top_k,
         prefix + "val_kwargs.do_sample": True,
-        prefix + "val_kwargs.n": 1,
+        prefix + "val_kwargs.n": spec.validation.samples_per_problem,
+        # The sampling seed (verl passes it to vLLM's sampler and sets PYTHONHASHSEED from it; its
+        # SGLang server in 0.9.1 does not read it): replicas of an experiment pair on it.
+        prefix + "seed": spec.training.seed,
     }
     if r.quantization == "blockwise-fp8":
         # verl's own path: SGLang is told the model is 128x128-block FP8 and the trainer quantizes
@@ -159,6 +164,10 @@ def _training(job: FlashRLJob) -> dict[str, Value]:
         "data.max_response_length": t.max_response_length,
         "data.train_batch_size": t.prompt_batch_size,
         "data.val_max_samples": -1,
+        # Unset, verl draws the data order from an unseeded generator: two variants would train on
+        # different prompts at the same step, and the report pairs them step by step.
+        "data.seed": t.seed,
+        actor + "data_loader_seed": t.seed,
         model + "path": model_location(spec),
         model + "use_remove_padding": True,
         model + "enable_gradient_checkpointing": True,
@@ -209,6 +218,9 @@ def _training(job: FlashRLJob) -> dict[str, Value]:
             "trainer.total_epochs": 1,
             "trainer.total_training_steps": t.total_steps,
             "trainer.default_local_dir": checkpoint_dir(job),
+            # Every validation sample (prompt, response, answer, score, step) kept on the claim, so the
+            # report can compare variants problem by problem; the launcher adds the attempt.
+            "trainer.validation_data_dir": validation_dir(job),
         }
     )
     values.update(_checkpoint(spec))
@@ -220,6 +232,14 @@ def checkpoint_dir(job: FlashRLJob) -> str:
     t = job.spec.training
     experiment = t.experiment_name or job.name
     return f"{job.spec.storage.checkpoints.mount_path.rstrip('/')}/{t.project_name}/{experiment}"
+
+
+def validation_dir(job: FlashRLJob, attempt: int | None = None) -> str:
+    """verl's ``trainer.validation_data_dir``: ``<checkpoint dir>/validation``, and ``attempt-<k>`` under
+    it once the launcher knows the attempt (verl rewrites ``<step>.jsonl`` with ``"w"``, so a retry that
+    repeats a validation would otherwise replace the earlier attempt's samples)."""
+    base = f"{checkpoint_dir(job)}/{VALIDATION_DIR}"
+    return base if attempt is None else f"{base}/attempt-{attempt}"
 
 
 #: What a resumable FSDP checkpoint holds in verl (``utils/checkpoint/checkpoint_manager.py``): sharded
@@ -332,6 +352,11 @@ FIELD_OF_KEY: Final[Mapping[str, str]] = {
     "trainer.test_freq": "training.testFrequency",
     "trainer.total_training_steps": "training.totalSteps",
     "trainer.default_local_dir": "storage.checkpoints.mountPath",
+    "trainer.validation_data_dir": "storage.checkpoints.mountPath",
+    "data.seed": "training.seed",
+    "actor_rollout_ref.actor.data_loader_seed": "training.seed",
+    "actor_rollout_ref.rollout.seed": "training.seed",
+    "actor_rollout_ref.rollout.val_kwargs.n": "validation.samplesPerProblem",
     "trainer.save_freq": "checkpoint.interval",
     "trainer.max_actor_ckpt_to_keep": "checkpoint.keep",
     "trainer.resume_mode": "checkpoint.resumeMode",

@@ -18,24 +18,40 @@ from flashrl_report.analysis import (
     VariantSummary,
     choose_baseline,
     mismatch_key,
+    paired_baseline,
     score_key,
     summarize,
 )
 from flashrl_report.data import MetricsInputError, RunMetrics, load_run, parse_metrics_argument
 from flashrl_report.goodput import VariantGoodput, goodput_plot, goodput_section, goodput_summaries
 from flashrl_report.html import render_html
+from flashrl_report.paired import (
+    PairedComparison,
+    compare_all,
+    difference_plot,
+    paired_section,
+    problems_plot,
+    split_label,
+)
 from flashrl_report.plots import Plot, color_of, line_plot, speedup_plot, time_breakdown_plot
+from flashrl_report.validation import ValidationSamples, load_validation, parse_validation_argument
 
 #: Every figure of a report, in page order (the browser test checks each is on the page).
 PLOT_IDS: Final = (
     "validation-score",
+    "paired-difference",
+    "per-problem",
+    "training-score",
+    "entropy",
     "response-length",
+    "response-clip-ratio",
     "throughput",
     "generation-speedup",
     "time-breakdown",
     "goodput-phases",
     "mismatch-kl",
     "is-ess",
+    "tis-clip-fraction",
     "probs-diff",
 )
 REPORT_FILE: Final = "report.html"
@@ -54,6 +70,8 @@ class Report:
     baseline_note: str = ""
     #: Each run's goodput: GPU-hours by phase, end-to-end and generation-only speed-ups.
     goodput: list[VariantGoodput] = field(default_factory=list)
+    #: Each variant against the baseline, problem by problem (from the validation dumps).
+    paired: list[PairedComparison] = field(default_factory=list)
 
 
 def build_report(
@@ -62,21 +80,49 @@ def build_report(
     title: str = "FlashRL comparison",
     banner: str | None = None,
     baseline: str | None = None,
+    validation: Sequence[ValidationSamples] = (),
 ) -> Report:
-    """Summaries, figures and the page for ``runs`` (labels must be unique)."""
+    """Summaries, figures and the page for ``runs`` (labels must be unique); ``validation`` holds the
+    runs' validation samples (each labelled as its run)."""
     labels = [run.label for run in runs]
     if len(set(labels)) != len(labels):
         raise MetricsInputError(f"run labels must be unique, got {labels}")
+    unknown = [s.label for s in validation if s.label not in labels]
+    if unknown:
+        raise MetricsInputError(
+            f"validation samples of {', '.join(unknown)} name no run (give --metrics with the same label)"
+        )
     base, base_note = choose_baseline(runs, baseline)
     score = score_key(runs)
     longest = max((run.last_step for run in runs), default=0)
-    summaries = [summarize(run, score, base, longest) for run in runs]
+    summaries = [summarize(run, score, paired_baseline(run, base, runs), longest) for run in runs]
     notes: list[str] = []
     if len(runs) < 2:
         notes.append("only one run was given: there is nothing to compare it with")
     for run, summary in zip(runs, summaries, strict=True):
         notes.extend(f"{run.label}: {text}" for text in [*summary.missing, *run.notes])
+    for samples in validation:
+        notes.extend(f"{samples.label}: {text}" for text in samples.notes)
+    paired = compare_all(validation, base.label if base is not None else None)
+    with_samples = {s.label for s in validation}
+    paired_missing = (
+        [
+            f"{', '.join(label for label in labels if label not in with_samples)}: no validation samples "
+            "(verl's validation dumps, --validation LABEL=DIR): not in the paired comparison"
+        ]
+        if validation and len(with_samples) < len(labels)
+        else []
+    )
+    by_variant_name = {c.variant: c for c in paired}
+    for summary in summaries:
+        found = by_variant_name.get(split_label(summary.label)[0])
+        if found is not None and found.late is not None:
+            # The verdict is the paired one: the curve-of-means rule rests on a few validations.
+            summary.late_verdict = f"{found.verdict}: {found.late.text(signed=True)} (paired, per problem)"
+            summary.best_verdict = None
     speedups = {s.label: s.speedup for s in summaries if s.speedup is not None}
+    colors = {run.label: color_of(runs, run) for run in runs}
+    variant_colors = {split_label(label)[0]: color for label, color in colors.items()}
     goodput, target = goodput_summaries(runs, score, base)
     plots = [
         line_plot(
@@ -89,7 +135,18 @@ def build_report(
             smooth=False,
             markers=True,
         ),
+        difference_plot(paired, variant_colors),
+        problems_plot(paired, variant_colors),
+        line_plot(runs, "training-score", "Training score (reward)", vm.CRITIC_SCORE_MEAN, "mean score"),
+        line_plot(runs, "entropy", "Policy entropy", vm.ENTROPY, "entropy (nats / token)"),
         line_plot(runs, "response-length", "Mean response length", vm.RESPONSE_LENGTH_MEAN, "tokens"),
+        line_plot(
+            runs,
+            "response-clip-ratio",
+            "Responses cut at the maximum length",
+            vm.RESPONSE_LENGTH_CLIP_RATIO,
+            "fraction of responses",
+        ),
         line_plot(runs, "throughput", "Throughput", vm.THROUGHPUT, "tokens / s / GPU", wall_time=True),
         speedup_plot(runs, base, speedups),
         time_breakdown_plot(runs),
@@ -112,6 +169,13 @@ def build_report(
         ),
         line_plot(
             runs,
+            "tis-clip-fraction",
+            "TIS clipped fraction",
+            vm.IS_CLIP_FRACTION,
+            "fraction of tokens at the cap",
+        ),
+        line_plot(
+            runs,
             "probs-diff",
             "Rollout vs trainer token-probability difference",
             vm.PROBS_DIFF_MEAN,
@@ -130,9 +194,12 @@ def build_report(
         baseline_note=base_note,
         notes=notes,
         plots=plots,
-        sections=[goodput_section(goodput, target, score, base.label if base is not None else None)],
+        sections=[
+            paired_section(paired, validation, base.label if base is not None else None, paired_missing),
+            goodput_section(goodput, target, score, base.label if base is not None else None),
+        ],
     )
-    return Report(html, plots, summaries, notes, base_note, goodput)
+    return Report(html, plots, summaries, notes, base_note, goodput, paired)
 
 
 def write_report(report: Report, output: str | Path) -> list[Path]:
@@ -157,8 +224,11 @@ __all__ = [
     "MetricsInputError",
     "Report",
     "RunMetrics",
+    "ValidationSamples",
     "build_report",
     "load_run",
+    "load_validation",
     "parse_metrics_argument",
+    "parse_validation_argument",
     "write_report",
 ]

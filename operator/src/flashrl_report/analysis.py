@@ -1,9 +1,11 @@
 """The comparison's numbers (pure): per-variant summaries and the FP8-over-BF16 speed-up.
 
 Statistics are kept honest in two ways. Every figure carries the number of steps it averages and
-their step-to-step standard deviation. And a difference is only called one when it is larger than
-that spread: a speed-up whose distance from 1 is within the standard deviation of the per-step
-ratios is reported as "no clear difference", whatever its mean says.
+their step-to-step standard deviation. And a difference is only called one when its interval says
+so: a speed-up is "faster" or "slower" only when the 95 % bootstrap interval of its mean per-step
+ratio excludes 1 (:mod:`flashrl_report.intervals`), else "no clear difference", whatever its mean
+says. The accuracy verdict is the paired per-problem one (:mod:`flashrl_report.paired`); without
+validation samples, best and late scores are judged by the older spread rule (:func:`compared`).
 
 Runs of one experiment share seed, data and step count, so step k of one variant trained on the
 same prompts as step k of another (until dynamic sampling diverges): the speed-up is computed as a
@@ -20,6 +22,7 @@ from typing import Final
 
 from flashrl_api import verl_metrics as vm
 from flashrl_report.data import RunMetrics
+from flashrl_report.intervals import LEVEL, Interval, mean_interval
 
 #: Fewer steps than this and a run's quarters are too short to compare (two steps per quarter).
 MIN_STEPS_FOR_QUARTERS: Final = 8
@@ -173,20 +176,35 @@ def generation_speed(run: RunMetrics) -> tuple[str, dict[int, float]]:
 
 @dataclass(frozen=True)
 class SpeedupWindow:
-    """The paired generation speed-up over a stretch of steps."""
+    """The paired generation speed-up over a stretch of steps, with the bootstrap interval of its mean."""
 
     stat: Stat
+    interval: Interval
 
     @property
     def verdict(self) -> str:
-        """faster, slower, or no clear difference (distance from 1 within the spread)."""
-        if abs(self.stat.mean - 1.0) <= self.stat.spread or self.stat.n < 2:
-            return "no clear difference"
-        return "faster" if self.stat.mean > 1.0 else "slower"
+        """faster or slower only when the interval of the mean ratio excludes 1, else no clear difference."""
+        return self.interval.verdict("faster", "slower")
 
     def text(self) -> str:
-        """``faster, 1.14× ± 0.04 (n=37, steps 1–37)``."""
-        return f"{self.verdict}, {self.stat.text(unit='×')}"
+        """``faster, 1.140× (95 % CI 1.120× to 1.160×), n=37 paired steps (steps 1–37)``."""
+        return (
+            f"{self.verdict}, {self.interval.text(unit='×')}, n={self.stat.n} paired steps "
+            f"(steps {self.stat.first_step}–{self.stat.last_step})"
+        )
+
+
+#: The quarters' intervals are read together (four chances of a false call): each is at 1 − 0.05 / 4.
+WINDOW_LEVEL: Final = 1 - (1 - LEVEL) / 4
+
+
+def speedup_window(steps: Sequence[int], ratios: Sequence[float]) -> SpeedupWindow | None:
+    """The window's stat and its interval (steps resampled, at :data:`WINDOW_LEVEL`), None when empty."""
+    window = stat(steps, ratios)
+    interval = mean_interval(ratios, null=1.0, level=WINDOW_LEVEL)
+    if window is None or interval is None:
+        return None
+    return SpeedupWindow(window, interval)
 
 
 @dataclass
@@ -198,6 +216,13 @@ class Speedup:
     ratios: list[float]
     overall: Stat
     windows: list[SpeedupWindow]
+    #: The whole run's mean ratio with its bootstrap interval over the paired steps.
+    interval: Interval | None = None
+
+    @property
+    def verdict(self) -> str:
+        """faster / slower over the whole run only when its interval excludes 1."""
+        return "no clear difference" if self.interval is None else self.interval.verdict("faster", "slower")
 
     def change(self) -> str:
         """Where the verdict changes over the run, in words ('' when the run is too short to tell)."""
@@ -208,8 +233,8 @@ class Speedup:
             if window.verdict != first.verdict:
                 return (
                     f"{first.verdict} in steps {first.stat.first_step}–{first.stat.last_step} "
-                    f"({first.stat.mean:.3g}×), {window.verdict} from step {window.stat.first_step} "
-                    f"({window.stat.mean:.3g}× ± {window.stat.spread:.2g})"
+                    f"({first.interval.text(unit='×')}), {window.verdict} from step "
+                    f"{window.stat.first_step} ({window.interval.text(unit='×')})"
                 )
         return f"{first.verdict} in every quarter of the run"
 
@@ -230,10 +255,10 @@ def speedup(variant: RunMetrics, baseline: RunMetrics) -> Speedup | None:
     if len(steps) >= MIN_STEPS_FOR_QUARTERS:
         q = math.ceil(len(steps) / 4)
         for start in range(0, len(steps), q):
-            window = stat(steps[start : start + q], ratios[start : start + q])
+            window = speedup_window(steps[start : start + q], ratios[start : start + q])
             if window is not None:
-                windows.append(SpeedupWindow(window))
-    return Speedup(key_v, steps, ratios, overall, windows)
+                windows.append(window)
+    return Speedup(key_v, steps, ratios, overall, windows, mean_interval(ratios, null=1.0))
 
 
 @dataclass
@@ -344,19 +369,44 @@ def summarize(
 def choose_baseline(runs: Sequence[RunMetrics], requested: str | None) -> tuple[RunMetrics | None, str]:
     """The run speed-ups are measured against, and a note on how it was chosen.
 
-    ``requested`` names it (``--baseline``); otherwise the one run whose label contains ``bf16``.
+    ``requested`` names it (``--baseline``); otherwise the one variant whose label contains ``bf16``.
+    Replicas (``<variant>#<k>``) are one variant: its first replica is returned, and each run is
+    compared with the baseline's replica of the same index (:func:`paired_baseline`).
     """
     if requested is not None:
         for run in runs:
-            if run.label == requested:
+            if run.label == requested or _variant(run.label) == requested:
                 return run, f"speed-ups are relative to {requested} (--baseline)"
         return None, f"--baseline {requested!r} names no run; speed-ups are not computed"
-    candidates = [run for run in runs if "bf16" in run.label.lower()]
-    if len(candidates) == 1:
-        return candidates[0], f"speed-ups are relative to {candidates[0].label} (the run labelled bf16)"
+    candidates = [run for run in runs if "bf16" in _variant(run.label).lower()]
+    if len({_variant(run.label) for run in candidates}) == 1:
+        name = _variant(candidates[0].label)
+        return candidates[0], f"speed-ups are relative to {name} (the run labelled bf16)"
     if not candidates:
         return None, "no run is labelled bf16 and no --baseline was given; speed-ups are not computed"
     return None, "several runs are labelled bf16; name the baseline with --baseline"
+
+
+def _variant(label: str) -> str:
+    """The variant of a run label: ``bf16`` for ``bf16#2`` (replica 2) and for ``bf16``."""
+    head, sep, tail = label.rpartition("#")
+    return head if sep and tail.isdecimal() else label
+
+
+def paired_baseline(
+    run: RunMetrics, base: RunMetrics | None, runs: Sequence[RunMetrics]
+) -> RunMetrics | None:
+    """The baseline run ``run`` is compared with: the baseline variant's replica of the same index
+    (the two share a seed: data order and sampling), else ``base``."""
+    if base is None:
+        return None
+    _, sep, tail = run.label.rpartition("#")
+    if sep and tail.isdecimal():
+        twin = f"{_variant(base.label)}#{tail}"
+        for other in runs:
+            if other.label == twin:
+                return other
+    return base
 
 
 __all__ = [
@@ -372,10 +422,12 @@ __all__ = [
     "generation_speed",
     "late_stretch",
     "mismatch_key",
+    "paired_baseline",
     "quarters",
     "rolling_mean",
     "score_key",
     "speedup",
+    "speedup_window",
     "stat",
     "summarize",
     "wall_hours",

@@ -17,10 +17,12 @@ from typing import Any, Final
 
 from flashrl_api.experiment import (
     EXPERIMENT_KIND,
+    REPLICA_LABEL,
     VARIANT_LABEL,
     ExperimentReason,
     FlashRLExperiment,
     parse_experiment,
+    run_label,
     variant_jobs,
 )
 from flashrl_api.goodput import ledger_of
@@ -110,21 +112,32 @@ def runs_from_objects(namespace: str, objects: Sequence[JobObjects]) -> list[Run
     return runs
 
 
-def variant_statuses(raw: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
-    """The experiment's ``status.variants`` entries by variant name, as stored (a status the operator
-    has not written yet, or a malformed one, gives none)."""
+def variant_statuses(raw: Mapping[str, Any], replicas: int = 1) -> dict[str, Mapping[str, Any]]:
+    """The experiment's ``status.variants`` entries by run label (:func:`run_label`: the variant's
+    name, ``<variant>#<k>`` with several replicas), as stored (a status the operator has not written
+    yet, or a malformed one, gives none)."""
     status = raw.get("status")
     entries = status.get("variants") if isinstance(status, Mapping) else None
     if not isinstance(entries, list):
         return {}
-    return {
-        str(entry["name"]): entry for entry in entries if isinstance(entry, Mapping) and entry.get("name")
-    }
+    out: dict[str, Mapping[str, Any]] = {}
+    for entry in entries:
+        if not isinstance(entry, Mapping) or not entry.get("name"):
+            continue
+        replica = entry.get("replica", 0) if replicas > 1 else None
+        out[run_label(str(entry["name"]), replica if isinstance(replica, int) else None)] = entry
+    return out
 
 
 def experiment_jobs(experiment: FlashRLExperiment) -> list[tuple[str, str]]:
-    """``(label, job name)`` of each variant, in the experiment's order."""
-    return [(job.metadata["labels"][VARIANT_LABEL], job.name) for job in variant_jobs(experiment)]
+    """``(label, job name)`` of each variant's run, in the experiment's order: the variant's name, or
+    ``<variant>#<k>`` for replica k (the report pools a variant's replicas)."""
+    out = []
+    for job in variant_jobs(experiment):
+        labels = job.metadata["labels"]
+        replica = labels.get(REPLICA_LABEL)
+        out.append((run_label(labels[VARIANT_LABEL], None if replica is None else int(replica)), job.name))
+    return out
 
 
 async def fetch_runs(
@@ -144,7 +157,7 @@ async def fetch_runs(
         parsed = parse_experiment(raw)
         pairs = experiment_jobs(parsed) + pairs
         title = f"FlashRL experiment {namespace}/{experiment}"
-        variants = variant_statuses(raw)
+        variants = variant_statuses(raw, parsed.spec.replicas)
         parallelism = parsed.spec.parallelism
 
     async def one(label: str, name: str) -> JobObjects:

@@ -32,6 +32,9 @@ figure img { max-width: 100%; border: 1px solid #eee; }
 figcaption { color: #555; font-size: .8rem; max-width: 1240px; }
 .unavailable p { color: #8a6d3b; }
 ul.notes li { margin: .2rem 0; }
+details.problems { margin: .8rem 0; font-size: .82rem; }
+details.problems summary { cursor: pointer; color: #555; }
+td.verdict { font-weight: 600; }
 """
 
 
@@ -88,9 +91,11 @@ def _row(summary: VariantSummary, color: str, is_baseline: bool) -> str:
         cells.append("<td>–</td>")
     else:
         change = escape(s.change())
+        interval = escape(s.interval.text(unit="×")) if s.interval is not None else "–"
         cells.append(
-            f"<td>{s.overall.mean:.3g}× ± {s.overall.spread:.2g}"
-            f'<span class="sub">n={s.overall.n} paired steps; {escape(s.metric)}</span>'
+            f'<td>{interval}<span class="sub verdict">{escape(s.verdict)}</span>'
+            f'<span class="sub">n={s.overall.n} paired steps; per-step sd {s.overall.spread:.2g}; '
+            f"{escape(s.metric)}</span>"
             f'<span class="sub">{change}</span></td>'
         )
     if summary.weight_sync_share is None:
@@ -161,13 +166,15 @@ def render_html(
     score = escape(score_key) if score_key else "no validation score"
     parts.append(
         f'<p class="stats">Validation score: {score}. Every mean is given with the standard deviation of its '
-        "per-step values and the number of steps (n) it averages. A speed-up, a drift or a difference in "
-        "validation score is only called one when it exceeds that step-to-step spread; otherwise the table "
-        "says there is no clear difference. The best validation score is the best mean of a quarter of the "
-        "validations in a row (a single high validation is a spike, not a best); best and late scores are "
-        "judged against the baseline's by the same rule. "
-        "The generation speed-up is the per-step ratio of the baseline's generation cost to the variant's, "
-        "paired by step (the runs share seed and data), over the steps both logged; its quarters show "
+        "per-step values and the number of steps (n) it averages. A drift, or a difference in validation "
+        "score without validation samples, is only called one when it exceeds that step-to-step spread; "
+        "otherwise the table says there is no clear difference. The best validation score is the best "
+        "mean of a quarter of the validations in a row (a single high validation is a spike, not a best); "
+        "without validation samples, best and late scores are judged against the baseline's by the same "
+        "rule; with them, the late score's verdict is the paired comparison below. "
+        "The generation speed-up is the mean per-step ratio of the baseline's generation cost to the "
+        "variant's, paired by step (the runs share seed and data), over the steps both logged, with a 95 % "
+        "bootstrap interval over those steps: faster or slower only when it excludes 1; its quarters show "
         f"whether it holds over the whole run; {escape(baseline_note)}.</p></section>"
     )
     parts.extend(sections)

@@ -230,47 +230,38 @@ def stacked_bars(
 
 
 def time_breakdown_plot(runs: Sequence[RunMetrics]) -> Plot:
-    """Mean seconds per step in each phase, one stacked bar per run."""
+    """Mean seconds per step in each goodput phase, one stacked bar per run: the step's ``timing_s/*``
+    grouped, named and coloured as the goodput figure's phases, so one phase reads the same in both."""
+    from flashrl_api.goodput import IN_STEP_KEYS, GoodputPhase
+    from flashrl_report.goodput import PHASE_COLORS  # imports this module: read at call time
+
     title = "Where the time of a step goes"
-    rows: list[tuple[RunMetrics, dict[str, float], int]] = []
+    phases = list(dict.fromkeys([*IN_STEP_KEYS.values(), GoodputPhase.STEP_OTHER]))
+    rows: list[tuple[RunMetrics, dict[GoodputPhase, float], int]] = []
     absent: list[str] = []
     for run in runs:
         steps = [s for s in run.training_steps() if vm.TIMING_STEP in run.steps[s]]
         if not steps:
             absent.append(run.label)
             continue
-        means: dict[str, float] = {}
-        for key, _ in vm.TIMING_PHASES:
-            means[key] = sum(run.steps[s].get(key, 0.0) for s in steps) / len(steps)
+        means = dict.fromkeys(phases, 0.0)
+        for key, phase in IN_STEP_KEYS.items():
+            means[phase] += sum(run.steps[s].get(key, 0.0) for s in steps) / len(steps)
         total = sum(run.steps[s][vm.TIMING_STEP] for s in steps) / len(steps)
-        means["other"] = max(0.0, total - sum(means.values()))
+        means[GoodputPhase.STEP_OTHER] = max(0.0, total - sum(means.values()))
         rows.append((run, means, len(steps)))
     if not rows:
         return Plot("time-breakdown", title, "", None, f"no run logged {vm.TIMING_STEP}", absent)
     labels = [f"{run.label} (n={n})" for run, _, n in rows]
-    phases = [*vm.TIMING_PHASES, ("other", "other")]
-    cmap = (
-        "#d62728",
-        "#9467bd",
-        "#bcbd22",
-        "#17becf",
-        "#8c564b",
-        "#e377c2",
-        "#7f7f7f",
-        "#2ca02c",
-        "#1f77b4",
-        "#ff7f0e",
-        "#c7c7c7",
-    )
-    bands = (
-        (name, color, [means[key] for _, means, _ in rows])
-        for (key, name), color in zip(phases, cmap, strict=True)
-    )
+    bands = ((str(phase), PHASE_COLORS[phase], [means[phase] for _, means, _ in rows]) for phase in phases)
     fig = stacked_bars(labels, bands, "mean seconds per training step", title, base_height=1.4)
     caption = (
-        "Mean of timing_s/<phase> over the training steps that logged timing_s/step (n per bar); 'other' is "
-        "timing_s/step minus the phases listed. Validation (timing_s/testing) runs after the step and is not "
-        "in the bar." + _absent_text(absent, vm.TIMING_STEP)
+        "Mean seconds per training step in each phase, over the steps that logged timing_s/step (n per "
+        "bar), named and coloured as in the goodput figure: generation is timing_s/gen, weight_sync "
+        "timing_s/update_weights, log_prob timing_s/{old_log_prob,ref,values}, actor_update "
+        "timing_s/{adv,update_critic,update_actor}, reward timing_s/reward, checkpoint "
+        "timing_s/save_checkpoint, and step_other the rest of timing_s/step. Validation (timing_s/testing) "
+        "runs after the step and is not in the bar." + _absent_text(absent, vm.TIMING_STEP)
     )
     return Plot("time-breakdown", title, caption, _png(fig), absent=absent)
 

@@ -19,6 +19,7 @@ import math
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
 
 from flashrl_api import verl_metrics as vm
@@ -88,6 +89,7 @@ def records(
         data: dict[str, Any] = {
             "training/global_step": step,
             vm.CRITIC_SCORE_MEAN: -0.6 + 0.5 * progress + own.gauss(0, 0.05),
+            vm.ENTROPY: 0.55 - 0.2 * progress + own.gauss(0, 0.02),
             vm.RESPONSE_LENGTH_MEAN: length,
             vm.RESPONSE_LENGTH_CLIP_RATIO: max(0.0, 0.01 + 0.03 * progress + own.gauss(0, 0.005)),
             "timing_s/gen": gen,
@@ -157,4 +159,147 @@ def jsonl(
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["PROFILES", "SCORE_KEY", "Profile", "jsonl", "records"]
+#: The default validation file's shape: each AIME problem repeated this many times (one sample per row).
+AIME_COPIES: Final = 32
+
+
+def _sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x))
+
+
+def problem_logits(seed: int, problems: int = AIME_PROBLEMS) -> list[float]:
+    """Each problem's difficulty (log-odds of a correct answer at the start): the same for every variant
+    and replica, as the validation set is."""
+    rng = random.Random(f"problems-{seed}")  # noqa: S311
+    return [rng.gauss(-2.6, 1.6) for _ in range(problems)]
+
+
+def validation_rows(
+    step: int,
+    steps: int,
+    *,
+    seed: int = 0,
+    run: str = "",
+    shift: float = 0.0,
+    shifts: dict[int, float] | None = None,
+    problems: int = AIME_PROBLEMS,
+    copies: int = AIME_COPIES,
+    samples_per_row: int = 1,
+) -> list[dict[str, Any]]:
+    """One validation as verl 0.9.1 dumps it (``<step>.jsonl`` rows: ``input``, ``output``, ``gts``,
+    ``score``, ``step`` and the dapo reward's ``acc``, ``pred``), each problem's accuracy
+    ``sigmoid(difficulty + learning(step) + shift)``: ``shift`` (log-odds, every problem) and ``shifts``
+    (per problem index) are the built-in effect of a variant, 0 for a null. ``run`` seeds the sampling
+    noise, ``seed`` the problems; ``copies`` rows per problem, ``samples_per_row`` responses each
+    (verl's ``val_kwargs.n``)."""
+    rng = random.Random(f"{seed}-{run}-{step}")  # noqa: S311
+    learned = 2.2 * (1 - math.exp(-2.2 * step / steps))
+    rows: list[dict[str, Any]] = []
+    for p, logit in enumerate(problem_logits(seed, problems)):
+        prob = _sigmoid(logit + learned + shift + (shifts or {}).get(p, 0.0))
+        answer = str(100 + 7 * p)
+        for c in range(copies):
+            for k in range(samples_per_row):
+                correct = rng.random() < prob
+                pred = answer if correct else str(rng.randrange(1000))
+                rows.append(
+                    {
+                        "input": f"user\nSynthetic AIME-style problem {p + 1}: find N({p + 1}) mod 1000.",
+                        "output": f"... the answer is \\boxed{{{pred}}}",
+                        "gts": answer,
+                        "score": 1.0 if correct else -1.0,
+                        "step": step,
+                        "reward": 1.0 if correct else -1.0,
+                        "acc": correct,
+                        "pred": pred,
+                        "uid": f"p{p}c{c}_{k}_0",
+                    }
+                )
+    return rows
+
+
+def validation_steps(steps: int, test_every: int = 5) -> list[int]:
+    """The steps verl validates at in :func:`records`: 0, every ``test_every`` and the last."""
+    return [0, *(s for s in range(1, steps + 1) if s % test_every == 0 or s == steps)]
+
+
+@dataclass(frozen=True)
+class FixtureRun:
+    """One run of a fixture: its label, the precision whose timings it borrows, its built-in effect."""
+
+    label: str
+    precision: str
+    #: Log-odds added to every problem's accuracy from step 1 on (0: a null).
+    shift: float = 0.0
+
+
+#: The fixture's runs: the baseline, a variant with a known effect and a variant with none.
+FIXTURE_RUNS: Final = (
+    FixtureRun("bf16", "bf16"),
+    FixtureRun("fp8-effect", "blockwise-fp8", 0.9),
+    FixtureRun("fp8-null", "channel-fp8", 0.0),
+)
+
+
+def write_fixture(
+    out: Path,
+    *,
+    steps: int = 40,
+    seed: int = 0,
+    replicas: int = 1,
+    runs: tuple[FixtureRun, ...] = FIXTURE_RUNS,
+    problems: int = AIME_PROBLEMS,
+    copies: int = AIME_COPIES,
+) -> dict[str, tuple[Path, Path]]:
+    """Write ``out/metrics/<label>.jsonl`` and ``out/validation/<label>/<step>.jsonl`` for every run (and
+    replica: ``<label>#<k>``, its metrics drawn with seed ``seed + k`` for every variant alike, its
+    validation the same problems with other sampling noise); the metrics' validation score is the mean
+    of that step's dump, as verl computes it. Returns label -> (metrics file, dump directory)."""
+    written: dict[str, tuple[Path, Path]] = {}
+    for k in range(replicas):
+        for run in runs:
+            label = run.label if replicas == 1 else f"{run.label}#{k}"
+            dumps = out / "validation" / label
+            dumps.mkdir(parents=True, exist_ok=True)
+            scores: dict[int, float] = {}
+            for step in validation_steps(steps):
+                # The same problems for every replica (one validation set); other sampling noise.
+                rows = validation_rows(
+                    step,
+                    steps,
+                    seed=seed,
+                    run=run.label if replicas == 1 else f"{run.label}-{k}",
+                    shift=run.shift if step > 0 else 0.0,
+                    problems=problems,
+                    copies=copies,
+                )
+                scores[step] = sum(float(r["acc"]) for r in rows) / len(rows)
+                (dumps / f"{step}.jsonl").write_text(
+                    "".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8"
+                )
+            lines = []
+            for record in records(run.precision, steps, seed=seed + k):
+                if SCORE_KEY in record["data"]:
+                    record["data"][SCORE_KEY] = scores[record["step"]]
+                lines.append(json.dumps(record, separators=(",", ":")))
+            metrics = out / "metrics" / f"{label}.jsonl"
+            metrics.parent.mkdir(parents=True, exist_ok=True)
+            metrics.write_text("\n".join(lines) + "\n", encoding="utf-8")
+            written[label] = (metrics, dumps)
+    return written
+
+
+__all__ = [
+    "AIME_COPIES",
+    "FIXTURE_RUNS",
+    "PROFILES",
+    "SCORE_KEY",
+    "FixtureRun",
+    "Profile",
+    "jsonl",
+    "problem_logits",
+    "records",
+    "validation_rows",
+    "validation_steps",
+    "write_fixture",
+]

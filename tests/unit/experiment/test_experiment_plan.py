@@ -150,3 +150,59 @@ def test_each_variant_reports_its_goodput_and_speed_ups_over_bf16() -> None:
     assert channel.held_gpu_hours is None and channel.end_to_end_speedup is None
     wire = plan(_experiment(), children, T0).status.to_wire()
     assert wire["variants"][0]["heldGPUHours"] == fp8.held_gpu_hours
+
+
+def test_replicas_render_jobs_per_variant_with_seeds_paired_replica_by_replica() -> None:
+    """spec.replicas: 3 makes 3 jobs per variant; replica k of every variant has the same seed (so the
+    same data order and sampling as verl renders them), and replicas differ from one another."""
+    from flashrl_api.experiment import REPLICA_LABEL, VARIANT_LABEL, variant_jobs
+    from flashrl_jobs.verl_args import verl_overrides
+
+    raw: dict[str, Any] = {
+        "apiVersion": API_VERSION,
+        "kind": EXPERIMENT_KIND,
+        "metadata": {"name": "x", "namespace": "rl", "uid": "u"},
+        "spec": {"replicas": 3, "template": {"training": {"seed": 10}}},
+    }
+    experiment = parse_experiment(raw)
+    jobs = variant_jobs(experiment)
+    variants = ("blockwise-fp8", "channel-fp8", "bf16")
+    assert [j.name for j in jobs] == [f"x-{v}-r{k}" for v in variants for k in range(3)]
+    seeds: dict[tuple[str, str], dict[str, str]] = {}
+    for job in jobs:
+        labels = job.metadata["labels"]
+        args = dict(o.split("=", 1) for o in verl_overrides(job))
+        seeds[(labels[VARIANT_LABEL], labels[REPLICA_LABEL])] = {
+            key: args[key]
+            for key in (
+                "data.seed",
+                "actor_rollout_ref.rollout.seed",
+                "actor_rollout_ref.actor.data_loader_seed",
+            )
+        }
+        assert job.spec.training.experiment_name == job.name  # its own checkpoint directory
+    for k in ("0", "1", "2"):
+        assert seeds[("blockwise-fp8", k)] == seeds[("channel-fp8", k)] == seeds[("bf16", k)]
+        assert set(seeds[("bf16", k)].values()) == {str(10 + int(k))}
+    assert len({seeds[("bf16", k)]["data.seed"] for k in ("0", "1", "2")}) == 3
+    # The status lists every job, each with its variant and replica, and all are created at once.
+    p = plan(experiment, {}, T0)
+    assert len(p.create) == 9
+    assert [(v.name, v.replica) for v in p.status.variants] == [(v, k) for v in variants for k in range(3)]
+    assert p.status.finished == "0/9"
+
+
+def test_replica_job_names_must_fit() -> None:
+    name = "e" * 40
+    raw: dict[str, Any] = {
+        "apiVersion": API_VERSION,
+        "kind": EXPERIMENT_KIND,
+        "metadata": {"name": name, "namespace": "rl"},
+        "spec": {"replicas": 2, "variants": [{"name": "a" * 20, "spec": {}}, {"name": "b", "spec": {}}]},
+    }
+    from flashrl_api.experiment import experiment_problems
+
+    _, problems = experiment_problems(raw)
+    assert any(
+        p.path == "spec.variants[0].name" and "-r<k> must be at most 63" in p.message for p in problems
+    ), problems

@@ -136,6 +136,30 @@ def test_sampling_stays_unbiased_for_tis_unless_the_user_says_otherwise() -> Non
     assert custom.actor_rollout_ref.rollout.top_p == 1.0
 
 
+def test_validation_samples_dumps_and_seeds_reach_the_composed_verl_config() -> None:
+    """A default job keeps every validation sample on the checkpoint claim, samples each validation row
+    once (verl then names its score mean@1) and seeds data order, shuffling and rollout; the spec
+    fields reach verl's keys as verl composes them."""
+    default = compose_config(verl_overrides(job({})))
+    checkpoints = default.trainer.default_local_dir
+    assert default.trainer.validation_data_dir == f"{checkpoints}/validation"
+    assert default.actor_rollout_ref.rollout.val_kwargs.n == 1
+    assert default.data.seed == 0
+    assert default.actor_rollout_ref.actor.data_loader_seed == 0
+    assert default.actor_rollout_ref.rollout.seed == 0
+    custom = compose_config(
+        verl_overrides(job({"validation": {"samplesPerProblem": 16}, "training": {"seed": 7}}))
+    )
+    assert custom.actor_rollout_ref.rollout.val_kwargs.n == 16
+    assert (custom.data.seed, custom.actor_rollout_ref.rollout.seed) == (7, 7)
+    # The launcher adds the attempt (verl rewrites <step>.jsonl, and a retry repeats validations).
+    from flashrl_jobs.verl_args import validation_dir
+
+    assert validation_dir(job({}), 3) == f"{checkpoints}/validation/attempt-3"
+    problems = check_user_overrides(job({"overrides": ["trainer.validation_data_dir=/tmp/x"]}))
+    assert [p.path for p in problems] == ["spec.overrides[0]"]
+
+
 def _examples() -> list[Path]:
     """The examples holding FlashRLJobs (the FlashRLExperiment example's variants are composed in
     test_experiment)."""

@@ -13,7 +13,10 @@ from flashrl_operator.cli import main
 from flashrl_report import PLOT_IDS, REPORT_FILE, build_report, load_run, write_report
 from flashrl_report.analysis import Stat, differs, quarters, speedup, stat, wall_hours
 from flashrl_report.data import MetricsInputError, RunMetrics, parse_lines
-from flashrl_report.synthetic import SCORE_KEY, jsonl
+from flashrl_report.paired import PLOT_DIFFERENCE, PLOT_PROBLEMS
+from flashrl_report.synthetic import FIXTURE_RUNS, SCORE_KEY, jsonl, write_fixture
+
+PAIRED_PLOTS = (PLOT_DIFFERENCE, PLOT_PROBLEMS)
 
 
 def _write(tmp_path: Path, name: str, text: str) -> Path:
@@ -153,7 +156,11 @@ def test_summary_table_numbers_for_the_origin_experiment() -> None:
     flat = by_label["bf16"].mismatch_drift()
     assert flat is not None and flat[0].endswith("no clear drift")
     assert "speed-ups are relative to bf16" in report.baseline_note
-    assert all(p.png is not None for p in report.plots)
+    # Without validation dumps the paired figures say why they are empty; every other one is drawn.
+    assert all(p.png is not None for p in report.plots if p.id not in PAIRED_PLOTS)
+    assert all(
+        "no variant shares validation samples" in p.unavailable for p in report.plots if p.id in PAIRED_PLOTS
+    )
     assert report.notes == []
 
 
@@ -200,10 +207,14 @@ def test_duplicate_labels_are_refused() -> None:
 def test_cli_writes_a_self_contained_page_and_its_pngs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    fp8 = _write(tmp_path, "fp8.jsonl", jsonl("blockwise-fp8", 40))
-    bf16 = _write(tmp_path, "bf16.jsonl", jsonl("bf16", 40))
+    files = write_fixture(tmp_path / "fixture", steps=20, runs=FIXTURE_RUNS[:2])
+    args = [
+        arg
+        for label, (metrics, dumps) in files.items()
+        for arg in ("--metrics", f"{label}={metrics}", "--validation", f"{label}={dumps}")
+    ]
     out = tmp_path / "report"
-    status = main(["report", "--metrics", f"fp8={fp8}", "--metrics", f"bf16={bf16}", "--output", str(out)])
+    status = main(["report", *args, "--output", str(out)])
     assert status == 0
     assert (
         f"{out / REPORT_FILE}: 2 runs, {len(PLOT_IDS)} of {len(PLOT_IDS)} figures" in capsys.readouterr().out
@@ -224,6 +235,7 @@ def test_cli_writes_a_self_contained_page_and_its_pngs(
         (["--metrics", "nolabel"], "expected LABEL=PATH"),
         (["--metrics", "a=/nonexistent/a.jsonl"], "a=/nonexistent/a.jsonl: no such file or directory"),
         ([], "give --experiment NAME, --job NAME or --metrics LABEL=PATH"),
+        (["--metrics", "a=/nonexistent/a.jsonl", "--validation", "a"], "expected LABEL=DIR"),
     ],
 )
 def test_cli_refuses_bad_arguments(

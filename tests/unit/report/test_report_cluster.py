@@ -13,6 +13,7 @@ from flashrl_api import verl_metrics as vm
 from flashrl_api.history import HISTORY_KEY, add_step, history_name
 from flashrl_report import build_report, write_report
 from flashrl_report.cluster import JobObjects, fetch_runs, runs_from_objects
+from flashrl_report.paired import PLOT_DIFFERENCE, PLOT_PROBLEMS
 from flashrl_report.synthetic import records
 
 
@@ -37,7 +38,7 @@ def test_histories_become_runs_labelled_by_variant() -> None:
     assert runs[0].training_steps() == list(range(1, 31))
     assert runs[0].notes == []
     report = build_report(runs)
-    assert all(p.png is not None for p in report.plots)
+    assert all(p.png is not None for p in report.plots if p.id not in (PLOT_DIFFERENCE, PLOT_PROBLEMS))
     assert report.summaries[0].speedup is not None
 
 
@@ -159,3 +160,43 @@ def test_a_report_of_variants_that_hold_no_gpu_yet_prints_no_library_warning(tmp
     goodput = next(p for p in report.plots if p.id == "goodput-phases")
     assert goodput.png is None
     assert "no run has held a GPU yet" in report.html
+
+
+def test_an_experiments_replicas_are_labelled_variant_hash_replica() -> None:
+    from flashrl_api.experiment import parse_experiment
+    from flashrl_report.cluster import experiment_jobs
+
+    experiment = parse_experiment(
+        {
+            "apiVersion": "flashrl.dev/v1alpha1",
+            "kind": "FlashRLExperiment",
+            "metadata": {"name": "x", "namespace": "rl"},
+            "spec": {"replicas": 2, "template": {"images": {"trainer": "example.com/t:1"}}},
+        }
+    )
+    assert experiment_jobs(experiment) == [
+        ("blockwise-fp8#0", "x-blockwise-fp8-r0"),
+        ("blockwise-fp8#1", "x-blockwise-fp8-r1"),
+        ("bf16#0", "x-bf16-r0"),
+        ("bf16#1", "x-bf16-r1"),
+    ]
+
+
+def test_with_replicas_each_runs_status_is_found_by_its_run_label() -> None:
+    from flashrl_report.cluster import variant_statuses
+
+    raw = {
+        "status": {
+            "variants": [
+                {"name": "bf16", "replica": 0, "phase": "Running"},
+                {"name": "bf16", "replica": 1, "phase": "Waiting"},
+            ]
+        }
+    }
+    assert {k: v["phase"] for k, v in variant_statuses(raw, 2).items()} == {
+        "bf16#0": "Running",
+        "bf16#1": "Waiting",
+    }
+    assert list(variant_statuses({"status": {"variants": [{"name": "bf16", "phase": "Running"}]}})) == [
+        "bf16"
+    ]

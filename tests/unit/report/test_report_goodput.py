@@ -9,6 +9,7 @@ import pytest
 from flashrl_api.goodput import AttemptSpan, GoodputPhase, LauncherClock, compare, job_ledger, step_ledger
 from flashrl_api.history import HISTORY_KEY, add_step
 from flashrl_report import build_report
+from flashrl_report.analysis import best_stretch
 from flashrl_report.cluster import JobObjects, runs_from_objects
 from flashrl_report.data import RunMetrics, parse_lines
 from flashrl_report.synthetic import SCORE_KEY, jsonl, records
@@ -33,9 +34,16 @@ def test_fp8_faster_in_generation_but_slower_in_weight_sync_is_less_faster_end_t
     assert "weight_sync makes the difference" in report.html
     assert f"{comparison.end_to_end:.2f}x end to end" in report.html
     assert f"{comparison.generation:.2f}x in generation alone" in report.html
-    # GPU-hours to the highest score both reached: the lower of the two runs' best scores.
-    best = min(max(r.series(SCORE_KEY)[1]) for r in (_run("a", "blockwise-fp8"), _run("b", "bf16")))
-    assert f"≥ {best:.3g}" in report.html
+    # GPU-hours to the highest score both reached by the best-stretch rule: the lower of the two runs'
+    # best stretches (a quarter of the validations in a row, never one spike), with the stretch shown.
+    best = min(
+        stretch.mean
+        for r in (_run("a", "blockwise-fp8"), _run("b", "bf16"))
+        if (stretch := best_stretch(*r.series(SCORE_KEY))) is not None
+    )
+    assert f"≥ {best:.3g} (best-stretch rule)" in report.html
+    assert all(v.reached is not None and v.reached.n >= 2 and v.reached.mean >= best for v in report.goodput)
+    assert "first reached over steps" in report.html and "n=1 pair of runs: no interval" in report.html
     assert fp8.hours_to_score is not None and 0 < fp8.hours_to_score <= fp8.held_hours
     assert 'id="plot-goodput-phases"' in report.html
     assert next(p for p in report.plots if p.id == "goodput-phases").png is not None
@@ -115,3 +123,27 @@ def test_from_the_cluster_the_whole_ledger_counts_start_up_and_restarts() -> Non
     assert comparison.decisive is not None and comparison.end_to_end < 0.5
     assert retried.ledger.gpu_seconds[GoodputPhase.LOST_STEPS] > 0
     assert "From verl's step timings only" not in report.html
+
+
+def test_a_score_reached_only_by_single_validations_is_not_shown() -> None:
+    # 12 steps: validations at steps 0, 5, 10 and 12, so every stretch is one validation.
+    from flashrl_report.goodput import common_score, goodput_section, goodput_summaries
+
+    runs = [_run("fp8", "blockwise-fp8", 12), _run("bf16", "bf16", 12)]
+    assert common_score(runs, SCORE_KEY) is None
+    variants, target = goodput_summaries(runs, SCORE_KEY, runs[1])
+    assert target is None and all(v.hours_to_score is None for v in variants)
+    assert "one validation is a spike, not a score reached" in goodput_section(
+        variants, target, SCORE_KEY, "bf16"
+    )
+
+
+def test_the_step_and_goodput_figures_name_and_colour_phases_alike() -> None:
+    from flashrl_report.goodput import PHASE_COLORS
+    from flashrl_report.plots import time_breakdown_plot
+
+    plot = time_breakdown_plot([_run("bf16", "bf16", 10)])
+    assert plot.png is not None
+    for phase in ("generation", "weight_sync", "log_prob", "actor_update", "checkpoint", "step_other"):
+        assert phase in plot.caption
+        assert GoodputPhase(phase) in PHASE_COLORS

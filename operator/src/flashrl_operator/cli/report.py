@@ -17,6 +17,15 @@ def arguments(p: argparse.ArgumentParser) -> None:
         help="a run: its label and its verl JSONL metrics file, or a directory of attempt-<k>.jsonl files "
         "(one per attempt, later attempts win for repeated steps); repeat for each run",
     )
+    repeatable(
+        p,
+        "--validation",
+        metavar="LABEL=DIR",
+        help="a run's validation samples: the directory verl dumped them into (trainer.validation_data_dir: "
+        "<step>.jsonl files, or the attempt-<k>/ directories a job keeps under <checkpoint dir>/validation); "
+        "LABEL names a run given by --metrics, --experiment (the variant's name) or --job. Each variant is "
+        "then compared with the baseline problem by problem; repeat for each run",
+    )
     p.add_argument(
         "--experiment",
         metavar="NAME",
@@ -53,7 +62,9 @@ def run(args: argparse.Namespace) -> int:
             RunMetrics,
             build_report,
             load_run,
+            load_validation,
             parse_metrics_argument,
+            parse_validation_argument,
             write_report,
         )
     except ImportError as exc:
@@ -77,9 +88,15 @@ def run(args: argparse.Namespace) -> int:
             runs, cluster_title = load_cluster_runs(args.namespace, args.experiment, args.job)
             title = title or cluster_title
         sources = [parse_metrics_argument(value) for value in args.metrics]
+        dumps = [parse_validation_argument(value) for value in args.validation]
         runs += [load_run(label, path) for label, path in sources]
+        validation = [load_validation(label, path) for label, path in dumps]
         report = build_report(
-            runs, title=title or "FlashRL comparison", banner=args.banner, baseline=args.baseline
+            runs,
+            title=title or "FlashRL comparison",
+            banner=args.banner,
+            baseline=args.baseline,
+            validation=validation,
         )
     except MetricsInputError as exc:
         print(f"flashrl report: {exc}", file=sys.stderr)
@@ -100,8 +117,10 @@ COMMAND = Command(
         "comparing runs from verl's per-step metrics (its `file` logger's JSONL): validation score, "
         "response length, throughput, where the step time goes, the generation speed-up over the "
         "baseline, rollout/trainer mismatch, importance-sampling ESS and probability difference, and a "
-        "summary table. Each figure states how many steps it averages; differences smaller than the "
-        "step-to-step spread are reported as no clear difference. Missing metrics, runs of different "
+        "summary table. With --validation (verl's validation dumps), each variant's accuracy is compared "
+        "with the baseline's problem by problem: the difference with a paired bootstrap interval, called "
+        "higher or lower only when the interval excludes 0. Each figure states how many steps it "
+        "averages. Missing metrics, runs of different "
         "lengths and truncated files are reported on the page, and the rest is still drawn."
     ),
     arguments=arguments,

@@ -61,17 +61,26 @@ def _validate_experiment(source: str, raw: Mapping[str, Any]) -> int:
     """Every variant merged over the template and checked as the FlashRLJob it becomes: its verl
     overrides and verl's start-up checks too, each problem at the variant's field when the variant
     set it, at the template's otherwise (once)."""
-    from flashrl_api.experiment import experiment_problems, variant_field_path, variant_jobs, variants_of
+    from flashrl_api.experiment import (
+        experiment_problems,
+        experiment_runs,
+        variant_field_path,
+        variant_jobs,
+        variants_of,
+    )
 
     experiment, problems = experiment_problems(raw)
     if problems or experiment is None:
         return report_problems(problems, sys.stderr)
     template = raw.get("spec", {}).get("template") or {}
     variants = variants_of(experiment.spec)
+    index = {variant.name: i for i, variant in enumerate(variants)}
+    runs = [variant for variant, _ in experiment_runs(experiment.spec)]
     jobs = variant_jobs(experiment, template)
     found: list[Problem] = []
     notes: list[str] = []
-    for i, (variant, job) in enumerate(zip(variants, jobs, strict=True)):
+    for variant, job in zip(runs, jobs, strict=True):
+        i = index[variant.name]
         report = override_problems(job, read_model_files=True)
         if report.note and report.note not in notes:
             notes.append(report.note)
@@ -85,11 +94,14 @@ def _validate_experiment(source: str, raw: Mapping[str, Any]) -> int:
         print(note, file=sys.stderr)
     if found:
         return report_problems(found, sys.stderr)
-    print(f'{source_name(source)}: valid FlashRLExperiment "{experiment.name}", {len(jobs)} variants:')
+    replicas = experiment.spec.replicas
+    count = f"{len(jobs)} variants" if replicas == 1 else f"{len(variants)} variants × {replicas} replicas"
+    print(f'{source_name(source)}: valid FlashRLExperiment "{experiment.name}", {count}:')
     for job in jobs:
         print(f"  {job.name} {summary(job)}")
     warnings: list[str] = []
-    for i, (variant, job) in enumerate(zip(variants, jobs, strict=True)):
+    for variant, job in zip(runs, jobs, strict=True):
+        i = index[variant.name]
         for path, message in spec_warnings(job.spec):
             line = f"warning: {variant_field_path(i, 'spec.' + path, variant.spec)}: {message}"
             if line not in warnings:

@@ -1,7 +1,8 @@
 """Each variant's goodput in the FlashRLExperiment status (pure): GPU-hours, productive fraction, and
 its speed-up over the baseline variant end to end and in generation alone.
 
-The baseline is the first variant whose rollout is bf16. The numbers come from the variants'
+The baseline is the first variant whose rollout is bf16 (with replicas, its replica with the same
+index: the two share a seed). The numbers come from the variants'
 ``status.goodput`` (the operator's ledger of each FlashRLJob) and ``status.progress.step``; the
 arithmetic is :func:`flashrl_api.goodput.compare`, the same as ``flashrl report``'s.
 """
@@ -12,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from flashrl_api import FlashRLJob
-from flashrl_api.experiment import VariantStatus
+from flashrl_api.experiment import REPLICA_LABEL, VariantStatus
 from flashrl_api.goodput import Ledger, compare, ledger_of
 
 #: The rollout precision the speed-ups are measured against.
@@ -34,12 +35,15 @@ def with_goodput(
 ) -> list[VariantStatus]:
     """``statuses`` with each variant's goodput fields filled from its job (unchanged without a ledger)."""
     ledgers = [_ledger(children.get(job.name)) for job in jobs]
-    base_index = next(
-        (i for i, job in enumerate(jobs) if job.spec.rollout.quantization == BASELINE_QUANTIZATION), None
-    )
-    base = ledgers[base_index] if base_index is not None else None
+    # With replicas, replica k is compared with the baseline's replica k (they share a seed).
+    base_of: dict[str | None, int] = {}
+    for i, job in enumerate(jobs):
+        if job.spec.rollout.quantization == BASELINE_QUANTIZATION:
+            base_of.setdefault(job.metadata.get("labels", {}).get(REPLICA_LABEL), i)
     out = []
     for index, (status, found) in enumerate(zip(statuses, ledgers, strict=True)):
+        base_index = base_of.get(jobs[index].metadata.get("labels", {}).get(REPLICA_LABEL))
+        base = ledgers[base_index] if base_index is not None else None
         if found is None:
             out.append(status)
             continue

@@ -25,8 +25,8 @@ from flashrl_api.experiment import (
     VariantMetric,
     VariantPhase,
     VariantStatus,
+    experiment_runs,
     variant_jobs,
-    variants_of,
 )
 from flashrl_api.status import Condition
 from flashrl_operator.experiment.goodput import with_goodput
@@ -44,9 +44,9 @@ class Plan:
     status: FlashRLExperimentStatus
 
 
-def _variant_status(name: str, job_name: str, child: Mapping[str, Any] | None) -> VariantStatus:
+def _variant_status(name: str, replica: int, job_name: str, child: Mapping[str, Any] | None) -> VariantStatus:
     if child is None:
-        return VariantStatus(name=name, job_name=job_name, phase="Waiting")
+        return VariantStatus(name=name, replica=replica, job_name=job_name, phase="Waiting")
     status = child.get("status") or {}
     phase: VariantPhase = status.get("phase") or "Pending"
     progress = status.get("progress") or {}
@@ -59,6 +59,7 @@ def _variant_status(name: str, job_name: str, child: Mapping[str, Any] | None) -
     ]
     return VariantStatus(
         name=name,
+        replica=replica,
         job_name=job_name,
         phase=phase,
         step=progress.get("step"),
@@ -144,12 +145,14 @@ def plan(
     ``children`` maps job names to the FlashRLJobs that exist (as read from the API server).
     """
     jobs = variant_jobs(experiment, raw_template)
-    names = [v.name for v in variants_of(experiment.spec)]
-    before = {v.name: v for v in (experiment.status.variants if experiment.status is not None else [])}
+    runs = [(v.name, replica or 0) for v, replica in experiment_runs(experiment.spec)]
+    before = {
+        v.job_name or v.name: v for v in (experiment.status.variants if experiment.status is not None else [])
+    }
     statuses = []
-    for variant, job in zip(names, jobs, strict=True):
-        status = _variant_status(variant, job.name, children.get(job.name))
-        earlier = before.get(variant)
+    for (variant, replica), job in zip(runs, jobs, strict=True):
+        status = _variant_status(variant, replica, job.name, children.get(job.name))
+        earlier = before.get(job.name)
         if status.phase == "Waiting" and earlier is not None and earlier.phase != "Waiting":
             # Created before and gone now: someone deleted it. Re-running a whole training run is not
             # the controller's call; the variant is reported failed, with its last known progress.

@@ -127,10 +127,15 @@ def variants_schema() -> dict[str, Any]:
 
 
 def experiment_spec_schema() -> dict[str, Any]:
-    """``spec``: template, variants, parallelism, and the rules across them."""
+    """``spec``: template, variants, replicas, parallelism, and the rules across them."""
     raw = FlashRLExperimentSpec.model_json_schema(by_alias=True, mode="validation")
     parallelism = _scalar(raw["properties"]["parallelism"], raw.get("$defs", {}), "parallelism")
     parallelism["description"] = describe(FlashRLExperimentSpec.model_fields["parallelism"].description)
+    replicas = _scalar(raw["properties"]["replicas"], raw.get("$defs", {}), "replicas")
+    replicas["description"] = describe(FlashRLExperimentSpec.model_fields["replicas"].description)
+    replicas["x-kubernetes-validations"] = [
+        {"rule": "self == oldSelf", "message": f"spec.replicas: {IMMUTABLE_MESSAGE}"}
+    ]
     return {
         "type": "object",
         "description": describe(FlashRLExperimentSpec.__doc__),
@@ -138,6 +143,7 @@ def experiment_spec_schema() -> dict[str, Any]:
         "properties": {
             "template": template_schema(),
             "variants": variants_schema(),
+            "replicas": _order(replicas),
             "parallelism": _order(parallelism),
         },
         "x-kubernetes-validations": [
@@ -153,10 +159,12 @@ def experiment_spec_schema() -> dict[str, Any]:
 
 
 def experiment_status_schema() -> dict[str, Any]:
-    """``status``: written only by the operator; conditions keyed by type, variants by name."""
+    """``status``: written only by the operator; conditions keyed by type, variants by name and replica
+    (one entry per FlashRLJob: with spec.replicas, a variant has several)."""
     schema = object_schema(FlashRLExperimentStatus)
     list_map(schema["properties"]["conditions"], "type")
     list_map(schema["properties"]["variants"], "name")
+    schema["properties"]["variants"]["x-kubernetes-list-map-keys"] = ["name", "replica"]
     return schema
 
 

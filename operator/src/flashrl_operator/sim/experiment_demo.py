@@ -11,6 +11,7 @@ jobs' history ConfigMaps, over the API.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from pathlib import Path
 from typing import Any, Final, TextIO
@@ -29,7 +30,8 @@ from flashrl_operator.sim.staging import BATCH_JOBS_RESOURCE
 from flashrl_operator.sim.standins import SUCCEEDED, TRAINING
 from flashrl_report import build_report, write_report
 from flashrl_report.cluster import load_cluster_runs
-from flashrl_report.synthetic import records
+from flashrl_report.synthetic import records, validation_rows, validation_steps
+from flashrl_report.validation import load_validation
 
 NAMESPACE: Final = "rl"
 NAME: Final = "fp8-vs-bf16"
@@ -39,7 +41,10 @@ VARIANTS: Final = (("blockwise-fp8", "blockwise-fp8"), ("bf16", "bf16"))
 #: What the emulated launcher puts in ``status.metrics`` after each step.
 REPORTED: Final = (
     "val-core/aime-2024/acc/mean@1",
+    "critic/score/mean",
+    "actor/entropy",
     "response_length/mean",
+    "response_length/clip_ratio",
     "perf/throughput",
     "perf/total_num_tokens",
     "timing_s/step",
@@ -53,6 +58,7 @@ REPORTED: Final = (
     "timing_per_token_ms/gen",
     "rollout_corr/kl",
     "rollout_corr/rollout_is_eff_sample_size",
+    "rollout_corr/rollout_is_ratio_fraction_high",
     "training/rollout_probs_diff_mean",
 )
 BANNER: Final = (
@@ -161,9 +167,15 @@ async def run_experiment(out: TextIO, report_dir: Path, deadline: float, steps: 
             await api.delete(RAY_JOBS_RESOURCE, NAMESPACE, job)
         say("KubeRay (emulated): Ray clusters deleted after the run (ttlSecondsAfterFinished)")
         runs, title = await asyncio.to_thread(load_cluster_runs, NAMESPACE, NAME, [], cluster.url)
-        report = build_report(runs, title=title, banner=BANNER)
+        dumps = _validation_dumps(report_dir / "validation", steps)
+        samples = [load_validation(label, path) for label, path in dumps.items()]
+        report = build_report(runs, title=title, banner=BANNER, validation=samples)
         written = write_report(report, report_dir)
-        say(f"flashrl report --experiment {NAME}: read {len(runs)} histories over the API -> {written[-1]}")
+        say(
+            f"flashrl report --experiment {NAME} --validation <variant>=<dumps copied off the claim>: "
+            f"read {len(runs)} histories over the API and {len(samples)} runs' validation samples -> "
+            f"{written[-1]}"
+        )
         return written[-1]
 
 
@@ -187,6 +199,23 @@ def run_experiment_demo(
         file=out,
     )
     return 0
+
+
+def _validation_dumps(out: Path, steps: int) -> dict[str, Path]:
+    """SYNTHETIC validation dumps for each variant, as verl writes them to the claim
+    (``<checkpoint dir>/validation/attempt-1/<step>.jsonl``) and a user copies them off it: the
+    same problems for both, no built-in difference between the precisions."""
+    written: dict[str, Path] = {}
+    for name, _ in VARIANTS:
+        directory = out / name / "attempt-1"
+        directory.mkdir(parents=True, exist_ok=True)
+        for step in validation_steps(steps):
+            rows = validation_rows(step, steps, run=name)
+            (directory / f"{step}.jsonl").write_text(
+                "".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8"
+            )
+        written[name] = out / name
+    return written
 
 
 async def _history_has(api: Any, job: str, step: int) -> bool | None:

@@ -1,0 +1,174 @@
+"""The paired per-problem verdict, on fixture runs with a known effect and a known null.
+
+The fixtures come from the repository's script (scripts/report_fixtures.py, run as a user runs it):
+fp8-effect's accuracy is raised on every problem, fp8-null's is the baseline's with other sampling
+noise. The report must call the first "higher than bf16" with an interval excluding 0, the second
+"no clear difference", and show the per-problem picture.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from flashrl_report import build_report, load_run, load_validation
+from flashrl_report.data import MetricsInputError
+from flashrl_report.intervals import Interval, paired_difference
+from flashrl_report.paired import PLOT_PROBLEMS, compare, split_label
+from flashrl_report.synthetic import FIXTURE_RUNS, validation_rows, write_fixture
+from flashrl_report.validation import ValidationSamples, parse_dump
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="module")
+def fixture_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("fixture")
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "report_fixtures.py"), str(out), "--steps", "30"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "--validation 'fp8-effect=" in done.stdout
+    return out
+
+
+def _report(out: Path, labels: list[str]):  # type: ignore[no-untyped-def]
+    runs = [load_run(label, out / "metrics" / f"{label}.jsonl") for label in labels]
+    samples = [load_validation(label, out / "validation" / label) for label in labels]
+    return build_report(runs, validation=samples)
+
+
+def test_the_known_effect_is_detected_and_the_null_is_no_clear_difference(fixture_dir: Path) -> None:
+    report = _report(fixture_dir, ["bf16", "fp8-effect", "fp8-null"])
+    by_variant = {c.variant: c for c in report.paired}
+    effect, null = by_variant["fp8-effect"], by_variant["fp8-null"]
+    assert effect.late is not None and null.late is not None
+    assert effect.verdict == "higher than bf16"
+    assert effect.late.low > 0 and effect.late.n == 30
+    assert null.verdict == "no clear difference"
+    assert null.late.low < 0 < null.late.high
+    # The verdict reaches the summary, with its interval beside it.
+    summary = {s.label: s for s in report.summaries}
+    assert summary["fp8-effect"].late_verdict is not None
+    assert summary["fp8-effect"].late_verdict.startswith("higher than bf16: +")
+    assert "% CI" in summary["fp8-effect"].late_verdict
+    # The page states the samples per problem, the verdicts with intervals, and the per-problem picture.
+    page = report.html
+    assert "30 problems × 32 samples each (acc)" in page
+    assert "higher than bf16" in page and "no clear difference" in page
+    assert '<details class="problems">' in page
+    per_problem = next(p for p in report.plots if p.id == PLOT_PROBLEMS)
+    assert per_problem.png is not None and "gains or loses" in per_problem.title
+    # Every problem of the effect run is gained or even; the null gains some and loses some.
+    gains, losses, _ = effect.gains_losses()
+    assert gains > 20 and losses < 5
+    n_gains, n_losses, _ = null.gains_losses()
+    assert n_gains > 3 and n_losses > 3
+
+
+def test_the_bootstrap_is_seeded_so_a_report_is_reproducible(fixture_dir: Path) -> None:
+    def late() -> Interval | None:
+        base = load_validation("bf16", fixture_dir / "validation" / "bf16")
+        null = load_validation("fp8-null", fixture_dir / "validation" / "fp8-null")
+        found = compare({0: null}, {0: base})
+        return None if found is None else found.late
+
+    first = late()
+    assert first is not None and first == late()
+
+
+@pytest.mark.parametrize("seed", [11, 12, 13])
+def test_held_out_seeds_get_the_right_verdicts(seed: int) -> None:
+    # Other problems and other sampling noise than the fixture's: the rule, not one lucky draw.
+    def samples(label: str, shift: float) -> ValidationSamples:
+        out = ValidationSamples(label)
+        for step in (25, 30):
+            rows = validation_rows(step, 30, seed=seed, run=label, shift=shift)
+            parse_dump(out, [json.dumps(r) for r in rows], step, label)
+        return out
+
+    base = samples("bf16", 0.0)
+    effect = compare({0: samples("fp8", 0.9)}, {0: base})
+    null = compare({0: samples("fp8-null", 0.0)}, {0: base})
+    assert effect is not None and effect.verdict == "higher than bf16"
+    assert null is not None and null.verdict == "no clear difference"
+    worse = compare({0: samples("fp8-worse", -0.9)}, {0: base})
+    assert worse is not None and worse.verdict == "lower than bf16"
+
+
+def test_samples_per_problem_are_counted_from_copies_and_from_repeated_sampling() -> None:
+    # 8 copies of each problem in the file, 4 responses each (val_kwargs.n=4): 32 samples per problem.
+    samples = ValidationSamples("x")
+    rows = validation_rows(10, 30, problems=5, copies=8, samples_per_row=4)
+    parse_dump(samples, [json.dumps(r) for r in rows], 10, "10.jsonl")
+    assert samples.samples_per_problem() == (32, 32, 32)
+    assert samples.problem_count() == 5
+    assert samples.describe() == "5 problems × 32 samples each (acc), 1 validations (steps 10–10)"
+
+
+def test_correctness_is_acc_when_the_reward_reports_it_else_score() -> None:
+    with_acc = ValidationSamples("a")
+    parse_dump(with_acc, ['{"input": "p", "score": -1.0, "acc": true}'], 1, "1.jsonl")
+    assert with_acc.measure == "acc" and with_acc.steps[1] == {"p": [1.0]}
+    score_only = ValidationSamples("b")
+    parse_dump(score_only, ['{"input": "p", "score": 0.5}', "not json", '{"score": 1}'], 1, "1.jsonl")
+    assert score_only.measure == "score" and score_only.steps[1] == {"p": [0.5]}
+    assert "2 line(s)" in score_only.notes[0]
+
+
+def test_later_attempts_win_for_a_repeated_validation(tmp_path: Path) -> None:
+    for attempt, score in ((1, 0.0), (2, 1.0)):
+        directory = tmp_path / f"attempt-{attempt}"
+        directory.mkdir()
+        (directory / "5.jsonl").write_text(json.dumps({"input": "p", "acc": score}) + "\n")
+    (tmp_path / "attempt-1" / "0.jsonl").write_text(json.dumps({"input": "p", "acc": 0.0}) + "\n")
+    samples = load_validation("x", tmp_path)
+    assert samples.steps == {0: {"p": [0.0]}, 5: {"p": [1.0]}}
+
+
+def test_unreadable_validation_sources_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(MetricsInputError, match="not a directory"):
+        load_validation("x", tmp_path / "missing")
+    with pytest.raises(MetricsInputError, match=r"no <step>\.jsonl"):
+        load_validation("x", tmp_path)
+    files = write_fixture(tmp_path / "f", steps=10, runs=FIXTURE_RUNS[:1])
+    run = load_run("bf16", files["bf16"][0])
+    with pytest.raises(MetricsInputError, match="name no run"):
+        build_report([run], validation=[load_validation("other", files["bf16"][1])])
+
+
+def test_the_verdict_rule_reads_only_the_interval() -> None:
+    assert Interval(0.05, 0.01, 0.09, 30).verdict("higher", "lower") == "higher"
+    assert Interval(-0.05, -0.09, -0.01, 30).verdict("higher", "lower") == "lower"
+    assert Interval(0.2, -0.01, 0.41, 30).verdict("higher", "lower") == "no clear difference"
+    assert paired_difference({"p": [1.0]}, {"q": [0.0]}) is None  # no shared problem
+    assert split_label("bf16#2") == ("bf16", 2) and split_label("bf16") == ("bf16", 0)
+
+
+def test_replicas_are_pooled_seed_by_seed_and_their_spread_shown(tmp_path: Path) -> None:
+    files = write_fixture(tmp_path, steps=20, replicas=3)
+    samples = [load_validation(label, dumps) for label, (_, dumps) in files.items()]
+    runs = [load_run(label, metrics) for label, (metrics, _) in files.items()]
+    report = build_report(runs, validation=samples)
+    assert "relative to bf16" in report.baseline_note
+    by_variant = {c.variant: c for c in report.paired}
+    effect, null = by_variant["fp8-effect"], by_variant["fp8-null"]
+    assert effect.replicas == [0, 1, 2] and effect.verdict == "higher than bf16"
+    assert null.verdict == "no clear difference"
+    assert [k for k, _ in effect.per_seed] == [0, 1, 2] and effect.seed_spread() is not None
+    # Pooled: three seeds' samples per problem (1 late validation × 32 copies × 3 replicas).
+    assert "96 samples (fp8-effect)" in effect.samples
+    assert "seed 0: +" in report.html and "; sd " in report.html
+    # Each replica's speed-up is against the baseline's replica with the same seed.
+    summary = {s.label: s for s in report.summaries}
+    assert summary["fp8-effect#2"].speedup is not None and summary["bf16#2"].speedup is None
+    # The ledger speed-ups likewise, replica by replica, then their mean, spread and n.
+    goodput = {v.label: v for v in report.goodput}
+    assert goodput["fp8-effect#1"].comparison is not None and goodput["bf16#1"].comparison is None
+    assert "fp8-effect over its 3 replica pairs: end to end" in report.html
