@@ -269,16 +269,36 @@ class KubeClient:
         return await self._write("PATCH", path, f"apply {describe(obj)}", obj, APPLY_PATCH, query)
 
     async def patch(
-        self, resource: Resource, namespace: str, name: str, patch: Mapping[str, Any]
+        self,
+        resource: Resource,
+        namespace: str,
+        name: str,
+        patch: Mapping[str, Any],
+        *,
+        resource_version: str | None = None,
     ) -> dict[str, Any]:
-        """JSON-merge-patch an object as :data:`FIELD_MANAGER`."""
-        return await self._merge_patch(resource, namespace, name, patch, None)
+        """JSON-merge-patch an object as :data:`FIELD_MANAGER`; with ``resource_version``, only that
+        version of it (see :meth:`patch_status`)."""
+        return await self._merge_patch(resource, namespace, name, _versioned(patch, resource_version), None)
 
     async def patch_status(
-        self, resource: Resource, namespace: str, name: str, status: Mapping[str, Any]
+        self,
+        resource: Resource,
+        namespace: str,
+        name: str,
+        status: Mapping[str, Any],
+        *,
+        resource_version: str | None = None,
     ) -> dict[str, Any]:
-        """JSON-merge-patch the object's ``status`` (only the keys in ``status`` change)."""
-        return await self._merge_patch(resource, namespace, name, {"status": dict(status)}, "status")
+        """JSON-merge-patch the object's ``status`` (only the keys in ``status`` change).
+
+        With ``resource_version``, the patch applies only to that version of the object: the server
+        compares it with the stored one and refuses any other with 409 Conflict
+        (:class:`ConflictError`), atomically. A status computed from one version of the object is so
+        never written over a newer one (someone else's write in between, or a stale copy).
+        """
+        patch = _versioned({"status": dict(status)}, resource_version)
+        return await self._merge_patch(resource, namespace, name, patch, "status")
 
     async def delete(self, resource: Resource, namespace: str, name: str, *, uid: str | None = None) -> bool:
         """Delete an object (its dependents in the background); ``False`` if it was already gone.
@@ -366,6 +386,14 @@ class KubeClient:
             raise
         except ApiError as exc:  # 404 on a write: the object or its namespace vanished meanwhile.
             raise TransientError(str(exc), self._retry_delay) from exc
+
+
+def _versioned(patch: Mapping[str, Any], resource_version: str | None) -> dict[str, Any]:
+    """``patch`` with ``metadata.resourceVersion`` set: the server's optimistic-concurrency precondition."""
+    if resource_version is None:
+        return dict(patch)
+    meta = {**(patch.get("metadata") or {}), "resourceVersion": resource_version}
+    return {**patch, "metadata": meta}
 
 
 class _UnauthorizedError(Exception):
