@@ -172,10 +172,10 @@ async def test_a_status_write_is_made_against_the_version_it_was_computed_from(
 
     status = await cluster.wait_phase("racer", "Succeeded")
     assert status["progress"]["step"] == 7
+    assert cluster.audit is not None
     status_patches = [
         (e.get("responseStatus") or {}).get("code")
         for e in cluster.audit.requests(OPERATOR_USER, "flashrljobs")
-        if cluster.audit is not None
         if e["verb"] == "patch"
         and e["objectRef"].get("name") == "racer"
         and e["objectRef"].get("subresource") == "status"
