@@ -55,8 +55,15 @@ class Hold:
         assert await asyncio.to_thread(self.finished.wait, WAIT_S), "the held reconcile never ended"
 
 
-def hold_reconcile(monkeypatch: pytest.MonkeyPatch, reconciler: Reconciler, name: str, point: str) -> Hold:
-    """Hold the next reconcile of job ``name`` right after ``point`` (one of the reconciler's steps)."""
+def hold_reconcile(
+    monkeypatch: pytest.MonkeyPatch,
+    reconciler: Reconciler,
+    name: str,
+    point: str,
+    when: Callable[[Any], bool] = lambda _result: True,
+) -> Hold:
+    """Hold the next reconcile of job ``name`` right after ``point`` (one of the reconciler's steps)
+    returned a result ``when`` accepts."""
     hold = Hold()
     original_step: Callable[..., Awaitable[Any]] = getattr(reconciler, point)
     original_reconcile = reconciler._reconcile
@@ -67,6 +74,7 @@ def hold_reconcile(monkeypatch: pytest.MonkeyPatch, reconciler: Reconciler, name
             body["metadata"]["name"] == name
             and not hold.reached.is_set()
             and kwargs.get("same_version", True)
+            and when(result)
         ):
             await hold.here()
         return result
@@ -101,7 +109,14 @@ async def test_a_job_deleted_during_its_reconcile_gets_no_new_child(
     await cluster.submit("doomed")
     await cluster.wait_phase("doomed", "Pending")
     assert op.context.reconciler is not None
-    hold = hold_reconcile(monkeypatch, op.context.reconciler, "doomed", "_observe")
+    ray_job = f"RayJob {NAMESPACE}/doomed"
+    hold = hold_reconcile(
+        monkeypatch,
+        op.context.reconciler,
+        "doomed",
+        "_observe",
+        when=lambda seen: ray_job in seen.live and seen.live[ray_job] is None,
+    )
 
     # Its RayJob is deleted: the reconcile that event brings reads the children, finds the RayJob
     # missing and decides to create it again; it is held there, before any write.
