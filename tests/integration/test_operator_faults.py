@@ -70,12 +70,7 @@ def hold_reconcile(
 
     async def step(body: Any, *args: Any, **kwargs: Any) -> Any:
         result = await original_step(body, *args, **kwargs)
-        if (
-            body["metadata"]["name"] == name
-            and not hold.reached.is_set()
-            and kwargs.get("same_version", True)
-            and when(result)
-        ):
+        if body["metadata"]["name"] == name and not hold.reached.is_set() and when(result):
             await hold.here()
         return result
 

@@ -77,11 +77,12 @@ the intake's queue, the reads and the verl check took their time, the API server
   ownerReference names the owner's UID but the server accepts a child whose owner is gone (the garbage
   collector removes it afterwards, by which time KubeRay may have started a Ray cluster for it). What
   prevents the race is therefore two checks made after every wait: the fresh read above (it also
-  compares the UID and ``deletionTimestamp``) before the first write, read again before each child
-  that starts pods (the staging Job, the RayJob), and a cancellation :class:`Token` that the job's
-  ``DELETED`` watch event sets (:meth:`Reconciler.forget`) and that is looked at before every write.
-  What is left is the one request's flight between the last check and the create; a child created in
-  it carries the deleted UID as its controller and is collected by the garbage collector.
+  compares the UID and ``deletionTimestamp``), made after the reads, right before the first write,
+  and a cancellation :class:`Token` that the job's ``DELETED`` watch event sets
+  (:meth:`Reconciler.forget`) and that is looked at before every write (the writes of one reconcile
+  follow each other without a wait: a read before each would double a new job's requests for the
+  milliseconds between them). What is left is the flight of the requests after the read; a child
+  created in it names the deleted UID as its controller and is collected by the garbage collector.
 """
 
 from __future__ import annotations
@@ -126,7 +127,7 @@ from flashrl_operator.render import Child, render
 from flashrl_operator.render.network import NetworkSettings
 from flashrl_operator.render.staging import JOB_NAME_LABEL
 from flashrl_operator.vocab import kuberay
-from flashrl_operator.vocab.kinds import FLASHRL_JOB, JOB, PERSISTENT_VOLUME_CLAIM, POD
+from flashrl_operator.vocab.kinds import FLASHRL_JOB, PERSISTENT_VOLUME_CLAIM, POD
 from flashrl_operator.vocab.kuberay import CLUSTER_LABEL, RayClusterView, RayJobView
 from flashrl_operator.vocab.metrics import OperatorMetrics, parse_time
 
@@ -144,10 +145,6 @@ REREAD_SECONDS: Final = 0.1
 #: Versions of a job one reconcile computes its step from at most (each newer than the last) before
 #: it gives its turn back as a transient failure: a job written to that often is retried later.
 MAX_VIEWS: Final = 4
-
-#: Children whose creation starts pods (CPU downloads, GPU workers): the job is read again right before
-#: each of their writes, not only before the reconcile's first write.
-STARTS_PODS: Final = frozenset({JOB.kind, kuberay.RAY_JOB.kind})
 
 
 def _log_failure(task: asyncio.Task[None]) -> None:
@@ -332,7 +329,7 @@ class Reconciler:
         step = next_step(observed)
         key = (observed.namespace, observed.name)
         if _writes(step):
-            await self._current(body, token, same_version=True)
+            await self._current(body, token)
         if observed.new:  # Once: whatever becomes of these creates, the next reconcile reads.
             self._created_first.add(observed.uid)
         halt = await self._converge(step.apply, body, token)
@@ -346,11 +343,10 @@ class Reconciler:
         if step.wake_after is not None:
             self._wake_in(key, step.wake_after)
 
-    async def _current(self, body: Mapping[str, Any], token: Token, *, same_version: bool) -> None:
+    async def _current(self, body: Mapping[str, Any], token: Token) -> None:
         """Read the job again: :class:`JobGoneError` when it is gone, being deleted or another job
-        (UID) holds its name; with ``same_version``, :class:`StaleViewError` when the server holds a
-        newer version than ``body``. Made after every wait (the queue, the lock, the reads), right
-        before writing."""
+        (UID) holds its name; :class:`StaleViewError` when the server holds a newer version than
+        ``body``. Made after every wait (the queue, the lock, the reads), right before writing."""
         token.check()
         meta = body.get("metadata") or {}
         fresh = await self._kube.get(FLASHRL_JOB, str(meta.get("namespace") or "default"), str(meta["name"]))
@@ -362,7 +358,7 @@ class Reconciler:
             raise JobGoneError(f"deleted (another job of its name has UID {now.get('uid')})")
         if now.get("deletionTimestamp"):
             raise JobGoneError("being deleted")
-        if same_version and now.get("resourceVersion") != meta.get("resourceVersion"):
+        if now.get("resourceVersion") != meta.get("resourceVersion"):
             raise StaleViewError(fresh)
 
     # Read.
@@ -536,15 +532,12 @@ class Reconciler:
 
         A create is a ``POST``. When one is refused with 409 (the name is taken), the children this
         reconcile created first (:attr:`~flashrl_operator.job.step.Apply.first`) are deleted again.
-        Before each write the job's :class:`Token` is looked at, and before a child that starts pods
-        (:data:`STARTS_PODS`) the job is read again (:meth:`_current`): deletion wins.
+        Before each write the job's :class:`Token` is looked at: deletion wins.
         """
         created: list[tuple[Child, str]] = []
-        for index, action in enumerate(applies):
+        for action in applies:
             child = action.child
             token.check()
-            if index and child.resource.kind in STARTS_PODS:
-                await self._current(body, token, same_version=False)
             try:
                 if action.mode == "create":
                     made = await self._kube.create(child.body)
