@@ -32,9 +32,9 @@ Requests, fewest first:
   told "only if it does not exist", and an unforced apply onto someone else's object with no
   conflicting field would merge into it and adopt it. A missing child is created by a ``POST``.
 * A new job (no ``observedGeneration`` yet; :func:`~flashrl_operator.job.step.creates_first`)
-  creates first: one ``POST`` per child and no read before, which the server refuses atomically
-  (409 AlreadyExists) when the name is taken. So a new job costs one request per child, not a read
-  and a write. On a 409 the children this reconcile created are deleted again, each under a UID
+  creates first: one ``POST`` per child and no read of it before, which the server refuses
+  atomically (409 AlreadyExists) when the name is taken. So a new job costs one request per child,
+  not a read and a write (and one read of the job itself, see "Faults without side effects"). On a 409 the children this reconcile created are deleted again, each under a UID
   precondition (the one its create returned), so nothing else can be deleted and the job keeps
   nothing while a name is taken; the job is reconciled again at once, and that reconcile, like every
   later one of the job, reads each child first: the taken name's object is then judged by its
