@@ -34,9 +34,10 @@ Requests, fewest first:
 * A new job (no ``observedGeneration`` yet; :func:`~flashrl_operator.job.step.creates_first`)
   creates first: one ``POST`` per child and no read of it before, which the server refuses
   atomically (409 AlreadyExists) when the name is taken. So a new job costs one request per child,
-  not a read and a write (and one read of the job itself, see "Faults without side effects"). On a 409 the children this reconcile created are deleted again, each under a UID
-  precondition (the one its create returned), so nothing else can be deleted and the job keeps
-  nothing while a name is taken; the job is reconciled again at once, and that reconcile, like every
+  not a read and a write (and one read of the job itself, see "Faults without side effects"). On a
+  409 the children this reconcile created are deleted again, each under a UID precondition (the
+  one its create returned), so nothing else can be deleted and the job keeps nothing while a name
+  is taken; the job is reconciled again at once, and that reconcile, like every
   later one of the job, reads each child first: the taken name's object is then judged by its
   controller reference (the job's own, left by an earlier run of the operator, is converged; anyone
   else's is ``ChildConflict``, naming every such object). Never creating first again after a 409 is
