@@ -25,7 +25,8 @@ left, not from the operator):
 * **refused**: jobs that were ever ``ChildRejected``; **tracebacks**: in the operator's logs.
 
 Run: ``.venv/bin/python -m bench.chaos_bench`` (this section alone, into docs/benchmarks.md; ``SEED``,
-``BENCH_CHAOS_RUNS`` seeds from it, ``BENCH_CHAOS_JOBS``). Needs ``make tools`` (the control plane).
+``BENCH_CHAOS_RUNS`` seeds from it, ``BENCH_CHAOS_JOBS``; ``BENCH_BASELINE=<git revision>`` runs the same
+seeds with that revision's operator too, side by side). Needs ``make tools`` (the control plane).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))  # the control-plane helpers the tests use (tests/envtest)
 
 from bench import example_job  # noqa: E402
+from bench.apiserver_bench import checkout  # noqa: E402
 from envtest import audit  # noqa: E402
 from envtest.chart import NAMESPACE as CHART_NAMESPACE  # noqa: E402
 from envtest.chart import ready_for_jobs  # noqa: E402
@@ -67,6 +69,7 @@ NAMESPACE = "chaos"
 JOBS = int(os.environ.get("BENCH_CHAOS_JOBS", "16"))
 SEED = int(os.environ.get("SEED", "1"))
 RUNS = int(os.environ.get("BENCH_CHAOS_RUNS", "2"))
+BASELINE = os.environ.get("BENCH_BASELINE", "")
 #: The faults of one run, shuffled by the seed: two of each kind.
 PLAN = ("operator", "operator", "apiserver", "apiserver", "delete", "delete", "suspend", "suspend")
 TAIL_S = 120.0
@@ -91,8 +94,9 @@ def manifest(name: str) -> dict[str, Any]:
 class Run:
     """One seeded run: the cluster's clients, the operator process, and what was seen on the way."""
 
-    def __init__(self, plane: ControlPlane, seed: int) -> None:
+    def __init__(self, plane: ControlPlane, seed: int, source: Path | None) -> None:
         self.plane = plane
+        self.source = source
         self.rng = random.Random(seed)
         context = ssl.create_default_context(cafile=str(plane.ca))
         self.api = ApiClient(plane.server, plane.admin_token, ssl_context=context)
@@ -108,7 +112,8 @@ class Run:
 
     def start_operator(self) -> None:
         name = f"operator-chaos-{len(self.operators)}"
-        self.operators.append(OperatorProcess(self.plane, name, extra=(f"--namespace={NAMESPACE}",)))
+        extra = (f"--namespace={NAMESPACE}",)
+        self.operators.append(OperatorProcess(self.plane, name, extra=extra, source=self.source))
 
     async def call(self, what: Any) -> Any:
         """A request of the scenario's own, retried while the API server is down."""
@@ -270,14 +275,14 @@ class Run:
         await self.api.close()
 
 
-def measure(seed: int) -> dict[str, Any]:
-    """One run on a control plane of its own."""
+def measure(seed: int, source: Path | None = None) -> dict[str, Any]:
+    """One run on a control plane of its own; ``source``: another revision's operator."""
     with tempfile.TemporaryDirectory() as tmp, audit.audited(Path(tmp)) as (plane, log):
         ready_for_jobs(plane)
         plane.kubectl("create", "namespace", NAMESPACE)
 
         async def main() -> dict[str, Any]:
-            run = Run(plane, seed)
+            run = Run(plane, seed, source)
             started = time.monotonic()
             try:
                 await run.drive()
@@ -289,24 +294,24 @@ def measure(seed: int) -> dict[str, Any]:
         return asyncio.run(main())
 
 
-def section(results: list[dict[str, Any]]) -> str:
+def section(results: list[dict[str, Any]], before: list[dict[str, Any]]) -> str:
     rows = [
-        "| seed | jobs | faults | duplicates | stuck | lost | orphans | after deletion | refused "
+        "| operator | seed | jobs | faults | duplicates | stuck | lost | orphans | after deletion | refused "
         "| tracebacks | wall |",
-        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for r in results:
+    for label, r in [(f"{BASELINE} (before)", r) for r in before] + [("this checkout", r) for r in results]:
         faults = ", ".join(f"{k} {v}" for k, v in sorted(r["faults"].items()))
         rows.append(
-            f"| {r['seed']} | {r['jobs']} | {faults} | {r['duplicates']} | {r['stuck']} | {r['lost']} "
-            f"| {r['orphans']} | {r['after_deletion']} | {r['refused']} | {r['tracebacks']} "
+            f"| {label} | {r['seed']} | {r['jobs']} | {faults} | {r['duplicates']} | {r['stuck']} "
+            f"| {r['lost']} | {r['orphans']} | {r['after_deletion']} | {r['refused']} | {r['tracebacks']} "
             f"| {r['wall_s']:.0f} s |"
         )
-    held = sum(
-        1
-        for r in results
-        if not any(r[k] for k in ("duplicates", "stuck", "lost", "orphans", "after_deletion", "refused"))
-    )
+
+    def held(runs: list[dict[str, Any]]) -> int:
+        keys = ("duplicates", "stuck", "lost", "orphans", "after_deletion", "refused")
+        return sum(1 for r in runs if not any(r[k] for k in keys))
+
     version = results[0]["version"] if results else "?"
     return "\n".join(
         [
@@ -317,8 +322,9 @@ def section(results: list[dict[str, Any]]) -> str:
             f" (kube-apiserver {version}; KubeRay played by status patches; {len(PLAN)} faults per run: "
             "the operator SIGKILLed and restarted, kube-apiserver SIGKILLed and restarted, a job deleted "
             "and a job suspended then resumed mid-flight, two of each; then a fault-free tail). "
-            f"{held}/{len(results)} runs held: no duplicate, stuck, lost, orphan, child after deletion "
-            "or refusal.",
+            f"{held(results)}/{len(results)} runs held: no duplicate, stuck, lost, orphan, child after "
+            "deletion or refusal"
+            + (f" (the baseline {BASELINE}: {held(before)}/{len(before)})." if before else "."),
             "",
             *rows,
             "",
@@ -327,7 +333,12 @@ def section(results: list[dict[str, Any]]) -> str:
 
 
 def run() -> str:
-    return section([measure(SEED + i) for i in range(RUNS)])
+    before = []
+    if BASELINE:
+        with tempfile.TemporaryDirectory() as tmp:
+            source = checkout(BASELINE, Path(tmp))
+            before = [measure(SEED + i, source) for i in range(RUNS)]
+    return section([measure(SEED + i) for i in range(RUNS)], before)
 
 
 def replace_section(text: str, new: str) -> str:
