@@ -317,7 +317,8 @@ def section(results: list[dict[str, Any]], before: list[dict[str, Any]]) -> str:
         [
             TITLE,
             "",
-            f"`SEED={SEED} BENCH_CHAOS_RUNS={RUNS} BENCH_CHAOS_JOBS={JOBS} "
+            f"`{'BENCH_BASELINE=' + BASELINE + ' ' if BASELINE else ''}"
+            f"SEED={SEED} BENCH_CHAOS_RUNS={RUNS} BENCH_CHAOS_JOBS={JOBS} "
             ".venv/bin/python -m bench.chaos_bench`"
             f" (kube-apiserver {version}; KubeRay played by status patches; {len(PLAN)} faults per run: "
             "the operator SIGKILLed and restarted, kube-apiserver SIGKILLed and restarted, a job deleted "
