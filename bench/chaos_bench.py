@@ -329,6 +329,19 @@ def section(results: list[dict[str, Any]], before: list[dict[str, Any]]) -> str:
             "",
             *rows,
             "",
+            *(
+                [
+                    "Reading: the baseline holds too, so at this size these faults land between a job's "
+                    "reconciles rather than inside one, and the races this section watches for (a "
+                    "deletion, or a newer status, while a reconcile is between its reads and its writes) "
+                    "are not hit by chance here. `tests/integration/test_operator_faults.py` makes those "
+                    "moments on purpose (it holds a reconcile there) and fails with the checks taken out; "
+                    "`tests/integration/test_apiserver_restart.py` restarts kube-apiserver under new jobs.",
+                    "",
+                ]
+                if before and held(before) == len(before)
+                else []
+            ),
         ]
     )
 
