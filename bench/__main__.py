@@ -12,7 +12,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from bench import apiserver_bench, override_bench, resume_bench
+from bench import apiserver_bench, chaos_bench, override_bench, resume_bench
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 
@@ -44,6 +44,8 @@ def main() -> int:
             print(f"the Ray gate benchmark failed: {exc!r}", file=sys.stderr)
             sections.append(f"## Ray GPU gate vs fixed sleep\n\nNot measured in the last run: {exc!r}\n")
             status = 1
+    print("chaos scenario on the real API server (needs `make tools`) ...", file=sys.stderr)
+    sections.append(chaos_bench.run())
     print("retry benchmark: simulated 100-step runs with failures ...", file=sys.stderr)
     sections.append(resume_bench.run())
     print("override benchmark: verl overrides at the CRD's maximum ...", file=sys.stderr)

@@ -157,6 +157,8 @@ class ControlPlane:
     version: str = ""
     audit_log: Path | None = None
     """The API server's audit log, when it was started with one (:mod:`envtest.audit`)."""
+    apiserver_argv: list[str] = field(default_factory=list)
+    """kube-apiserver's command line, to start it again (:meth:`restart_apiserver`)."""
 
     # ---- paths -------------------------------------------------------------------------------
     @property
@@ -223,7 +225,8 @@ class ControlPlane:
                     "--log-level=warn",
                 ],
             )
-            self._spawn("kube-apiserver", [*self._apiserver_args(etcd_port), *apiserver_args])
+            self.apiserver_argv = [*self._apiserver_args(etcd_port), *apiserver_args]
+            self._spawn("kube-apiserver", self.apiserver_argv)
             self._write_kubeconfig(self.kubeconfig, "admin", self.admin_token)
             self._write_kubeconfig(self.root / "kcm.kubeconfig", "kcm", tokens["kcm"])
             self._write_kubeconfig(self.root / "scheduler.kubeconfig", "scheduler", tokens["scheduler"])
@@ -265,6 +268,18 @@ class ControlPlane:
         self.processes.clear()
         with contextlib.suppress(OSError):
             (self.root / "pids").unlink()
+
+    def restart_apiserver(self, sig: int = signal.SIGKILL) -> None:
+        """End kube-apiserver (``sig``: SIGKILL, a crash, by default) and start it again on the same
+        port and etcd; returns once it answers ``/readyz`` ok. Clients see refused connections, then,
+        for a moment after it listens, whatever a starting server answers (a 403 while its authorizer
+        has not synced RBAC yet)."""
+        (old,) = [p for p in self.processes if p.name == "kube-apiserver"]
+        old.stop(sig)
+        new = Process.start("kube-apiserver", self.apiserver_argv, old.log)
+        self.processes[self.processes.index(old)] = new
+        self.record(new)
+        self._wait_ready()
 
     def check_alive(self) -> None:
         """Fail loudly (with the log's tail) if a component has exited."""

@@ -24,6 +24,7 @@ from flashrl_jobs import contract
 from flashrl_operator.render.staging import JOB_NAME_LABEL
 from flashrl_operator.run.runner import OperatorThread
 from flashrl_operator.sim import (
+    BATCH_JOBS_RESOURCE,
     JOBS_RESOURCE,
     PODS_RESOURCE,
     RAY_JOBS_RESOURCE,
@@ -178,8 +179,17 @@ class RealStaging:
 
     async def _end(self, namespace: str, name: str, phase: str, terminated: dict[str, Any]) -> None:
         async def the_pod() -> dict[str, Any] | None:
+            # The pod of the Job now under the name: an earlier Job of that name (deleted, its pod not
+            # yet collected) has a pod with the same label.
+            job = await self._api.get(BATCH_JOBS_RESOURCE, namespace, name)
+            uid = (job or {}).get("metadata", {}).get("uid")
             pods = await self._api.list(PODS_RESOURCE, namespace)
-            mine = [p for p in pods if p["metadata"].get("labels", {}).get(JOB_NAME_LABEL) == name]
+            mine = [
+                p
+                for p in pods
+                if p["metadata"].get("labels", {}).get(JOB_NAME_LABEL) == name
+                and any(r.get("uid") == uid for r in p["metadata"].get("ownerReferences") or [])
+            ]
             return mine[0] if mine else None
 
         pod = await eventually(the_pod, f"the Job controller's pod of {name}", WAIT_S, 0.2)

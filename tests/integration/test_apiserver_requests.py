@@ -5,8 +5,10 @@ ServiceAccount made in the job's namespace, whichever client made it, watches le
 runs as the chart runs it (``flashrl operator``, the chart's arguments and token). A count, not a
 timing: the figures for many jobs at once are ``make bench``'s.
 
-* A new job: each child is created (one ``POST`` each, no read before), then one status patch and
-  one Event. At most 8 requests (six children, the status, the Event).
+* A new job: one read of the job itself, right before the first write (a job deleted meanwhile gets
+  no child; a newer version is computed again), then each child is created (one ``POST`` each, no
+  read of a child before), then one status patch and one Event. At most 9 requests (the job's read,
+  six children, the status, the Event).
 * The periodic resync of the unchanged job (the operator-wide loop, every 60 s): the job and each
   child read once, nothing written.
 """
@@ -36,8 +38,9 @@ NAMESPACE = "counted"
 JOB = "counted"
 #: The operator-wide resync loop's period, plus room for the operator's start.
 RESYNC_WAIT_S = OperatorConfig().resync_interval + 60.0
-#: Six children (ServiceAccount, Role, RoleBinding, ConfigMap, NetworkPolicy, RayJob), the status, an Event.
-NEW_JOB_BUDGET = 8
+#: The job's read before the first write, six children (ServiceAccount, Role, RoleBinding, ConfigMap,
+#: NetworkPolicy, RayJob), the status, an Event.
+NEW_JOB_BUDGET = 9
 
 
 class Audited:
@@ -84,10 +87,10 @@ def test_a_new_job_and_an_unchanged_resync_cost_few_requests(audited: Audited) -
             120.0,
             operator,
         )
-        # The first resync reads the job (a reconcile from a watch event has its body): everything the
-        # operator sent before that is the new job's. The resync's own reads follow it.
+        # The first resync reads the job after the new job's writes: everything the operator sent
+        # before that is the new job's. The resync's own reads follow it.
         audited.wait(
-            lambda: any(_is_job_read(e) for e in audited.operator_requests()),
+            lambda: first_resync_read(audited) is not None,
             "resync",
             RESYNC_WAIT_S,
             operator,
@@ -96,7 +99,7 @@ def test_a_new_job_and_an_unchanged_resync_cost_few_requests(audited: Audited) -
         # reconcile in hand first), which ends what the log can hold. The next resync is a minute away.
         reads = len(render_children()) + 1
         audited.wait(
-            lambda: len(audited.operator_requests()) - first_resync_read(audited) >= reads,
+            lambda: len(audited.operator_requests()) - (first_resync_read(audited) or 0) >= reads,
             "the resync's reads",
             120.0,
             operator,
@@ -107,6 +110,7 @@ def test_a_new_job_and_an_unchanged_resync_cost_few_requests(audited: Audited) -
         operator.stop()
 
     start = first_resync_read(audited)
+    assert start is not None
     new, resync = requests[:start], requests[start:]
     new_counts = Counter(audit.what(e) for e in new)
     resync_counts = Counter(audit.what(e) for e in resync)
@@ -115,17 +119,23 @@ def test_a_new_job_and_an_unchanged_resync_cost_few_requests(audited: Audited) -
     assert new_counts["create rayjobs"] == 1, new_counts
     creates = sum(n for w, n in new_counts.items() if w.startswith("create "))
     assert creates == children + 1, new_counts  # each child, and the Event
-    assert not [w for w in new_counts if w.startswith("get ")], f"a new job reads nothing: {new_counts}"
+    reads = [w for w in new_counts if w.startswith("get ")]
+    assert reads == ["get flashrljobs"] and new_counts["get flashrljobs"] == 1, f"one read: {new_counts}"
+    assert _is_job_read(new[0]), "the job is read before its first write"
     assert len(new) <= NEW_JOB_BUDGET, f"{len(new)} requests for a new job: {new_counts}"
 
     assert {e["verb"] for e in resync} == {"get"}, f"an unchanged resync writes nothing: {resync_counts}"
     assert len(resync) == children + 1, f"the job and each child read once: {resync_counts}"
 
 
-def first_resync_read(audited: Audited) -> int:
-    """Where the first resync starts in the operator's requests: its read of the job (a reconcile from
-    a watch event has the job's body and reads nothing)."""
-    return next(i for i, e in enumerate(audited.operator_requests()) if _is_job_read(e))
+def first_resync_read(audited: Audited) -> int | None:
+    """Where the first resync starts in the operator's requests: its read of the job, the first after
+    the new job's writes (whose reconcile read the job once, before them), or ``None`` yet."""
+    requests = audited.operator_requests()
+    writes = [i for i, e in enumerate(requests) if e["verb"] not in ("get", "list")]
+    if not writes:
+        return None
+    return next((i for i, e in enumerate(requests) if i > writes[0] and _is_job_read(e)), None)
 
 
 def render_children() -> tuple[object, ...]:

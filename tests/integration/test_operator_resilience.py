@@ -1,7 +1,7 @@
 """Deleted or edited children, operator restarts, API errors and slow answers: the operator converges.
 
-On the real API server, except the injected faults (5xx answers, a hang, a child refused as Invalid),
-which only kmock's emulator can produce on demand."""
+On the real API server, except the injected faults (5xx answers, a hang, a child refused as Invalid, a
+403 right after a 5xx as a restarting server answers), which only kmock's emulator can produce on demand."""
 
 from __future__ import annotations
 
@@ -160,3 +160,22 @@ async def test_metrics_and_health_endpoints(cluster: Cluster, start_operator: St
                 return None
 
         await eventually(healthy, "GET /healthz to answer 200")
+
+
+@pytest.mark.kmock(
+    reason="a restarting API server's answers in order: a 503, then 403 while its authorizer warms up"
+)
+async def test_a_403_right_after_the_server_failed_is_retried_not_a_rejection(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    server = cluster.emulator
+    server[kmock.action.CREATE][kmock.resource("v1/configmaps")][:1] << 503
+    forbidden = {"kind": "Status", "reason": "Forbidden", "message": 'rayjobs.ray.io is forbidden: "create"'}
+    server[kmock.action.CREATE][kmock.resource(RAY_JOBS_RESOURCE)][:2] << 403 << forbidden
+    await start_operator()
+    await cluster.api.create(JOBS_RESOURCE, job_manifest("warmup"))
+
+    status = await cluster.wait_phase("warmup", "Pending", deadline_s=60)
+    assert status["rayJobName"] == "warmup"
+    assert "ChildRejected" not in str(status)
+    assert server.creations[("rayjobs", NAMESPACE, "warmup")] == 1

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from flashrl_operator.job.reconciler import Reconciler
+from flashrl_operator.job.reconciler import Reconciler, Token
 from flashrl_operator.vocab.metrics import OperatorMetrics
 
 
@@ -22,7 +22,7 @@ async def test_no_more_reconciles_than_the_bound_run_at_once(
     most = 0
     done: list[str] = []
 
-    async def work(self: Reconciler, body: Mapping[str, Any]) -> None:
+    async def work(self: Reconciler, body: Mapping[str, Any], _token: Token) -> None:
         nonlocal most
         name = body["metadata"]["name"]
         running.append(name)

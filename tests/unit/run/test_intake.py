@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from flashrl_operator.client.errors import TransientError
+from flashrl_operator.client.errors import RejectedError, TransientError
 from flashrl_operator.run.intake import Intake, pack, unpack
 
 
@@ -175,6 +175,18 @@ async def test_other_failures_are_logged_and_not_retried(caplog: pytest.LogCaptu
     await intake.drain()
     assert "FlashRLJob team-a/bug: reconcile failed" in caplog.text
     assert intake.waiting == 0
+
+
+async def test_an_api_refusal_is_one_line_without_a_traceback(caplog: pytest.LogCaptureFixture) -> None:
+    async def refused(namespace: str, name: str, body: Mapping[str, Any] | None) -> None:
+        raise RejectedError("get RayJob team-a/j", 403, "Forbidden", "rayjobs is forbidden")
+
+    intake = Intake(refused, 1, no_backoff, kind="FlashRLJob")
+    intake.submit("team-a", "j", job("j"))
+    await intake.drain()
+    (record,) = [r for r in caplog.records if "reconcile failed" in r.getMessage()]
+    assert "HTTP 403 Forbidden: rayjobs is forbidden" in record.getMessage()
+    assert record.exc_info is None
 
 
 def test_a_limit_under_one_is_refused() -> None:

@@ -10,7 +10,11 @@ so the reconciler decides with ``except`` clauses and never sees HTTP or library
   vanished meanwhile), 401 (the operator's credentials, not the job, are at fault), 429 and 5xx;
   retried after :attr:`TransientError.delay`, never reported on the job;
 * :class:`RejectedError`: any other 4xx (422 validation, 403 RBAC, 400): retrying cannot help, so
-  the caller reports which object and why in a condition.
+  the caller reports which object and why in a condition. Except a 403 while the API server is
+  *unsettled* (:data:`UNSETTLED_SECONDS` after the client last failed to reach it or got a 5xx, or while
+  its ``/readyz`` fails): a restarted kube-apiserver answers 403 for a moment before its authorizer has
+  synced the RBAC objects, so that 403 is a :class:`TransientError`; one that persists past the window
+  is a refusal.
 
 :func:`from_library` is the one place that knows the client library's failures
 (``kubernetes_asyncio``'s ``ApiException``, aiohttp's connection errors, timeouts). What a
@@ -56,6 +60,10 @@ class TransientError(Exception):
         super().__init__(message)
 
 
+#: Seconds after the API server was last unreachable or answered 5xx (a restart) during which a 403 is
+#: taken for its authorizer still warming up, and retried, rather than for RBAC refusing the request.
+UNSETTLED_SECONDS = 30.0
+
 #: Longest wait a Retry-After may ask for: a broken or hostile clock must not park a reconcile for days.
 MAX_RETRY_AFTER_SECONDS = 3600.0
 
@@ -90,9 +98,18 @@ def classify(
     retry_after: str | None,
     delay: float,
     now: datetime.datetime | None = None,
+    *,
+    unsettled: bool = False,
 ) -> Exception:
     """The project's exception for an HTTP error status (never called for 2xx); a 429 or 5xx waits at
-    least what its ``Retry-After`` asks (either form, see :func:`retry_after_seconds`)."""
+    least what its ``Retry-After`` asks (either form, see :func:`retry_after_seconds`); a 403 while the
+    server is ``unsettled`` (just restarted, not ready) is transient."""
+    if status == 403 and unsettled:
+        return TransientError(
+            f"{what}: HTTP 403 {reason or 'Forbidden'} while the API server is not settled "
+            f"(restarted or not ready: its authorizer may still be warming up): {message}",
+            delay,
+        )
     if status == 409:
         return ConflictError(what, status, reason or "AlreadyExists", message)
     if status == 404:
@@ -114,8 +131,9 @@ def status_of(exc: BaseException) -> int | None:
     return exc.status if isinstance(exc, ApiException) and isinstance(exc.status, int) else None
 
 
-def from_library(exc: BaseException, what: str, delay: float) -> BaseException:
-    """The project's exception for a failure of the client library (anything else unchanged)."""
+def from_library(exc: BaseException, what: str, delay: float, *, unsettled: bool = False) -> BaseException:
+    """The project's exception for a failure of the client library (anything else unchanged);
+    ``unsettled`` as in :func:`classify`."""
     if isinstance(exc, ApiException) and isinstance(exc.status, int) and exc.status >= 300:
         payload: Any = {}
         body = exc.body.decode("utf-8", "replace") if isinstance(exc.body, bytes) else str(exc.body or "")
@@ -129,7 +147,7 @@ def from_library(exc: BaseException, what: str, delay: float) -> BaseException:
         retry_after = headers.get("Retry-After") if headers is not None and hasattr(headers, "get") else None
         reason = str(payload.get("reason") or "")
         message = str(payload.get("message") or body[:200])
-        return classify(what, exc.status, reason, message, retry_after, delay)
+        return classify(what, exc.status, reason, message, retry_after, delay, unsettled=unsettled)
     if isinstance(exc, TimeoutError):
         return TransientError(f"{what}: the API server did not answer in time", delay)
     if isinstance(exc, aiohttp.ClientError):

@@ -22,12 +22,19 @@ Requests go through the official client family's async client (``kubernetes_asyn
 project's own types (:mod:`flashrl_operator.client.errors`), never the library's or kopf's. A 401 loads
 the credentials afresh once (a rotated service-account token, an expired plugin token) and repeats
 the request; requests already in flight finish on the old connection pool.
+
+A 403 is a refusal only once the API server is settled: the client remembers when it last could not
+reach the server or got a 5xx (a restart), and on a 403 within
+:data:`~flashrl_operator.client.errors.UNSETTLED_SECONDS` of that, or while ``GET /readyz`` fails, raises
+a :class:`TransientError` instead (a restarted kube-apiserver answers 403 until its authorizer has
+synced). So a restart never fails a job as ``ChildRejected``, and a 403 that persists does.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Mapping
 from typing import Any, Final
@@ -36,6 +43,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from flashrl_api.times import now_rfc3339
 from flashrl_operator.client.errors import (
+    UNSETTLED_SECONDS,
     ApiError,
     ConflictError,
     RejectedError,
@@ -85,8 +93,12 @@ class KubeClient:
         *,
         request_timeout: float = 30.0,
         retry_delay: float = 1.0,
+        unsettled_seconds: float = UNSETTLED_SECONDS,
     ) -> None:
         self._api = api
+        self._unsettled_seconds = unsettled_seconds
+        #: ``time.monotonic()`` until which the API server counts as just restarted (see the module).
+        self._unsettled_until = float("-inf")
         self._credentials = credentials
         self._request_timeout = request_timeout
         self._retry_delay = retry_delay
@@ -97,11 +109,22 @@ class KubeClient:
 
     @classmethod
     async def connect(
-        cls, credentials: Credentials, *, request_timeout: float = 30.0, retry_delay: float = 1.0
+        cls,
+        credentials: Credentials,
+        *,
+        request_timeout: float = 30.0,
+        retry_delay: float = 1.0,
+        unsettled_seconds: float = UNSETTLED_SECONDS,
     ) -> KubeClient:
         """A client with ``credentials`` loaded now (raises :class:`CredentialError` without any)."""
         api = _api_client(await credentials.configuration())
-        return cls(api, credentials, request_timeout=request_timeout, retry_delay=retry_delay)
+        return cls(
+            api,
+            credentials,
+            request_timeout=request_timeout,
+            retry_delay=retry_delay,
+            unsettled_seconds=unsettled_seconds,
+        )
 
     @property
     def renewals(self) -> int:
@@ -139,6 +162,8 @@ class KubeClient:
         query: Mapping[str, str] | None,
         body: Any,
         content_type: str | None,
+        *,
+        probe: bool = False,
     ) -> dict[str, Any]:
         api = self._api
         self._in_flight[api] = self._in_flight.get(api, 0) + 1
@@ -160,6 +185,10 @@ class KubeClient:
             )
         except Exception as exc:
             error = from_library(exc, what, self._retry_delay)
+            if isinstance(error, TransientError) and status_of(exc) not in (401, 429):
+                self._mark_unsettled()  # unreachable, timed out or 5xx: it may be restarting
+            elif status_of(exc) == 403 and not probe and await self._unsettled():
+                error = from_library(exc, what, self._retry_delay, unsettled=True)
             if status_of(exc) == 401:
                 raise _UnauthorizedError(error) from exc
             if error is exc:
@@ -173,6 +202,25 @@ class KubeClient:
                 self._retired.discard(api)
                 await api.close()
         return result if isinstance(result, dict) else {}
+
+    def _mark_unsettled(self) -> None:
+        """The API server may have just restarted (a request failed to reach it, timed out or got a
+        5xx): a 403 in the next :data:`~flashrl_operator.client.errors.UNSETTLED_SECONDS` is retried."""
+        self._unsettled_until = time.monotonic() + self._unsettled_seconds
+
+    async def _unsettled(self) -> bool:
+        """Whether a 403 now may be the API server's warm-up: within the window, or ``/readyz`` fails
+        (unreachable, 5xx, or itself refused; a server that does not serve it says nothing)."""
+        if time.monotonic() < self._unsettled_until:
+            return True
+        try:
+            await self._send("GET", "/readyz", "get /readyz", None, None, None, probe=True)
+        except (TransientError, RejectedError, _UnauthorizedError):
+            self._mark_unsettled()
+            return True
+        except ApiError:
+            return False
+        return False
 
     async def _request(
         self,
@@ -269,16 +317,36 @@ class KubeClient:
         return await self._write("PATCH", path, f"apply {describe(obj)}", obj, APPLY_PATCH, query)
 
     async def patch(
-        self, resource: Resource, namespace: str, name: str, patch: Mapping[str, Any]
+        self,
+        resource: Resource,
+        namespace: str,
+        name: str,
+        patch: Mapping[str, Any],
+        *,
+        resource_version: str | None = None,
     ) -> dict[str, Any]:
-        """JSON-merge-patch an object as :data:`FIELD_MANAGER`."""
-        return await self._merge_patch(resource, namespace, name, patch, None)
+        """JSON-merge-patch an object as :data:`FIELD_MANAGER`; with ``resource_version``, only that
+        version of it (see :meth:`patch_status`)."""
+        return await self._merge_patch(resource, namespace, name, _versioned(patch, resource_version), None)
 
     async def patch_status(
-        self, resource: Resource, namespace: str, name: str, status: Mapping[str, Any]
+        self,
+        resource: Resource,
+        namespace: str,
+        name: str,
+        status: Mapping[str, Any],
+        *,
+        resource_version: str | None = None,
     ) -> dict[str, Any]:
-        """JSON-merge-patch the object's ``status`` (only the keys in ``status`` change)."""
-        return await self._merge_patch(resource, namespace, name, {"status": dict(status)}, "status")
+        """JSON-merge-patch the object's ``status`` (only the keys in ``status`` change).
+
+        With ``resource_version``, the patch applies only to that version of the object: the server
+        compares it with the stored one and refuses any other with 409 Conflict
+        (:class:`ConflictError`), atomically. A status computed from one version of the object is so
+        never written over a newer one (someone else's write in between, or a stale copy).
+        """
+        patch = _versioned({"status": dict(status)}, resource_version)
+        return await self._merge_patch(resource, namespace, name, patch, "status")
 
     async def delete(self, resource: Resource, namespace: str, name: str, *, uid: str | None = None) -> bool:
         """Delete an object (its dependents in the background); ``False`` if it was already gone.
@@ -366,6 +434,14 @@ class KubeClient:
             raise
         except ApiError as exc:  # 404 on a write: the object or its namespace vanished meanwhile.
             raise TransientError(str(exc), self._retry_delay) from exc
+
+
+def _versioned(patch: Mapping[str, Any], resource_version: str | None) -> dict[str, Any]:
+    """``patch`` with ``metadata.resourceVersion`` set: the server's optimistic-concurrency precondition."""
+    if resource_version is None:
+        return dict(patch)
+    meta = {**(patch.get("metadata") or {}), "resourceVersion": resource_version}
+    return {**patch, "metadata": meta}
 
 
 class _UnauthorizedError(Exception):

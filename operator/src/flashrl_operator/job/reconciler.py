@@ -32,11 +32,12 @@ Requests, fewest first:
   told "only if it does not exist", and an unforced apply onto someone else's object with no
   conflicting field would merge into it and adopt it. A missing child is created by a ``POST``.
 * A new job (no ``observedGeneration`` yet; :func:`~flashrl_operator.job.step.creates_first`)
-  creates first: one ``POST`` per child and no read before, which the server refuses atomically
-  (409 AlreadyExists) when the name is taken. So a new job costs one request per child, not a read
-  and a write. On a 409 the children this reconcile created are deleted again, each under a UID
-  precondition (the one its create returned), so nothing else can be deleted and the job keeps
-  nothing while a name is taken; the job is reconciled again at once, and that reconcile, like every
+  creates first: one ``POST`` per child and no read of it before, which the server refuses
+  atomically (409 AlreadyExists) when the name is taken. So a new job costs one request per child,
+  not a read and a write (and one read of the job itself, see "Faults without side effects"). On a
+  409 the children this reconcile created are deleted again, each under a UID precondition (the
+  one its create returned), so nothing else can be deleted and the job keeps nothing while a name
+  is taken; the job is reconciled again at once, and that reconcile, like every
   later one of the job, reads each child first: the taken name's object is then judged by its
   controller reference (the job's own, left by an earlier run of the operator, is converged; anyone
   else's is ``ChildConflict``, naming every such object). Never creating first again after a 409 is
@@ -60,6 +61,29 @@ Requests, fewest first:
   reconciled again at once: a rejection (remembered for the job's generation) is then reported as
   ``ChildRejected``; an object someone created meanwhile under a child's name is then read like any
   other.
+
+Faults without side effects (the reads above may be old by the time of the writes: the body waited in
+the intake's queue, the reads and the verl check took their time, the API server may have restarted):
+
+* **No write from a stale view.** Before its first write a reconcile reads the job once more
+  (:meth:`Reconciler._current`). A newer version than the one the step was computed from is computed
+  again from that version (at most :data:`MAX_VIEWS` versions, then the turn is given back as a
+  transient failure). The status is then patched with ``metadata.resourceVersion`` of exactly that
+  version: the server refuses the patch (409) when anything changed the job since, and the reconcile
+  reads and computes again. The Events a step announces are posted only after its status was
+  written, and they are derived from the transition between that version's status and the new one,
+  so a reconcile repeated from an old copy finds the transition already written and announces nothing.
+* **Deletion wins.** A job that is gone, being deleted, or replaced by another of its name (another
+  UID) is never the parent of a new child. Kubernetes has no precondition across objects: an
+  ownerReference names the owner's UID but the server accepts a child whose owner is gone (the garbage
+  collector removes it afterwards, by which time KubeRay may have started a Ray cluster for it). What
+  prevents the race is therefore two checks made after every wait: the fresh read above (it also
+  compares the UID and ``deletionTimestamp``), made after the reads, right before the first write,
+  and a cancellation :class:`Token` that the job's ``DELETED`` watch event sets
+  (:meth:`Reconciler.forget`) and that is looked at before every write (the writes of one reconcile
+  follow each other without a wait: a read before each would double a new job's requests for the
+  milliseconds between them). What is left is the flight of the requests after the read; a child
+  created in it names the deleted UID as its controller and is collected by the garbage collector.
 """
 
 from __future__ import annotations
@@ -119,6 +143,10 @@ _CONFIG_CACHE_SIZE = 256
 #: How soon a reconcile whose write was refused runs again (to report or re-read what refused it).
 REREAD_SECONDS: Final = 0.1
 
+#: Versions of a job one reconcile computes its step from at most (each newer than the last) before
+#: it gives its turn back as a transient failure: a job written to that often is retried later.
+MAX_VIEWS: Final = 4
+
 
 def _log_failure(task: asyncio.Task[None]) -> None:
     if not task.cancelled() and task.exception() is not None:
@@ -138,6 +166,41 @@ def override_problems(job: FlashRLJob) -> list[str]:
     if report.note:  # Not the user's error; the launcher rechecks.
         logger.warning("verl configuration not fully checked: %s", report.note)
     return [str(p) for p in report.problems]
+
+
+class Token:
+    """Set when the job a reconcile works for was deleted: the reconcile stops before its next write.
+
+    Set by :meth:`Reconciler.forget` (the job's ``DELETED`` watch event), which may come while the
+    reconcile waits for a response; :meth:`check` is called before every write.
+    """
+
+    def __init__(self) -> None:
+        self.uid: str | None = None
+        self.cancelled = False
+
+    def check(self) -> None:
+        """Raise :class:`JobGoneError` if the job was deleted meanwhile."""
+        if self.cancelled:
+            raise JobGoneError("deleted while it was reconciled")
+
+
+class JobGoneError(Exception):
+    """The job is gone, being deleted, or replaced under its name: nothing more is written for it."""
+
+
+class StaleViewError(Exception):
+    """The step was computed from an older version of the job than the server holds: compute again."""
+
+    def __init__(self, fresh: Mapping[str, Any] | None) -> None:
+        self.fresh = fresh
+        """The newer version, when the check read it (``None``: read it)."""
+        super().__init__("the job changed since it was read")
+
+
+def _writes(step: Step) -> bool:
+    """Whether carrying out ``step`` writes anything (a child, a claim, a deletion, the job)."""
+    return bool(step.apply or step.claim_patches or step.delete or step.status_patch or step.spec_patch)
 
 
 @dataclass(frozen=True)
@@ -191,6 +254,8 @@ class Reconciler:
         self._refused_reads: set[str] = set()
         #: New jobs (by UID) that created their children first once: every later reconcile reads them.
         self._created_first: set[str] = set()
+        #: The cancellation tokens of the reconciles under way, by job.
+        self._tokens: dict[tuple[str, str], set[Token]] = {}
 
     async def reconcile(self, namespace: str, name: str, body: Mapping[str, Any] | None = None) -> None:
         """Reconcile the job ``namespace/name`` if it still exists.
@@ -198,15 +263,14 @@ class Reconciler:
         ``body`` is the job as a watch event just delivered it (saves a read); without it the job
         is read first. Serialised per job: watch events for the job and for its RayJob may race.
         """
-        lock = self._locks.setdefault((namespace, name), asyncio.Lock())
+        key = (namespace, name)
+        lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock, self._gate:
             started = time.perf_counter()
+            token = Token()
+            self._tokens.setdefault(key, set()).add(token)
             try:
-                if body is None:
-                    body = await self._kube.get(FLASHRL_JOB, namespace, name)
-                if body is None or (body.get("metadata") or {}).get("deletionTimestamp"):
-                    return
-                await self._reconcile(body)
+                await self._views(namespace, name, body, token)
             except TransientError:
                 self._metrics.reconcile_errors.labels(reason="Temporary").inc()
                 raise
@@ -214,10 +278,40 @@ class Reconciler:
                 self._metrics.reconcile_errors.labels(reason=type(exc).__name__).inc()
                 raise
             finally:
+                tokens = self._tokens.get(key)
+                if tokens is not None:
+                    tokens.discard(token)
+                    if not tokens:
+                        del self._tokens[key]
                 self._metrics.reconcile_duration.observe(time.perf_counter() - started)
 
+    async def _views(self, namespace: str, name: str, body: Mapping[str, Any] | None, token: Token) -> None:
+        """Reconcile from ``body`` (or a read), and again from each newer version a check finds."""
+        for _ in range(MAX_VIEWS):
+            if body is None:
+                body = await self._kube.get(FLASHRL_JOB, namespace, name)
+            meta = (body or {}).get("metadata") or {}
+            if body is None or meta.get("deletionTimestamp"):
+                return
+            token.uid = str(meta.get("uid") or "") or None
+            try:
+                await self._reconcile(body, token)
+                return
+            except StaleViewError as stale:
+                body = stale.fresh
+            except JobGoneError as gone:
+                logger.info("FlashRLJob %s/%s: %s; nothing more is written for it", namespace, name, gone)
+                return
+        raise TransientError(
+            f"FlashRLJob {namespace}/{name} changed {MAX_VIEWS} times while it was reconciled", REREAD_SECONDS
+        )
+
     def forget(self, namespace: str, name: str, uid: str | None) -> None:
-        """Drop what is remembered about a deleted job."""
+        """Drop what is remembered about a deleted job, and stop its reconciles under way before their
+        next write (their tokens; one that already read a new job of the name is left alone)."""
+        for token in self._tokens.get((namespace, name), ()):
+            if uid is None or token.uid in (None, uid):
+                token.cancelled = True
         self._locks.pop((namespace, name), None)
         self._rejections.pop((namespace, name), None)
         wakeup = self._wakeups.pop((namespace, name), None)
@@ -229,23 +323,44 @@ class Reconciler:
             self._created_first.discard(uid)
             self._metrics.forget(uid)
 
-    async def _reconcile(self, body: Mapping[str, Any]) -> None:
-        """Read, decide (once), act, write; then the Events, then the next wake-up."""
+    async def _reconcile(self, body: Mapping[str, Any], token: Token) -> None:
+        """Read, decide (once), check the job is still this version, act, write; then the Events,
+        then the next wake-up. Raises :class:`StaleViewError` or :class:`JobGoneError` from a check."""
         observed = await self._observe(body)
         step = next_step(observed)
         key = (observed.namespace, observed.name)
+        if _writes(step):
+            await self._current(body, token)
         if observed.new:  # Once: whatever becomes of these creates, the next reconcile reads.
             self._created_first.add(observed.uid)
-        halt = await self._converge(step.apply)
+        halt = await self._converge(step.apply, body, token)
         if halt is not None:
             if halt.rejected is not None:
                 self._rejections[key] = (observed.generation, halt.rejected)
             self._wake_in(key, REREAD_SECONDS)
             return
-        await self._act(observed, step)
-        await self._write(body, observed, step)
+        await self._act(observed, step, token)
+        await self._write(body, observed, step, token)
         if step.wake_after is not None:
             self._wake_in(key, step.wake_after)
+
+    async def _current(self, body: Mapping[str, Any], token: Token) -> None:
+        """Read the job again: :class:`JobGoneError` when it is gone, being deleted or another job
+        (UID) holds its name; :class:`StaleViewError` when the server holds a newer version than
+        ``body``. Made after every wait (the queue, the lock, the reads), right before writing."""
+        token.check()
+        meta = body.get("metadata") or {}
+        fresh = await self._kube.get(FLASHRL_JOB, str(meta.get("namespace") or "default"), str(meta["name"]))
+        token.check()
+        now = (fresh or {}).get("metadata") or {}
+        if fresh is None:
+            raise JobGoneError("deleted")
+        if now.get("uid") != meta.get("uid"):
+            raise JobGoneError(f"deleted (another job of its name has UID {now.get('uid')})")
+        if now.get("deletionTimestamp"):
+            raise JobGoneError("being deleted")
+        if now.get("resourceVersion") != meta.get("resourceVersion"):
+            raise StaleViewError(fresh)
 
     # Read.
 
@@ -413,15 +528,17 @@ class Reconciler:
 
     # Act.
 
-    async def _converge(self, applies: Sequence[Apply]) -> Halt | None:
+    async def _converge(self, applies: Sequence[Apply], body: Mapping[str, Any], token: Token) -> Halt | None:
         """Write each child as the step says, in order; the first refused write stops the rest.
 
         A create is a ``POST``. When one is refused with 409 (the name is taken), the children this
         reconcile created first (:attr:`~flashrl_operator.job.step.Apply.first`) are deleted again.
+        Before each write the job's :class:`Token` is looked at: deletion wins.
         """
         created: list[tuple[Child, str]] = []
         for action in applies:
             child = action.child
+            token.check()
             try:
                 if action.mode == "create":
                     made = await self._kube.create(child.body)
@@ -461,14 +578,16 @@ class Reconciler:
                 logger.warning("Cannot remove %s again: %s", made.describe(), exc)
         return Halt(None)
 
-    async def _act(self, observed: Observed, step: Step) -> None:
+    async def _act(self, observed: Observed, step: Step, token: Token) -> None:
         """Record staged sources on their claims, delete a failed attempt's RayJob."""
         for patch in step.claim_patches:
+            token.check()
             try:
                 await self._kube.patch(patch.resource, patch.namespace, patch.name, patch.body)
             except RejectedError as exc:
                 self._refused_once("annotate claims", exc, "the next job stages its sources again")
         for ref in step.delete:
+            token.check()
             try:
                 await self._kube.delete(ref.resource, ref.namespace, ref.name)
             except RejectedError as exc:
@@ -476,16 +595,30 @@ class Reconciler:
 
     # Write.
 
-    async def _write(self, body: Mapping[str, Any], observed: Observed, step: Step) -> None:
+    async def _write(self, body: Mapping[str, Any], observed: Observed, step: Step, token: Token) -> None:
         """The status (only when it changed), then the spec, the metrics, and the Events the step announces.
+
+        The status patch is made against the version of the job it was computed from (its
+        ``resourceVersion`` as a precondition): a 409 means the job changed since, and the reconcile
+        computes again from the newer version (:class:`StaleViewError`), which then holds whatever
+        changed and, when the transition was written meanwhile, announces nothing.
 
         The spec after the status: its change reaches the next reconcile with the job as the watch event
         delivers it, which then already holds the status that decided it (the guard's trip, announced once).
         """
         namespace, name = observed.namespace, observed.name
         if step.status_patch:
-            await self._kube.patch_status(FLASHRL_JOB, namespace, name, step.status_patch)
+            token.check()
+            version = (body.get("metadata") or {}).get("resourceVersion")
+            try:
+                await self._kube.patch_status(
+                    FLASHRL_JOB, namespace, name, step.status_patch, resource_version=version
+                )
+            except ConflictError as exc:
+                logger.info("FlashRLJob %s/%s changed since it was read; computing again", namespace, name)
+                raise StaleViewError(None) from exc
         if step.spec_patch is not None:
+            token.check()
             await self._kube.patch(FLASHRL_JOB, namespace, name, step.spec_patch)
         rollout = (body.get("spec") or {}).get("rollout") or {}
         quantization = str(rollout.get("quantization") or DEFAULT_QUANTIZATION)

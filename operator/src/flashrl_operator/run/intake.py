@@ -28,7 +28,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from flashrl_operator.client.errors import TransientError
+from flashrl_operator.client.errors import ApiError, TransientError
 
 logger = logging.getLogger(__name__)
 
@@ -105,6 +105,8 @@ class Intake:
                 loop = asyncio.get_running_loop()
                 self._retries[key] = loop.call_later(delay, self._retry, key)
                 return
+            except ApiError as exc:  # the API server's answer says what failed: no traceback
+                logger.error("%s %s/%s: reconcile failed: %s", self._kind, *key, exc)
             except Exception:
                 logger.exception("%s %s/%s: reconcile failed", self._kind, *key)
             self._failures.pop(key, None)

@@ -262,6 +262,18 @@ class EmulatedApiServer(kmock.KubernetesEmulator):
                 meta.setdefault("generation", 1)
                 meta["resourceVersion"] = str(next(self._versions))
             elif request.action == kmock.action.UPDATE and request.name is not None:
+                # A patch that names a resourceVersion applies to that version only, as on a real
+                # server (the operator's status patches are made so: job/reconciler.py).
+                key = (request.resource, request.namespace, request.name)
+                given = meta.get("resourceVersion")
+                if given is not None and key in self.objects and not self.objects[key].deleted:
+                    stored = (self.objects[key].get("metadata") or {}).get("resourceVersion")
+                    if str(given) != str(stored):
+                        return _status(
+                            409,
+                            "Conflict",
+                            "the object has been modified; please apply your changes to the latest version",
+                        )
                 meta["resourceVersion"] = str(next(self._versions))
                 if "spec" in data and request.subresource is None:
                     key = (request.resource, request.namespace, request.name)
