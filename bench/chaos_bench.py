@@ -53,6 +53,7 @@ from envtest.chart import NAMESPACE as CHART_NAMESPACE  # noqa: E402
 from envtest.chart import ready_for_jobs  # noqa: E402
 from envtest.control_plane import ControlPlane  # noqa: E402
 from envtest.operator import OperatorProcess, container_service_account  # noqa: E402
+from flashrl_api.manifest import parse_job  # noqa: E402
 from flashrl_operator.sim import (  # noqa: E402
     JOBS_RESOURCE,
     RAY_JOBS_RESOURCE,
@@ -151,7 +152,9 @@ class Run:
             self.stage[name] = step + 1
             if ray_status != TRAINING["jobStatus"] or deployment == SUSPENDED["jobDeploymentStatus"]:
                 await self.call(lambda n=name: self.kuberay.set_status(NAMESPACE, n, TRAINING))
-            elif step >= 2:
+            elif step >= 2:  # the launcher reported the last step, then the Ray job ended
+                total = parse_job(manifest(name)).spec.training.total_steps
+                await self.call(lambda n=name, t=total: self.kuberay.report_progress(NAMESPACE, n, t, t))
                 await self.call(lambda n=name: self.kuberay.set_status(NAMESPACE, n, SUCCEEDED))
 
     async def fault(self, kind: str, wave: int) -> None:

@@ -133,6 +133,7 @@ async def test_a_reconcile_from_an_old_copy_overwrites_nothing_and_creates_nothi
     op = await start_operator()
     await cluster.submit("stale")
     await cluster.kuberay_says("stale", TRAINING, "Running")
+    await cluster.kuberay.report_progress(NAMESPACE, "stale", step=150, total=150)
     old = await cluster.job("stale")  # what a reconcile queued now would hold
     status = await cluster.kuberay_says("stale", SUCCEEDED, "Succeeded")
     ended = status["attempts"][-1]["endTime"]
@@ -177,11 +178,11 @@ async def test_a_status_write_is_made_against_the_version_it_was_computed_from(
     # before writing the status; the launcher writes its progress in that moment.
     await cluster.kuberay.set_status(NAMESPACE, "racer", SUCCEEDED)
     await hold.reached_it()
-    await cluster.kuberay.report_progress(NAMESPACE, "racer", step=7, total=150)
+    await cluster.kuberay.report_progress(NAMESPACE, "racer", step=150, total=150)
     await hold.release()
 
     status = await cluster.wait_phase("racer", "Succeeded")
-    assert status["progress"]["step"] == 7
+    assert status["progress"]["step"] == 150
     assert cluster.audit is not None
     status_patches = [
         (e.get("responseStatus") or {}).get("code")
