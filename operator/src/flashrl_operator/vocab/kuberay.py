@@ -82,6 +82,24 @@ class KubeRayReason(StrEnum):
     VALIDATION_FAILED = "ValidationFailed"
 
 
+class DeletionPolicy(StrEnum):
+    """RayJob ``spec.deletionStrategy.deletionRules[].policy`` values (gate ``RayJobDeletionPolicy``)."""
+
+    DELETE_WORKERS = "DeleteWorkers"
+    """Suspend every worker group: the worker pods (and their GPUs) go, the head stays."""
+    DELETE_CLUSTER = "DeleteCluster"
+    DELETE_SELF = "DeleteSelf"
+    DELETE_NONE = "DeleteNone"
+
+
+#: ``deletionRules[].condition.jobStatus`` values KubeRay's CRD accepts (its enum has no ``STOPPED``).
+DELETION_JOB_STATUSES: Final = (JobStatus.SUCCEEDED, JobStatus.FAILED)
+#: ``deletionRules[].condition.jobDeploymentStatus`` values KubeRay's CRD accepts. A RayJob that fails
+#: before its Ray job runs (``PreRunningDeadlineExceeded``, a submission failure) has no ``jobStatus``:
+#: only a rule on this catches it.
+DELETION_DEPLOYMENT_STATUSES: Final = (DeploymentStatus.FAILED,)
+
+
 class ClusterConditionType(StrEnum):
     """RayCluster condition types."""
 
