@@ -145,6 +145,18 @@ def as_int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def worker_groups_suspended(ray_cluster: Mapping[str, Any]) -> bool:
+    """Whether every worker group of a RayCluster is suspended (``workerGroupSpecs[].suspend``): what
+    KubeRay's ``DeleteWorkers`` deletion policy sets, after which it deletes the worker pods."""
+    groups = (ray_cluster.get("spec") or {}).get("workerGroupSpecs") or []
+    return all(isinstance(g, Mapping) and g.get("suspend") is True for g in groups)
+
+
+def worker_selector(cluster_name: str) -> str:
+    """The label selector of a RayCluster's worker pods (the ones that hold GPUs)."""
+    return f"{CLUSTER_LABEL}={cluster_name},{NODE_TYPE_LABEL}={NodeType.WORKER}"
+
+
 @dataclass(frozen=True)
 class RayJobView:
     """The parts of a RayJob the status depends on, normalised ("" for absent strings)."""
