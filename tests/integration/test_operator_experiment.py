@@ -157,7 +157,8 @@ async def test_an_experiment_runs_its_variants_and_reports_them(
     assert status["finished"] == "2/2"
     assert {c["type"]: c["status"] for c in status["conditions"]}["Succeeded"] == "True"
 
-    # KubeRay deletes the Ray clusters after the run (ttlSecondsAfterFinished): the report does not need them.
+    # The GPU workers went when each run ended; KubeRay deletes the rest after the TTL (played: the
+    # RayJobs deleted): the report does not need them.
     for job in ("cmp-fp8", "cmp-bf16"):
         await cluster.api.delete(RAY_JOBS_RESOURCE, NAMESPACE, job)
     monkeypatch.setenv("KUBECONFIG", str(cluster.real.kubeconfig))
