@@ -45,7 +45,9 @@ def test_the_example_experiment_runs_every_variant_on_one_8_gpu_node(solo: E2E) 
     assert manifest["spec"]["parallelism"] == 1
     # The example names a Hugging Face token Secret; a user without one creates an empty one.
     if "hf-token" in manifest["spec"]["template"].get("secretRefs", []):
-        plane.kubectl("create", "secret", "generic", "hf-token", "-n", NAMESPACE, "--from-literal=HF_TOKEN=unused")
+        plane.kubectl(
+            "create", "secret", "generic", "hf-token", "-n", NAMESPACE, "--from-literal=HF_TOKEN=unused"
+        )
     plane.kubectl("apply", "-f", str(EXAMPLE))
 
     previous_cluster: str | None = None

@@ -191,6 +191,10 @@ def test_variant_transitions_are_events() -> None:
         ("Normal", "VariantWaiting", "bf16"),
     ]
     assert "x-blockwise-fp8" in first.events[0].message
+    assert (
+        first.status.variants[1].message
+        == "waits for a slot (spec.parallelism 1): blockwise-fp8 (x-blockwise-fp8) runs"
+    )
     running = plan(_experiment(1, first.status.to_wire()), {"x-blockwise-fp8": _child("Running", 4)}, T0)
     assert running.events == ()  # still waiting for the same thing: no new Event
     again = plan(_experiment(1, running.status.to_wire()), {"x-blockwise-fp8": _child("Running", 5)}, T0)

@@ -245,11 +245,13 @@ def plan(
     busy = len(running) + len(holding)
     create: list[FlashRLJob] = []
     waits: dict[str, tuple[str, str]] = {}
+    starting: list[VariantStatus] = []
     for job, status in zip(jobs, statuses, strict=True):
         if status.phase != "Waiting":
             continue
         if busy + len(create) < limit:
             create.append(job)
+            starting.append(status)
         elif len(running) + len(create) < limit:
             waits[status.name] = (
                 ExperimentReason.WAITING_FOR_GPUS,
@@ -259,8 +261,8 @@ def plan(
         else:
             waits[status.name] = (
                 ExperimentReason.WAITING_FOR_SLOT,
-                f"waits for a slot (spec.parallelism {limit}): {_names(running + holding)} "
-                + ("runs" if len(running + holding) == 1 else "run"),
+                f"waits for a slot (spec.parallelism {limit}): {_names(running + starting + holding)} "
+                + ("runs" if len(running + starting + holding) == 1 else "run"),
             )
     # A job about to be created is Pending, not Waiting, in the status written with it.
     created = {job.name for job in create}
