@@ -766,3 +766,23 @@ def test_decide_phase_runs_once_per_step(monkeypatch: pytest.MonkeyPatch) -> Non
         calls.clear()
         next_step(observed)
         assert len(calls) == 1, calls
+
+
+def test_a_final_failure_keeps_its_wording_on_later_reconciles() -> None:
+    """The retry policy words the end once ("(not retryable)"); a resync, or KubeRay deleting the
+    workers (a RayCluster event), must not reword it from the RayJob alone."""
+    job = make_job({"lifecycle": {"maxRestarts": 3}})
+    line = "checkpoint directory /checkpoints/x is not writable: Read-only file system (OSError errno 30)"
+    ended = ray_status(
+        "Failed",
+        "FAILED",
+        reason="AppFailed",
+        message=f"Job entrypoint command failed with exit code 73, last logs:\nflashrl-launch: {line}",
+    )
+    first = next_step(observe(job, running(), live=as_live(job, running(), RayJob=ended)))
+    assert (first.status.phase, first.status.reason) == ("Failed", "CheckpointUnwritable")
+    assert first.status.message.endswith("(not retryable)")
+    previous = {**running(), **first.status_patch}
+    again = next_step(observe(job, previous, live=as_live(job, previous, RayJob=ended)))
+    assert again.status.message == first.status.message
+    assert "message" not in again.status_patch
