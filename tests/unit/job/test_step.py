@@ -784,5 +784,5 @@ def test_a_final_failure_keeps_its_wording_on_later_reconciles() -> None:
     assert first.status.message.endswith("(not retryable)")
     previous = {**running(), **first.status_patch}
     again = next_step(observe(job, previous, live=as_live(job, previous, RayJob=ended)))
-    assert again.status.message == first.status.message
-    assert "message" not in again.status_patch
+    assert (again.status.reason, again.status.message) == (first.status.reason, first.status.message)
+    assert "message" not in again.status_patch and "reason" not in again.status_patch
