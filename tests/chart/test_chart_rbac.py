@@ -17,7 +17,7 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("flashrl.dev", "flashrlexperiments"): {"get", "list", "watch", "patch"},
     ("flashrl.dev", "flashrlexperiments/status"): {"get", "patch"},
     ("ray.io", "rayjobs"): {"get", "list", "watch", "create", "patch", "delete"},
-    ("ray.io", "rayclusters"): {"get", "list"},
+    ("ray.io", "rayclusters"): {"get", "list", "watch"},
     ("", "pods"): {"list"},
     ("batch", "jobs"): {"get", "list", "watch", "create", "patch", "delete"},
     ("", "persistentvolumeclaims"): {"get", "patch"},

@@ -25,6 +25,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +91,29 @@ class E2E:
         found = self.get("pod", "-l", selector)
         return list((found or {}).get("items") or [])
 
+    def gpu_pods(self, cluster: str) -> list[dict[str, Any]]:
+        """The Ray cluster's pods that request a GPU (its workers; the head and submitter request none)."""
+        return [
+            p
+            for p in self.pods(f"ray.io/cluster={cluster}")
+            if any(
+                "nvidia.com/gpu" in ((c.get("resources") or {}).get("limits") or {})
+                for c in p["spec"]["containers"]
+            )
+        ]
+
+    def holds_no_gpu(self, job: str) -> dict[str, Any]:
+        """Wait until the finished job's Ray cluster has no GPU pod left while its head stays (KubeRay's
+        deletion rules: workers at once, the cluster after the TTL); returns the RayCluster."""
+        name = str(self.job_status(job).get("rayClusterName") or "")
+        assert name, f"{job} names no Ray cluster"
+        self.wait(f"{job}'s GPU pods gone", lambda: not self.gpu_pods(name))
+        ray_cluster = self.get("raycluster", name)
+        assert ray_cluster is not None, "the head (logs, dashboard) stays for ttlSecondsAfterFinished"
+        assert all(g.get("suspend") is True for g in ray_cluster["spec"]["workerGroupSpecs"])
+        assert self.pods(f"ray.io/cluster={name},ray.io/node-type=head"), "the head pod stays"
+        return dict(ray_cluster)
+
     def exit_pods(self, selector: str) -> None:
         """The processes of these (Job-owned) pods exit 0: kwok then marks them Succeeded."""
         for pod in self.pods(selector):
@@ -117,13 +141,20 @@ class E2E:
 
 @pytest.fixture(scope="module")
 def e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
+    with kwok_cluster(Path(tmp_path_factory.mktemp("e2e")), H20_NODES) as found:
+        yield found
+
+
+@contextmanager
+def kwok_cluster(root: Path, nodes: tuple[str, ...]) -> Iterator[E2E]:
+    """The control plane, kwok with ``nodes`` (8 x H20 each), KubeRay's operator, the chart, the claims
+    and our operator; everything started is stopped on the way out (skipped without the binaries)."""
     missing = missing_binaries((*REQUIRED, "helm", "kuberay-operator", "kwok"))
     if missing:
         message = f"the kwok e2e needs {', '.join(missing)}: run `make tools`"
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)
-    root = Path(tmp_path_factory.mktemp("e2e"))
     with running(root / "control-plane") as plane:
         dashboard = RayDashboard().start()
         processes: dict[str, Any] = {}
@@ -131,7 +162,7 @@ def e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
             processes["kwok"] = start_kwok(plane, root)
             apply_kuberay_crds(plane)
             processes["kuberay"] = start_kuberay(plane, dashboard.port)
-            add_h20_nodes(plane, H20_NODES)
+            add_h20_nodes(plane, nodes)
             install(plane)
             for name in ("namespace.yaml",):
                 plane.kubectl("apply", "-f", str(REPO / "examples" / "cluster" / name))
@@ -193,6 +224,12 @@ def test_the_example_runs_on_kuberay_and_simulated_h20_nodes(e2e: E2E) -> None:
     e2e.exit_pods(f"batch.kubernetes.io/job-name={JOB}")
     status = e2e.wait_phase(JOB, "Succeeded")
     assert status["progress"]["step"] == total
+    # A finished job holds no GPU: its workers are deleted at once, its head stays for the logs.
+    e2e.holds_no_gpu(JOB)
+    e2e.wait(
+        "the attempt's GPUs seen released",
+        lambda: all(a.get("releaseTime") for a in e2e.job_status(JOB).get("attempts") or [{}]),
+    )
     e2e.assert_nothing_refused()
 
 

@@ -97,9 +97,11 @@ async def test_cluster_ready_shows_pod_progress_then_turns_true(
     ready = condition(status, "ClusterReady")
     assert (ready["status"], ready["reason"]) == ("True", "AllPodsReady")
     assert ready["lastTransitionTime"] == ready_since  # no flip on the way
-    # The operator only reads RayClusters (one by name); KubeRay (the stand-in) made the one there is.
+    # The operator only reads RayClusters: one by name, and kopf's watch (a list, then a watch) of the
+    # ones KubeRay makes for our RayJobs (kopf keeps those with our labels, which KubeRay copies to them);
+    # KubeRay (the stand-in) made the one there is.
     by_operator = {verb for verb, _ in cluster.operator_requests("rayclusters")}
-    assert by_operator == {"get"}
+    assert by_operator == {"get", "list"}
     assert cluster.creations()[("rayclusters", NAMESPACE, cluster_name)] == 1
 
 

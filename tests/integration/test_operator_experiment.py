@@ -80,8 +80,11 @@ async def wait_experiment(cluster: Cluster, name: str, check: Any, what: str) ->
     return await eventually(probe, f"FlashRLExperiment {name}: {what}", WAIT_S, cluster.poll_s)
 
 
-async def run_variant(cluster: Cluster, job: str, precision: str, *, fail_at: int | None = None) -> None:
-    """Play KubeRay and the launcher for one variant: training, a report per step, the end."""
+async def run_variant(
+    cluster: Cluster, job: str, precision: str, *, fail_at: int | None = None, teardown: bool = True
+) -> None:
+    """Play KubeRay and the launcher for one variant: training, a report per step, the end (and, unless
+    ``teardown`` is False, KubeRay's deletion rules deleting its GPU workers at once)."""
     await cluster.wait_for(RAY_JOBS_RESOURCE, job)
     await cluster.kuberay.set_status(NAMESPACE, job, TRAINING)
     await cluster.wait_phase(job, "Running")
@@ -103,7 +106,9 @@ async def run_variant(cluster: Cluster, job: str, precision: str, *, fail_at: in
         await cluster.kuberay.set_status(NAMESPACE, job, SUCCEEDED)
         await cluster.wait_phase(job, "Succeeded")
     else:
-        await cluster.kuberay.set_status(NAMESPACE, job, failed("AppFailed", "verl exited with 1"))
+        await cluster.kuberay.set_status(
+            NAMESPACE, job, failed("AppFailed", "verl exited with 1"), teardown=teardown
+        )
         await cluster.wait_phase(job, "Failed")
 
 
@@ -156,7 +161,8 @@ async def test_an_experiment_runs_its_variants_and_reports_them(
     assert status["finished"] == "2/2"
     assert {c["type"]: c["status"] for c in status["conditions"]}["Succeeded"] == "True"
 
-    # KubeRay deletes the Ray clusters after the run (ttlSecondsAfterFinished): the report does not need them.
+    # The GPU workers went when each run ended; KubeRay deletes the rest after the TTL (played: the
+    # RayJobs deleted): the report does not need them.
     for job in ("cmp-fp8", "cmp-bf16"):
         await cluster.api.delete(RAY_JOBS_RESOURCE, NAMESPACE, job)
     monkeypatch.setenv("KUBECONFIG", str(cluster.real.kubeconfig))
@@ -198,8 +204,23 @@ async def test_parallelism_one_runs_variants_one_after_another_and_a_failure_fre
         "bf16 waiting",
     )
     assert await cluster.api.get(JOBS_RESOURCE, NAMESPACE, "seq-bf16") is None
-    await run_variant(cluster, "seq-fp8", "blockwise-fp8", fail_at=5)
-    # The failed variant frees its slot: the next one starts.
+    assert (status["variants"][1]["reason"], status["variants"][1]["message"]) == (
+        "WaitingForSlot",
+        "waits for a slot (spec.parallelism 1): fp8 (seq-fp8) runs",
+    )
+    # The variant fails and its GPU workers outlive it: the next one is not created while they hold
+    # the GPUs (it could not be scheduled, and its startup deadline would count the wait).
+    await run_variant(cluster, "seq-fp8", "blockwise-fp8", fail_at=5, teardown=False)
+    status = await wait_experiment(
+        cluster,
+        "seq",
+        lambda s: [v.get("reason") for v in s.get("variants", [])][1:] == ["WaitingForGPUs"],
+        "bf16 waiting for fp8's GPUs",
+    )
+    assert "waits for the GPUs of fp8 (seq-fp8)" in status["variants"][1]["message"]
+    assert await cluster.api.get(JOBS_RESOURCE, NAMESPACE, "seq-bf16") is None
+    # KubeRay's deletion rules delete the workers: the GPUs are released and the next one starts.
+    await cluster.kuberay.teardown(NAMESPACE, "seq-fp8", 0.0)
     await cluster.wait_for(JOBS_RESOURCE, "seq-bf16")
     status = await wait_experiment(cluster, "seq", lambda s: s.get("finished") == "1/2", "1/2 finished")
     assert status["variants"][0]["phase"] == "Failed"
@@ -208,6 +229,20 @@ async def test_parallelism_one_runs_variants_one_after_another_and_a_failure_fre
     status = await wait_experiment(cluster, "seq", lambda s: s.get("phase") == "Failed", "Failed")
     assert status["finished"] == "2/2"
     assert status["message"].startswith("fp8 failed")
+
+    async def posted() -> list[tuple[str, str]] | None:
+        seen = [(e["reason"], e["message"].split(":")[0]) for e in await cluster.events_for("seq")]
+        return seen if ("VariantFinished", "bf16") in seen else None
+
+    events = await eventually(posted, "the experiment's Events", WAIT_S, cluster.poll_s)
+    for expected in (
+        ("VariantStarted", "fp8"),
+        ("VariantWaiting", "bf16"),
+        ("VariantFailed", "fp8"),
+        ("VariantStarted", "bf16"),
+        ("VariantFinished", "bf16"),
+    ):
+        assert expected in events, events
 
 
 def data_changing_experiment(name: str) -> dict[str, Any]:

@@ -2,9 +2,11 @@
 
 A stand-in launcher runs the launcher's own goodput clock on the wall-clock and reports a stand-in verl's
 ``timing_s/*`` (verl 0.9.1's keys, each a share of the time the step really took); KubeRay is played, on
-the real API server (its garbage collector deletes the failed attempt's RayCluster). Every GPU-second
-from each attempt's RayJob to its cluster's deletion must land in exactly one phase, and the status,
-the operator's /metrics and the launcher's /metrics must agree.
+the real API server (its garbage collector deletes the failed attempt's RayCluster; the finished
+attempt's GPU workers outlive its Ray job by over a second before KubeRay's deletion rules delete them).
+Every GPU-second from each attempt's RayJob to its GPU workers' deletion must land in exactly one phase,
+the seconds held after the end in ``held_after_end``, and the status, the operator's /metrics and the
+launcher's /metrics must agree.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from flashrl_operator.sim import (
     failed,
     timed_verl_step,
 )
-from flashrl_operator.vocab.kuberay import ORIGINATED_FROM_NAME
+from flashrl_operator.vocab.kuberay import ORIGINATED_FROM_NAME, DeletionPolicy
 from flashrl_report import build_report
 from flashrl_report.cluster import JobObjects, runs_from_objects
 
@@ -73,11 +75,13 @@ async def attempt(
     return state
 
 
-def held_seconds(status: dict[str, Any]) -> float:
-    """GPUs × (RayJob admitted → cluster gone), summed over the attempts, from the status timestamps."""
+def held_seconds(status: dict[str, Any], since: str = "start") -> float:
+    """GPUs × (RayJob admitted, or ended with ``since="end"`` → GPU workers gone), summed over the
+    attempts, from the status timestamps."""
     total = 0.0
     for entry in status["attempts"]:
-        start = parse_rfc3339(entry.get("admitTime") or entry["startTime"])
+        begin = entry["endTime"] if since == "end" else entry.get("admitTime") or entry["startTime"]
+        start = parse_rfc3339(begin)
         release = parse_rfc3339(entry["releaseTime"])
         assert start is not None and release is not None
         total += entry["gpus"] * (release - start)
@@ -125,14 +129,14 @@ async def test_a_retried_run_accounts_for_every_gpu_second(
 
     # Attempt 2 resumes from step 2 and saves at its last step (the save before the deadline).
     state = await attempt(cluster, "gp", "gp-2", 2, range(3, 9), saves={4, 8})
-    await cluster.kuberay.set_status(NAMESPACE, "gp-2", SUCCEEDED)
+    # The Ray job ends; its GPU workers outlive it (the deletion rules held back), then KubeRay runs the
+    # RayJob's DeleteWorkers rule: over a second later, as the operator's endTime and releaseTime have
+    # whole seconds (a hold inside one second would count as none). The head (the RayCluster) stays.
+    await cluster.kuberay.set_status(NAMESPACE, "gp-2", SUCCEEDED, teardown=False)
     await cluster.wait_phase("gp", "Succeeded")
-    # KubeRay shuts the cluster down after the job finished: over a second later, as the operator's
-    # endTime and releaseTime have whole seconds (a teardown inside one second would count as none).
     await asyncio.sleep(1.2)
-    for name in await clusters_of(cluster, "gp-2"):
-        await cluster.api.delete(RAY_CLUSTERS_RESOURCE, NAMESPACE, name)
-    await cluster.kuberay.set_status(NAMESPACE, "gp-2", {**SUCCEEDED, "message": "cluster deleted"})
+    assert await cluster.kuberay.teardown(NAMESPACE, "gp-2", 0.0) == DeletionPolicy.DELETE_WORKERS
+    assert await clusters_of(cluster, "gp-2"), "the head stays for the TTL"
 
     async def released() -> dict[str, Any] | None:
         status = await cluster.status("gp")
@@ -151,8 +155,11 @@ async def test_a_retried_run_accounts_for_every_gpu_second(
     assert goodput["heldGPUSeconds"] == pytest.approx(held_seconds(status), rel=0.02)
     for phase in ("pods_starting", "gpu_gate", "startup", "generation", "discarded_generation",
                   "weight_sync", "log_prob", "actor_update", "reward", "validation", "checkpoint",
-                  "lost_steps", "lost_in_flight", "teardown"):  # fmt: skip
+                  "lost_steps", "lost_in_flight", "held_after_end"):  # fmt: skip
         assert by_phase.get(phase, 0) > 0, f"{phase} has no GPU-seconds: {by_phase}"
+    # The GPUs held after each attempt's end, until its workers were gone, are that phase exactly.
+    assert by_phase["held_after_end"] == pytest.approx(held_seconds(status, since="end"), abs=1.0)
+    assert by_phase["held_after_end"] >= GPUS * 1.0
     assert 0 < goodput["productiveFraction"] < 1
     assert goodput["trainingGPUSeconds"] < goodput["heldGPUSeconds"]
     one, two = status["attempts"]
@@ -164,7 +171,7 @@ async def test_a_retried_run_accounts_for_every_gpu_second(
 
     async def exported() -> dict[tuple[str, str], float] | None:
         found = await asyncio.to_thread(scrape, operator.metrics_url or "")
-        return found if found.get(("gp", "teardown"), 0) == by_phase["teardown"] else None
+        return found if found.get(("gp", "held_after_end"), 0) == by_phase["held_after_end"] else None
 
     from_operator = await eventually(exported, "the operator's counters to match the status", WAIT_S)
     for phase in OPERATOR_PHASES:

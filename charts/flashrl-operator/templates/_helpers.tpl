@@ -121,14 +121,16 @@ namespaced Role (watchNamespaces mode). No wildcards.
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
 # The RayCluster KubeRay creates for each RayJob, read by name for ClusterReady (pod progress,
 # ReplicaFailure); and listed by KubeRay's ray.io/originated-from-cr-name label for an ended attempt,
-# until its cluster is gone (the goodput ledger counts its GPUs released from then on). Not watched:
-# KubeRay mirrors its status into the RayJob, which is.
+# until its GPU workers are gone (the goodput ledger counts its GPUs released from then on, and an
+# experiment starts its next variant). Watched (by our labels, which KubeRay copies from the RayJob):
+# KubeRay deletes the workers of a finished RayJob without changing the RayJob.
 - apiGroups: ["ray.io"]
   resources: ["rayclusters"]
-  verbs: ["get", "list"]
-# The RayCluster's pods, listed by the ray.io/cluster label only while the cluster is starting,
-# so ClusterReady can say why a pod is not (Unschedulable, image pull, missing Secret); and a failed
-# staging Job's pods, for the stage command's reason.
+  verbs: ["get", "list", "watch"]
+# The RayCluster's pods, listed by the ray.io/cluster label while the cluster is starting, so
+# ClusterReady can say why a pod is not (Unschedulable, image pull, missing Secret), and an ended
+# attempt's worker pods until none is left; and a failed staging Job's pods, for the stage command's
+# reason.
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["list"]

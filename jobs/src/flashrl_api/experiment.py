@@ -147,13 +147,23 @@ class ExperimentReason(StrEnum):
     WAITING_FOR_VARIANTS = "WaitingForVariants"  #: no variant is running yet
     VARIANTS_RUNNING = "VariantsRunning"  #: at least one variant runs or finished, none failed
     ALL_VARIANTS_SUCCEEDED = "AllVariantsSucceeded"  #: every variant succeeded
-    VARIANT_FAILED = "VariantFailed"  #: at least one variant failed; the message names them
+    #: At least one variant failed; the message names them. Also the Warning Event when one fails.
+    VARIANT_FAILED = "VariantFailed"
     #: A variant's FlashRLJob was deleted after the experiment created it (it is not created again).
     JOB_DELETED = "JobDeleted"
     #: A FlashRLJob with a variant's name exists and is not this experiment's (another experiment's,
     #: or a user's): it is left alone, never adopted, and the variant waits.
     JOB_NAME_TAKEN = "JobNameTaken"
     JOB_REJECTED = "JobRejected"  #: the API server refused a variant's FlashRLJob
+    #: A variant waits for a running one to finish (``spec.parallelism``); its message names them.
+    WAITING_FOR_SLOT = "WaitingForSlot"
+    #: A variant waits for a finished variant's GPU workers to be deleted (its GPUs released): created
+    #: earlier, it could not be scheduled and its startup deadline would count a queue.
+    WAITING_FOR_GPUS = "WaitingForGPUs"
+    # Events on the experiment (each on a variant's transition; the message names the variant).
+    VARIANT_STARTED = "VariantStarted"  #: the variant's FlashRLJob was created
+    VARIANT_WAITING = "VariantWaiting"  #: the variant waits for a slot, or now for GPUs
+    VARIANT_FINISHED = "VariantFinished"  #: the variant's FlashRLJob Succeeded
     NOT_SUCCEEDED = "NotSucceeded"  #: Succeeded=False
     NOT_FAILED = "NotFailed"  #: Failed=False
 
@@ -241,7 +251,10 @@ class VariantStatus(ApiModel):
     """Steps the job will run."""
 
     reason: str | None = None
-    """The job's reason, when it failed or waits."""
+    """The job's reason, when it failed; ``WaitingForSlot`` or ``WaitingForGPUs`` while it waits."""
+
+    message: str | None = Field(default=None, max_length=1024)
+    """What a waiting variant waits for (which variants run, or whose GPUs are not released yet)."""
 
     metrics: list[VariantMetric] = Field(default_factory=list, max_length=64)
     """The job's latest metrics (validation score, throughput, mismatch ...), copied from its status."""

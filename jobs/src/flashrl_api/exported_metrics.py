@@ -39,7 +39,8 @@ PHASE_LABEL: Final = "phase"
 #: GPU-seconds by goodput phase (label ``phase``, a :class:`flashrl_api.goodput.GoodputPhase`). The launcher
 #: exports the phases it observes (:data:`flashrl_api.goodput.LAUNCHER_PHASES`: the gate, start-up and each
 #: step's phases), the operator the ones around them (pods starting, the step in flight when an attempt
-#: failed, teardown), under the same name: ``sum by (phase)`` adds them up without counting a second twice.
+#: failed, teardown, GPUs held after the end), under the same name: ``sum by (phase)`` adds them up
+#: without counting a second twice.
 GPU_SECONDS: Final = "flashrl_gpu_seconds_total"
 GOODPUT_PHASE_LABEL: Final = "phase"
 

@@ -5,8 +5,9 @@ start to its newest report (:class:`LauncherClock`): the GPU gate, verl's start-
 verl's own ``timing_s/*`` metrics. The operator, outside, knows when the attempt's RayJob was created,
 when the attempt ended and when its Ray cluster was gone; :func:`job_ledger` fills the time around the
 launcher's window with the operator's phases and multiplies every phase by the attempt's GPU count.
-The phases of one attempt telescope: ``pods_starting + launcher phases + lost_in_flight + teardown``
-is exactly ``release - start``, so every held GPU-second lands in exactly one phase.
+The phases of one attempt telescope: ``pods_starting + launcher phases + lost_in_flight + teardown +
+held_after_end`` is exactly ``release - start`` (``release``: its GPU worker pods gone), so every held
+GPU-second lands in exactly one phase.
 
 Why here and not in the operator: the launcher (``flashrl_jobs``) and the operator both import the
 API package, never each other, and the phase vocabulary must be one list for the status, the
@@ -70,8 +71,11 @@ class GoodputPhase(StrEnum):
     LOST_STEPS = "lost_steps"
     #: A failed attempt from the launcher's newest report to the failure (the step in flight).
     LOST_IN_FLIGHT = "lost_in_flight"
-    #: The attempt ended → its Ray cluster is gone.
+    #: The launcher's newest report → the attempt ended (the launcher exits, Ray ends the job).
     TEARDOWN = "teardown"
+    #: The attempt's Ray job ended → its GPU worker pods are gone. KubeRay's deletion rules delete them
+    #: at once, so this stays near zero; GPUs held by a finished run (a TTL, a stuck deletion) show here.
+    HELD_AFTER_END = "held_after_end"
 
 
 #: Phases that hold no GPU.
@@ -106,6 +110,7 @@ OPERATOR_PHASES: Final[tuple[GoodputPhase, ...]] = (
     GoodputPhase.PODS_STARTING,
     GoodputPhase.LOST_IN_FLIGHT,
     GoodputPhase.TEARDOWN,
+    GoodputPhase.HELD_AFTER_END,
 )
 #: Phases moved, for a failed attempt, into :data:`GoodputPhase.LOST_STEPS` (pro rata of its steps).
 STEP_PHASES: Final[frozenset[GoodputPhase]] = frozenset(
@@ -254,7 +259,7 @@ class AttemptSpan:
     steps: int = 0
     #: The attempt ended (the operator saw its RayJob finish or fail).
     end: float | None = None
-    #: Its Ray cluster was gone (GPUs released).
+    #: Its GPU worker pods were gone (GPUs released; the CPU head may stay for its TTL).
     release: float | None = None
     failed: bool = False
     #: Completed steps after the attempt's newest checkpoint (lost when it failed).
@@ -338,7 +343,7 @@ def attempt_seconds(span: AttemptSpan, as_of: float) -> dict[GoodputPhase, float
                     moved = out[phase] * share
                     out[phase] -= moved
                     add(GoodputPhase.LOST_STEPS, moved)
-    add(GoodputPhase.TEARDOWN, until - end)
+    add(GoodputPhase.HELD_AFTER_END, until - end)
     return out
 
 

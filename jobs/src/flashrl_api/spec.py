@@ -583,7 +583,9 @@ class LifecycleSpec(ApiModel):
     """Suspend the job: the Ray cluster is deleted; resuming creates a new one."""
 
     ttl_seconds_after_finished: int = Field(default=3600, ge=0, le=INT32_MAX)
-    """Keep the finished Ray cluster this long (for logs), then delete it."""
+    """Keep the finished job's Ray head this long (its logs, the dashboard), then delete the cluster.
+    The GPU workers go the moment the Ray job ends (a suspended or Kueue-queued job: the whole
+    cluster stays this long)."""
 
     active_deadline_seconds: int | None = Field(default=None, ge=1, le=INT32_MAX)
     """Fail the job after this many seconds in total."""

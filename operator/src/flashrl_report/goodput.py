@@ -44,6 +44,7 @@ PHASE_COLORS: Final[dict[GoodputPhase, str]] = dict(
             "#000000",  # lost_steps
             "#393b79",  # lost_in_flight
             "#e377c2",  # teardown
+            "#f7b6d2",  # held_after_end
         ),
         strict=True,
     )
@@ -70,6 +71,11 @@ class VariantGoodput:
     def held_hours(self) -> float:
         """GPU-hours held."""
         return self.ledger.held_gpu_seconds / 3600
+
+    @property
+    def after_end_hours(self) -> float:
+        """GPU-hours held after the run's Ray job ended, until its GPU workers were gone."""
+        return self.ledger.gpu_seconds[GoodputPhase.HELD_AFTER_END] / 3600
 
 
 def run_ledger(run: RunMetrics) -> tuple[Ledger, int, bool] | None:
@@ -176,7 +182,7 @@ def goodput_section(
     )
     rows = [
         '<section id="goodput"><h2>Where the GPU-hours go</h2><table><thead><tr>',
-        "<th>variant</th><th>GPU-hours held</th><th>productive fraction</th>",
+        "<th>variant</th><th>GPU-hours held</th><th>held after the end</th><th>productive fraction</th>",
         f"<th>GPU-hours {reach}</th><th>speed-up end to end</th><th>speed-up in generation</th>",
         "</tr></thead><tbody>",
     ]
@@ -185,7 +191,8 @@ def goodput_section(
         name = escape(v.label) + (" (baseline)" if v.label == baseline else "")
         rows.append(
             f'<tr data-variant="{escape(v.label)}"><td>{name}</td>'
-            f"<td>{_num(v.held_hours)}</td><td>{_num(v.ledger.productive_fraction)}</td>"
+            f'<td>{_num(v.held_hours)}</td><td class="after-end">{_num(v.after_end_hours)}</td>'
+            f"<td>{_num(v.ledger.productive_fraction)}</td>"
             f"<td>{_num(v.hours_to_score)}{_reached(v, target)}</td>"
             f'<td class="e2e">{_num(c.end_to_end if c else None, suffix="x")}{_one(c)}</td>'
             f'<td class="gen">{_num(c.generation if c else None, suffix="x")}{_one(c)}</td></tr>'
@@ -199,7 +206,8 @@ def goodput_section(
         rows.append('<ul class="goodput">' + "".join(f"<li>{escape(s)}</li>" for s in sentences) + "</ul>")
     partial = [v.label for v in variants if not v.whole]
     rows.append(
-        "<p class=\"stats\">GPU-hours held run from each attempt's RayJob to its Ray cluster's deletion; the "
+        "<p class=\"stats\">GPU-hours held run from each attempt's RayJob to its GPU workers' deletion (held "
+        "after the end: from the Ray job's end until then, GPUs no run used); the "
         "productive fraction is the share spent in the steps that were kept (docs/observability.md defines "
         "each phase). The speed-ups are per completed training step, one ratio of each run's totals (no "
         "interval for one pair; with replicas, their mean, spread and n are listed under the table). "

@@ -129,7 +129,9 @@ def test_every_held_gpu_second_lands_in_one_phase() -> None:
     assert ledger.seconds[P.BACKOFF] == 60.0 and ledger.gpu_seconds[P.BACKOFF] == 0.0
     assert ledger.gpu_seconds[P.PODS_STARTING] == pytest.approx(16 * (200.0 + 150.0))
     assert ledger.gpu_seconds[P.LOST_IN_FLIGHT] == pytest.approx(16 * 90.0)
-    assert ledger.gpu_seconds[P.TEARDOWN] == pytest.approx(16 * (20.0 + 5.0 + 30.0))
+    # The launcher's newest report to the end; then the end to the workers gone, a phase of its own.
+    assert ledger.gpu_seconds[P.TEARDOWN] == pytest.approx(16 * 5.0)
+    assert ledger.gpu_seconds[P.HELD_AFTER_END] == pytest.approx(16 * (20.0 + 30.0))
     fraction = ledger.productive_fraction
     assert fraction is not None and 0 < fraction < 1
     assert ledger.training_gpu_seconds == pytest.approx(sum(ledger.gpu_seconds[p] for p in TRAINING))
@@ -174,3 +176,24 @@ def test_the_status_form_reads_back() -> None:
     assert back.held_gpu_seconds == pytest.approx(ledger.held_gpu_seconds, abs=1.0)
     assert [e["phase"] for e in wire["byPhase"]][:2] == ["staging", "backoff"]  # type: ignore[index]
     assert wire["productiveFraction"] == round(ledger.productive_fraction or 0, 4)
+
+
+def test_gpus_held_after_the_end_are_a_phase_of_their_own() -> None:
+    """A run whose GPU workers outlived its Ray job by N seconds: N x its GPUs in held_after_end."""
+    for outlived in (0.0, 3600.0):
+        span = AttemptSpan(
+            attempt=1,
+            gpus=8,
+            start=0.0,
+            launched=60.0,
+            reported=1000.0,
+            launcher={"generation": 940.0},
+            steps=10,
+            end=1002.0,
+            release=1002.0 + outlived,
+        )
+        ledger = job_ledger([span], span.release or 0.0)
+        assert ledger.gpu_seconds[P.HELD_AFTER_END] == pytest.approx(8 * outlived)
+        assert ledger.gpu_seconds[P.TEARDOWN] == pytest.approx(8 * 2.0)
+        assert ledger.held_gpu_seconds == pytest.approx(8 * (1002.0 + outlived))
+        assert (P.HELD_AFTER_END.value in {e["phase"] for e in ledger.to_wire()["byPhase"]}) == (outlived > 0)

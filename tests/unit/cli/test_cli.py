@@ -316,6 +316,9 @@ def test_demo_validates_and_renders_the_example(tmp_path: Path, capsys: pytest.C
     assert "kind: RayJob" not in out and "# HELP" not in out
     assert "flashrl demo --full prints the whole object" in out
     assert "more series (flashrl demo --full prints the whole scrape)" in out
+    # The emulated KubeRay does what the rendered RayJob says when the job ends.
+    assert "its GPU workers were deleted at once (deletionRules: DeleteWorkers" in out
+    assert "3600 s later (played at once): DeleteCluster" in out
 
 
 def test_demo_full_is_an_option() -> None:
@@ -353,7 +356,10 @@ def test_the_ray_job_summary_names_command_lifecycle_and_groups() -> None:
     spec = ray_job["spec"]
     assert spec["entrypoint"] in summary_ and "backoffLimit 0" in summary_
     assert "nvidia.com/gpu 8" in summary_ and "nvidia.com/gpu.product=NVIDIA-H20" in summary_
-    assert len(summary_.splitlines()) <= 8
+    # What is rendered for the end: the GPU workers at once, the head after the TTL.
+    assert "when it ends: deletionRules: DeleteWorkers at once, DeleteCluster after 3600 s" in summary_
+    assert "jobDeploymentStatus Failed" in summary_
+    assert len(summary_.splitlines()) <= 9
 
 
 def test_demo_with_a_missing_file_fails_cleanly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

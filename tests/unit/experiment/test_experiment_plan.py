@@ -206,3 +206,65 @@ def test_replica_job_names_must_fit() -> None:
     assert any(
         p.path == "spec.variants[0].name" and "-r<k> must be at most 63" in p.message for p in problems
     ), problems
+
+
+def _ended(phase: str, released: bool) -> dict[str, Any]:
+    """A finished variant whose one attempt ended; its GPU workers seen gone (released) or not yet."""
+    child = _child(
+        phase, 150 if phase == "Succeeded" else 12, None if phase == "Succeeded" else "TrainerFailed"
+    )
+    attempt = {"attempt": 1, "startTime": T0, "endTime": T1}
+    if released:
+        attempt["releaseTime"] = T1
+    child["status"]["attempts"] = [attempt]
+    return child
+
+
+def test_the_next_variant_waits_until_the_previous_ones_gpus_are_released() -> None:
+    running = plan(_experiment(1), {"x-blockwise-fp8": _child("Running", 40)}, T0)
+    waiting = running.status.variants[1]
+    assert (waiting.phase, waiting.reason) == ("Waiting", "WaitingForSlot")
+    assert "x-blockwise-fp8" in (waiting.message or "")
+    for phase in ("Succeeded", "Failed"):
+        # The run ended, its GPU workers are still there: the next variant is not created (it could
+        # not be scheduled, and its startup deadline would count the wait).
+        held = plan(_experiment(1, running.status.to_wire()), {"x-blockwise-fp8": _ended(phase, False)}, T1)
+        assert held.create == []
+        blocked = held.status.variants[1]
+        assert (blocked.phase, blocked.reason) == ("Waiting", "WaitingForGPUs")
+        assert "GPUs of blockwise-fp8 (x-blockwise-fp8)" in (blocked.message or "")
+        assert "channel-fp8 waits for the GPUs of blockwise-fp8" in (held.status.message or "")
+        # Its GPU workers seen gone: the next variant starts.
+        freed = plan(_experiment(1, held.status.to_wire()), {"x-blockwise-fp8": _ended(phase, True)}, T1)
+        assert [j.name for j in freed.create] == ["x-channel-fp8"]
+
+
+def test_variant_transitions_are_events() -> None:
+    first = plan(_experiment(1), {}, T0)
+    assert [(e.type, e.reason, e.message.split(":")[0]) for e in first.events] == [
+        ("Normal", "VariantStarted", "blockwise-fp8"),
+        ("Normal", "VariantWaiting", "channel-fp8"),
+        ("Normal", "VariantWaiting", "bf16"),
+    ]
+    assert "x-blockwise-fp8" in first.events[0].message
+    assert (
+        first.status.variants[1].message
+        == "waits for a slot (spec.parallelism 1): blockwise-fp8 (x-blockwise-fp8) runs"
+    )
+    running = plan(_experiment(1, first.status.to_wire()), {"x-blockwise-fp8": _child("Running", 4)}, T0)
+    assert running.events == ()  # still waiting for the same thing: no new Event
+    again = plan(_experiment(1, running.status.to_wire()), {"x-blockwise-fp8": _child("Running", 5)}, T0)
+    assert again.events == ()  # nothing changed: no Event
+    held = plan(_experiment(1, again.status.to_wire()), {"x-blockwise-fp8": _ended("Succeeded", False)}, T1)
+    reasons = sorted(e.reason for e in held.events)
+    assert reasons == ["VariantFinished", "VariantWaiting", "VariantWaiting"]
+    freed = plan(_experiment(1, held.status.to_wire()), {"x-blockwise-fp8": _ended("Succeeded", True)}, T1)
+    assert [e.reason for e in freed.events] == ["VariantStarted", "VariantWaiting"]
+    failed = plan(
+        _experiment(1, freed.status.to_wire()),
+        {"x-blockwise-fp8": _ended("Succeeded", True), "x-channel-fp8": _ended("Failed", False)},
+        T1,
+    )
+    assert [(e.type, e.reason) for e in failed.events if e.reason == "VariantFailed"] == [
+        ("Warning", "VariantFailed")
+    ]

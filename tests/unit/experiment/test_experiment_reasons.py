@@ -23,12 +23,12 @@ NAMES = ("x-blockwise-fp8", "x-channel-fp8", "x-bf16")
 SOURCES = sorted(Path(experiment_package.__file__).parent.glob("*.py"))
 
 
-def _experiment(status: dict[str, Any] | None = None) -> FlashRLExperiment:
+def _experiment(status: dict[str, Any] | None = None, parallelism: int | None = None) -> FlashRLExperiment:
     raw: dict[str, Any] = {
         "apiVersion": API_VERSION,
         "kind": EXPERIMENT_KIND,
         "metadata": {"name": "x", "namespace": "rl", "uid": "u", "generation": 1},
-        "spec": {},
+        "spec": {} if parallelism is None else {"parallelism": parallelism},
     }
     if status is not None:
         raw["status"] = status
@@ -43,7 +43,7 @@ def _child(phase: str) -> dict[str, Any]:
 
 
 def _reasons(status: FlashRLExperimentStatus) -> set[str]:
-    found = {c.reason for c in status.conditions}
+    found = {c.reason for c in status.conditions} | {v.reason for v in status.variants if v.reason}
     return found | ({status.reason} if status.reason else set())
 
 
@@ -59,6 +59,19 @@ def test_the_status_reasons_are_members() -> None:
         children = {name: _child(phase) for name, phase in zip(NAMES, phases, strict=True) if phase}
         seen |= _reasons(plan(_experiment(), children, NOW).status)
     seen |= _reasons(invalid_status({"generation": 1}, ["spec.variants: bad"], NOW))
+    # One at a time (spec.parallelism 1): waiting for a slot, then for a finished variant's GPUs; and
+    # the Events of each variant's transitions on the way.
+    one = _experiment({}, parallelism=1)
+    first = plan(one, {}, NOW)
+    running = plan(_experiment(first.status.to_wire(), 1), {NAMES[0]: _child("Running")}, NOW)
+    ended = _child("Failed")
+    ended["status"]["attempts"] = [{"attempt": 1, "startTime": NOW, "endTime": NOW}]
+    held = plan(_experiment(running.status.to_wire(), 1), {NAMES[0]: ended}, NOW)
+    ended["status"]["attempts"][0]["releaseTime"] = NOW
+    done = {NAMES[0]: ended, NAMES[1]: _child("Succeeded")}
+    freed = plan(_experiment(held.status.to_wire(), 1), done, NOW)
+    for step in (first, running, held, freed):
+        seen |= _reasons(step.status) | {e.reason for e in step.events}
     # A variant whose job was created and then deleted.
     before = plan(_experiment(), {NAMES[0]: _child("Running")}, NOW).status.to_wire()
     gone = plan(_experiment(before), {}, NOW).status

@@ -42,6 +42,7 @@ from flashrl_operator.job.step import (
     release_checks,
 )
 from flashrl_operator.render import Child, attempt_ray_job_name, render
+from flashrl_operator.render.rayjob import deletion_rules
 from flashrl_operator.vocab import kuberay
 from flashrl_operator.vocab.kinds import PERSISTENT_VOLUME_CLAIM
 
@@ -218,7 +219,8 @@ def test_a_drifted_child_is_restored_and_a_drifted_rayjob_merge_patched() -> Non
     cm = children(job)["ConfigMap"].body
     assert applied(step) == [
         ("ConfigMap", "restore", {"data": cm["data"]}),
-        ("RayJob", "merge", {"spec": {"ttlSecondsAfterFinished": 3600}}),
+        # With the deletion rules the RayJob's own TTL stays 0 (KubeRay refuses it beside them).
+        ("RayJob", "merge", {"spec": {"ttlSecondsAfterFinished": 0}}),
     ]
     assert step.status.phase == "Running" and step.events == ()
 
@@ -544,9 +546,25 @@ def test_once_staged_the_claims_are_not_read_and_the_job_not_looked_at() -> None
 def test_suspend_then_resume() -> None:
     job = make_job({"lifecycle": {"suspend": True}})
     live = as_live(job, running(), RayJob=ray_status("Running", "RUNNING"))
-    live["RayJob"]["spec"]["suspend"] = False
+    # The RayJob as rendered before the suspend was asked for.
+    live["RayJob"]["spec"] = as_live(make_job(), running())["RayJob"]["spec"]
     asked = next_step(observe(job, running(), live=live))
-    assert applied(asked) == [("RayJob", "merge", {"spec": {"suspend": True}})]
+    # KubeRay refuses a suspended RayJob without shutdownAfterJobFinishes, which excludes the
+    # deletion rules: the same patch switches the teardown to the whole-cluster TTL.
+    assert applied(asked) == [
+        (
+            "RayJob",
+            "merge",
+            {
+                "spec": {
+                    "suspend": True,
+                    "shutdownAfterJobFinishes": True,
+                    "ttlSecondsAfterFinished": 3600,
+                    "deletionStrategy": None,
+                }
+            },
+        )
+    ]
     assert asked.status.phase == "Running"  # until KubeRay deletes the cluster
 
     suspended_live = as_live(job, running(), RayJob=ray_status("Suspended"))
@@ -568,7 +586,20 @@ def test_suspend_then_resume() -> None:
     previous = {**running(), **suspended.status_patch}
     resumed_live = {**as_live(resumed_job, previous), "RayJob": suspended_live["RayJob"]}
     resumed = next_step(observe(resumed_job, previous, live=resumed_live))
-    assert applied(resumed) == [("RayJob", "merge", {"spec": {"suspend": False}})]
+    assert applied(resumed) == [
+        (
+            "RayJob",
+            "merge",
+            {
+                "spec": {
+                    "suspend": False,
+                    "shutdownAfterJobFinishes": False,
+                    "ttlSecondsAfterFinished": 0,
+                    "deletionStrategy": {"deletionRules": deletion_rules(3600)},
+                }
+            },
+        )
+    ]
     assert resumed.status.attempt == 1 and resumed.delete == ()
 
 
@@ -805,3 +836,23 @@ def test_decide_phase_runs_once_per_step(monkeypatch: pytest.MonkeyPatch) -> Non
         calls.clear()
         next_step(observed)
         assert len(calls) == 1, calls
+
+
+def test_a_final_failure_keeps_its_wording_on_later_reconciles() -> None:
+    """The retry policy words the end once ("(not retryable)"); a resync, or KubeRay deleting the
+    workers (a RayCluster event), must not reword it from the RayJob alone."""
+    job = make_job({"lifecycle": {"maxRestarts": 3}})
+    line = "checkpoint directory /checkpoints/x is not writable: Read-only file system (OSError errno 30)"
+    ended = ray_status(
+        "Failed",
+        "FAILED",
+        reason="AppFailed",
+        message=f"Job entrypoint command failed with exit code 73, last logs:\nflashrl-launch: {line}",
+    )
+    first = next_step(observe(job, running(), live=as_live(job, running(), RayJob=ended)))
+    assert (first.status.phase, first.status.reason) == ("Failed", "CheckpointUnwritable")
+    assert first.status.message.endswith("(not retryable)")
+    previous = {**running(), **first.status_patch}
+    again = next_step(observe(job, previous, live=as_live(job, previous, RayJob=ended)))
+    assert (again.status.reason, again.status.message) == (first.status.reason, first.status.message)
+    assert "message" not in again.status_patch and "reason" not in again.status_patch

@@ -235,8 +235,21 @@ def test_ray_job_lifecycle_defaults() -> None:
         "/etc/flashrl/flashrljob.yaml",
     ]
     assert spec["submissionMode"] == "K8sJobMode"
-    assert spec["shutdownAfterJobFinishes"] is True
-    assert spec["ttlSecondsAfterFinished"] == 3600
+    # When the Ray job ends its GPU workers go at once; the head (logs, dashboard) stays for the TTL.
+    assert spec["shutdownAfterJobFinishes"] is False
+    assert spec["ttlSecondsAfterFinished"] == 0
+    rules = spec["deletionStrategy"]["deletionRules"]
+    by_end = {}
+    for rule in rules:
+        condition = dict(rule["condition"])
+        ttl = condition.pop("ttlSeconds")
+        by_end.setdefault(tuple(condition.items()), {})[rule["policy"]] = ttl
+    assert by_end == {
+        (("jobStatus", "SUCCEEDED"),): {"DeleteWorkers": 0, "DeleteCluster": 3600},
+        (("jobStatus", "FAILED"),): {"DeleteWorkers": 0, "DeleteCluster": 3600},
+        # A RayJob failed before its Ray job ran (startup deadline) has no jobStatus.
+        (("jobDeploymentStatus", "Failed"),): {"DeleteWorkers": 0, "DeleteCluster": 3600},
+    }
     assert spec["preRunningDeadlineSeconds"] == 1800
     assert spec["backoffLimit"] == 0
     assert spec["suspend"] is False
@@ -262,7 +275,10 @@ def test_ray_job_lifecycle_from_spec() -> None:
         )
     )["spec"]
     assert spec["suspend"] is True
+    # KubeRay refuses suspend without shutdownAfterJobFinishes, which excludes the deletion rules.
+    assert spec["shutdownAfterJobFinishes"] is True
     assert spec["ttlSecondsAfterFinished"] == 0
+    assert "deletionStrategy" not in spec
     assert spec["activeDeadlineSeconds"] == 86400
     assert spec["preRunningDeadlineSeconds"] == 600
     # The operator retries (maxRestarts) with a new RayJob per attempt; KubeRay never does.
@@ -280,7 +296,9 @@ def test_kueue_queue_labels_and_suspends() -> None:
     assert rj["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
     # Kueue admits by clearing suspend; the renderer must hand it a suspended job.
     assert rj["spec"]["suspend"] is True
-    assert rj["spec"]["shutdownAfterJobFinishes"] is True
+    assert rj["spec"]["shutdownAfterJobFinishes"] is True  # Kueue's webhook requires it
+    assert rj["spec"]["ttlSecondsAfterFinished"] == 3600
+    assert "deletionStrategy" not in rj["spec"]
     assert "rayClusterSpec" in rj["spec"]
     assert all(g["groupName"] != "head" for g in rj["spec"]["rayClusterSpec"]["workerGroupSpecs"])
     assert head_pod(job)["priorityClassName"] == "rl-high"

@@ -180,13 +180,27 @@ def test_rayjob_validates_against_the_kuberay_crd(case: str) -> None:
     assert schema_errors(rendered(case)["RayJob"]) == []
 
 
+#: CEL-guarded paths the renderer sets on purpose, each with the CRD's rules restated and checked below.
+CEL_CHECKED: tuple[tuple[str, ...], ...] = (
+    ("spec", "deletionStrategy"),
+    ("spec", "deletionStrategy", "deletionRules", "*", "condition"),
+)
+
+
 @pytest.mark.parametrize("case", CASES)
 def test_rayjob_sets_no_field_guarded_by_cel(case: str) -> None:
-    # CEL rules are not evaluated here; this proves none of them can apply to what we render.
+    # CEL rules are not evaluated here; this proves none but the deletion strategy's can apply to what
+    # we render, and restates those: rules without legacy onSuccess/onFailure, one status per condition.
     rayjob = rendered(case)["RayJob"]
     guarded = sorted(set(cel_guarded_paths(rayjob_crd_schema())))
     assert guarded, "the CRD was expected to carry some CEL rules"
-    assert [p for p in guarded if present(rayjob, p)] == []
+    assert set(CEL_CHECKED) <= set(guarded)
+    assert [p for p in guarded if present(rayjob, p) and p not in CEL_CHECKED] == []
+    strategy = rayjob["spec"].get("deletionStrategy")
+    if strategy is not None:
+        assert set(strategy) == {"deletionRules"} and strategy["deletionRules"]
+        for rule in strategy["deletionRules"]:
+            assert ("jobStatus" in rule["condition"]) != ("jobDeploymentStatus" in rule["condition"])
 
 
 def worker_container(rayjob: dict[str, Any]) -> dict[str, Any]:
@@ -265,13 +279,34 @@ def kuberay_and_kueue_problems(rayjob: dict[str, Any]) -> list[str]:
             problems.append(f"{key} must be > 0")
     if spec.get("backoffLimit", 0) < 0:
         problems.append("backoffLimit must be >= 0")
+    if not spec.get("shutdownAfterJobFinishes") and spec.get("ttlSecondsAfterFinished", 0) > 0:
+        problems.append("ttlSecondsAfterFinished needs shutdownAfterJobFinishes")
     if "deletionStrategy" in spec and spec.get("shutdownAfterJobFinishes"):
         problems.append("deletionRules exclude shutdownAfterJobFinishes")
+    ttls: dict[tuple[str, str], dict[str, int]] = {}
+    for rule in (spec.get("deletionStrategy") or {}).get("deletionRules", []):
+        condition = rule["condition"]
+        if ("jobStatus" in condition) == ("jobDeploymentStatus" in condition):
+            problems.append("a deletion condition names exactly one of jobStatus, jobDeploymentStatus")
+            continue
+        key = (
+            ("jobStatus", condition["jobStatus"])
+            if "jobStatus" in condition
+            else ("jobDeploymentStatus", condition["jobDeploymentStatus"])
+        )
+        if rule["policy"] in ttls.setdefault(key, {}):
+            problems.append(f"duplicate deletion rule {rule['policy']} for {key}")
+        ttls[key][rule["policy"]] = condition.get("ttlSeconds", 0)
+    for key, by_policy in ttls.items():
+        order = [by_policy[p] for p in ("DeleteWorkers", "DeleteCluster", "DeleteSelf") if p in by_policy]
+        if order != sorted(order):
+            problems.append(f"deletion TTLs for {key} must be Workers <= Cluster <= Self")
     cluster = spec.get("rayClusterSpec")
     if cluster is None or "clusterSelector" in spec:
         problems.append("Kueue needs rayClusterSpec and no clusterSelector")
         return problems
-    if not spec.get("shutdownAfterJobFinishes"):
+    queued = "kueue.x-k8s.io/queue-name" in (rayjob["metadata"].get("labels") or {})
+    if queued and not spec.get("shutdownAfterJobFinishes"):
         problems.append("Kueue: a kueue managed job should delete the cluster after finishing")
     if cluster.get("enableInTreeAutoscaling"):
         problems.append("Kueue forbids the in-tree autoscaler")
@@ -304,7 +339,9 @@ def test_admission_rules_catch_a_bad_rayjob() -> None:
     rayjob["spec"]["shutdownAfterJobFinishes"] = False
     rayjob["spec"]["suspend"] = True
     rayjob["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["groupName"] = "head"
-    assert len(kuberay_and_kueue_problems(rayjob)) == 3
+    rayjob["spec"]["ttlSecondsAfterFinished"] = 60
+    rayjob["spec"]["deletionStrategy"]["deletionRules"][0]["condition"]["ttlSeconds"] = 7200
+    assert len(kuberay_and_kueue_problems(rayjob)) == 4
 
 
 # --- core objects with kubernetes-validate --------------------------------------------------------

@@ -3,7 +3,13 @@
 Given the experiment and the variants' FlashRLJobs as last read from the API server, :func:`plan`
 returns the jobs to create now (all of them, or as many as ``spec.parallelism`` leaves room for,
 in the variants' order) and the experiment's status. A finished variant frees its slot whether it
-succeeded or failed: the others still answer the comparison, and the status says which failed.
+succeeded or failed (the others still answer the comparison, and the status says which failed), but
+only once its GPUs are released: its FlashRLJob's ended attempts all carry ``releaseTime`` (the job
+reconciler saw their GPU worker pods gone). A variant created while the previous one's workers still
+hold the GPUs could not be scheduled, and its startup deadline (``startupTimeoutSeconds``, KubeRay's
+``preRunningDeadlineSeconds``) would count a queue instead of a start: it would fail for lack of
+capacity. Waiting variants say what they wait for (reason and message), and each variant's
+transitions become Events on the experiment (:func:`variant_events`).
 
 With Kueue (``scheduling.queueName`` in the template) and no parallelism, every job is created at
 once and each waits, suspended, for Kueue to admit it; Kueue decides what runs together.
@@ -37,11 +43,80 @@ ACTIVE: Final = frozenset({"Starting", "Running"})
 
 
 @dataclass(frozen=True)
+class VariantEvent:
+    """An Event to post on the experiment about one variant's transition."""
+
+    type: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
 class Plan:
-    """The jobs to create now and the status to write."""
+    """The jobs to create now, the status to write, and the Events to post after it is written."""
 
     create: list[FlashRLJob]
     status: FlashRLExperimentStatus
+    events: tuple[VariantEvent, ...] = ()
+
+
+def gpus_held(child: Mapping[str, Any] | None) -> bool:
+    """Whether a variant's FlashRLJob has an ended attempt whose GPU workers were not seen gone yet
+    (``status.attempts[]`` with ``endTime`` and no ``releaseTime``)."""
+    attempts = ((child or {}).get("status") or {}).get("attempts") or []
+    return any(isinstance(a, Mapping) and a.get("endTime") and not a.get("releaseTime") for a in attempts)
+
+
+def _names(statuses: Sequence[VariantStatus]) -> str:
+    return ", ".join(f"{s.name} ({s.job_name})" for s in statuses)
+
+
+def variant_events(
+    before: Sequence[VariantStatus], after: Sequence[VariantStatus], created: set[str]
+) -> tuple[VariantEvent, ...]:
+    """The variants' transitions between the status last written and the new one, as Events: started
+    (its FlashRLJob created), waiting (a new reason to wait), finished, failed."""
+    old = {v.name: v for v in before}
+    events = []
+    for now in after:
+        was = old.get(now.name)
+        if now.job_name in created:
+            events.append(
+                VariantEvent(
+                    "Normal",
+                    ExperimentReason.VARIANT_STARTED,
+                    f"{now.name}: created FlashRLJob {now.job_name}",
+                )
+            )
+        elif now.phase == "Waiting" and now.reason and (was is None or was.reason != now.reason):
+            events.append(
+                VariantEvent(
+                    "Normal", ExperimentReason.VARIANT_WAITING, f"{now.name}: {now.message or now.reason}"
+                )
+            )
+        elif was is not None and was.phase != now.phase and now.phase == "Succeeded":
+            events.append(
+                VariantEvent(
+                    "Normal",
+                    ExperimentReason.VARIANT_FINISHED,
+                    f"{now.name}: FlashRLJob {now.job_name} Succeeded"
+                    + (
+                        f" at step {now.step}/{now.total_steps}"
+                        if now.step is not None and now.total_steps
+                        else ""
+                    ),
+                )
+            )
+        elif was is not None and was.phase != now.phase and now.phase == "Failed":
+            events.append(
+                VariantEvent(
+                    "Warning",
+                    ExperimentReason.VARIANT_FAILED,
+                    f"{now.name}: FlashRLJob {now.job_name} Failed"
+                    + (f" ({now.reason})" if now.reason else ""),
+                )
+            )
+    return tuple(events)
 
 
 def _variant_status(name: str, replica: int, job_name: str, child: Mapping[str, Any] | None) -> VariantStatus:
@@ -105,6 +180,9 @@ def experiment_status(
         )
     else:
         reason, message = ExperimentReason.WAITING_FOR_VARIANTS, "no variant is running yet"
+    waiting = next((v for v in variants if v.phase == "Waiting" and v.message), None)
+    if waiting is not None:
+        message += f"; {waiting.name} {waiting.message}"
     previous = experiment.status.conditions if experiment.status is not None else []
     conditions = [
         _condition("Accepted", True, ExperimentReason.ACCEPTED, f"{len(variants)} variants", now, previous)
@@ -160,15 +238,47 @@ def plan(
         statuses.append(status)
     statuses = with_goodput(statuses, jobs, children)
     limit = experiment.spec.parallelism or len(jobs)
-    busy = sum(1 for s in statuses if s.phase not in TERMINAL and s.phase != "Waiting")
+    running = [s for s in statuses if s.phase not in TERMINAL and s.phase != "Waiting"]
+    # A finished variant whose GPU workers are not gone yet still occupies its slot.
+    holding = [
+        s
+        for s in statuses
+        if s.phase in TERMINAL and s.job_name is not None and gpus_held(children.get(s.job_name))
+    ]
+    busy = len(running) + len(holding)
     create: list[FlashRLJob] = []
+    waits: dict[str, tuple[str, str]] = {}
+    starting: list[VariantStatus] = []
     for job, status in zip(jobs, statuses, strict=True):
-        if status.phase == "Waiting" and busy + len(create) < limit:
+        if status.phase != "Waiting":
+            continue
+        if busy + len(create) < limit:
             create.append(job)
+            starting.append(status)
+        elif len(running) + len(create) < limit:
+            waits[status.name] = (
+                ExperimentReason.WAITING_FOR_GPUS,
+                f"waits for the GPUs of {_names(holding)}: its Ray job ended and its GPU workers are not "
+                "deleted yet",
+            )
+        else:
+            waits[status.name] = (
+                ExperimentReason.WAITING_FOR_SLOT,
+                f"waits for a slot (spec.parallelism {limit}): {_names(running + starting + holding)} "
+                + ("runs" if len(running + starting + holding) == 1 else "run"),
+            )
     # A job about to be created is Pending, not Waiting, in the status written with it.
     created = {job.name for job in create}
-    shown = [s.model_copy(update={"phase": "Pending"}) if s.job_name in created else s for s in statuses]
-    return Plan(create, experiment_status(experiment, shown, now))
+    shown = []
+    for s in statuses:
+        if s.job_name in created:
+            s = s.model_copy(update={"phase": "Pending"})
+        elif s.name in waits and s.phase == "Waiting" and s.reason != ExperimentReason.JOB_NAME_TAKEN:
+            reason, message = waits[s.name]
+            s = s.model_copy(update={"reason": reason, "message": message})
+        shown.append(s)
+    previous = experiment.status.variants if experiment.status is not None else []
+    return Plan(create, experiment_status(experiment, shown, now), variant_events(previous, shown, created))
 
 
 def controlled_by(job: Mapping[str, Any], uid: str | None) -> bool:
@@ -208,4 +318,14 @@ def invalid_status(
     )
 
 
-__all__ = ["Plan", "controlled_by", "experiment_status", "invalid_status", "name_taken", "plan"]
+__all__ = [
+    "Plan",
+    "VariantEvent",
+    "controlled_by",
+    "experiment_status",
+    "gpus_held",
+    "invalid_status",
+    "name_taken",
+    "plan",
+    "variant_events",
+]

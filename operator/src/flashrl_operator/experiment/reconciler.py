@@ -4,8 +4,9 @@ One reconcile of an experiment reads it and its FlashRLJobs (by the ``flashrl.de
 label, kept only when they are owned by this experiment's uid), asks :func:`experiment_plan.plan`
 what to create and what the status is, creates the missing jobs by server-side apply (owned by the
 experiment: Kubernetes' garbage collector deletes them with it), and writes the status when it
-changed. Triggers: the experiment's own events, any event of one of its jobs (a variant finishing
-starts the next one under ``spec.parallelism``), and the operator's periodic resync.
+changed, then posts an Event per variant transition (started, waiting, finished, failed). Triggers:
+the experiment's own events, any event of one of its jobs (a variant's GPUs released starts the next
+one under ``spec.parallelism``), and the operator's periodic resync.
 
 :class:`HistoryRecorder` keeps each job's ``<job>-metrics`` ConfigMap (:mod:`flashrl_api.history`)
 up to date from the ``status.metrics`` the launcher reports: one apply per new step at most, none
@@ -131,6 +132,9 @@ class ExperimentReconciler:
                     "message": f"FlashRLJob {job.name}: {exc}",
                 }
         await self._write_status(raw, status)
+        # Events after the status: a variant's transition is posted once the status holds it.
+        for event in decided.events:
+            await self._kube.create_event(raw, event.type, event.reason, event.message)
 
     @staticmethod
     def _taken(status: dict[str, Any], job_name: str, live: Mapping[str, Any]) -> dict[str, Any]:

@@ -91,6 +91,7 @@ RAY_JOB_SPEC_FIELDS: tuple[str, ...] = (
     "submitterPodTemplate",
     "shutdownAfterJobFinishes",
     "ttlSecondsAfterFinished",
+    "deletionStrategy",
     "preRunningDeadlineSeconds",
     "activeDeadlineSeconds",
     "backoffLimit",

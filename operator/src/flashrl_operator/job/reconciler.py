@@ -447,17 +447,29 @@ class Reconciler:
         return replace(seen, ray_cluster=cluster, pod_problems=problems, reported=reported, released=released)
 
     async def _released(self, seen: Observed) -> tuple[int, ...]:
-        """Ended attempts whose Ray cluster is gone (their GPUs released): a LIST by KubeRay's label each."""
+        """Ended attempts whose GPUs are released: their Ray cluster gone, or (KubeRay's deletion rules
+        keep the head for the TTL) its worker groups suspended and no worker pod left. A LIST by
+        KubeRay's label each, and one of the worker pods per remaining cluster."""
         assert seen.job is not None
         released = []
         for attempt, ray_job_name in release_checks(seen.job, seen.previous):
             selector = f"{kuberay.ORIGINATED_FROM_NAME}={ray_job_name}"
             try:
                 clusters = await self._kube.list_objects(kuberay.RAY_CLUSTER, seen.namespace, selector)
+                holding = [c for c in clusters if not kuberay.worker_groups_suspended(c)]
+                for cluster in clusters if not holding else ():
+                    name = str((cluster.get("metadata") or {}).get("name") or "")
+                    if await self._kube.list_objects(POD, seen.namespace, kuberay.worker_selector(name)):
+                        holding.append(cluster)
+                        break
             except RejectedError as exc:
-                self._refused_once("list RayClusters", exc, "goodput counts teardown until the next attempt")
+                self._refused_once(
+                    "list RayClusters and their worker pods",
+                    exc,
+                    "goodput counts GPUs held after the end until the next attempt",
+                )
                 break
-            if not clusters:
+            if not holding:
                 released.append(attempt)
         return tuple(released)
 

@@ -697,6 +697,15 @@ def next_step(o: Observed) -> Step:
         guard=guard_observation(job.spec.correction.guard, previous),
     )
     verdict = decide_phase(obs)
+    if final and verdict.phase == previous.get("phase") and previous.get("reason"):
+        # The end was judged when the job ended (the retry policy's verdict: NoProgress, "(not
+        # retryable)"); later reconciles (a resync, KubeRay deleting the workers) read only the RayJob
+        # and must not re-judge it.
+        verdict = replace(
+            verdict,
+            reason=str(previous["reason"]),
+            message=str(previous.get("message") or verdict.message),
+        )
     outcome = AttemptOutcome(obs, verdict)
     if not final and rejected is None and not plan.conflicts:
         outcome = attempt_outcome(o, obs, verdict, attempts, deleted=plan.deleted, waiting=waiting)

@@ -25,8 +25,17 @@ SPEC_ANNOTATION: Final = "flashrl.dev/spec"
 #: FlashRLJob spec fields that may change on a running job (one list, in the API: the CRD's transition
 #: rules refuse changes to every other field at admission; this module is the second line).
 MUTABLE_SPEC_FIELDS: Final = API_MUTABLE_SPEC_FIELDS
-#: The RayJob fields they feed.
-RAY_JOB_MUTABLE_KEYS: Final = ("suspend", "activeDeadlineSeconds", "ttlSecondsAfterFinished")
+#: The RayJob fields they feed. ``lifecycle.suspend`` also switches the teardown fields (KubeRay
+#: refuses a suspended RayJob without ``shutdownAfterJobFinishes``, and that excludes the deletion
+#: rules: :func:`flashrl_operator.render.rayjob.teardown`); ``lifecycle.ttlSecondsAfterFinished`` is the
+#: deletion rules' DeleteCluster TTL.
+RAY_JOB_MUTABLE_KEYS: Final = (
+    "suspend",
+    "activeDeadlineSeconds",
+    "shutdownAfterJobFinishes",
+    "ttlSecondsAfterFinished",
+    "deletionStrategy",
+)
 
 _METADATA_KEYS: Final = ("labels", "annotations", "ownerReferences")
 

@@ -3,8 +3,15 @@
 One RayJob owns one RayCluster: a CPU-only head (GCS, dashboard, and the launcher as the Ray driver)
 and a single GPU worker group. verl's hybrid engine places SGLang rollout and the FSDP trainer on the
 same GPUs and swaps between them at every weight sync, so there is no separate rollout group.
-The shape also satisfies Kueue: the cluster is shut down when the job finishes, ``rayClusterSpec`` is
-inline, autoscaling is off and no worker group is called ``head``.
+The shape also satisfies Kueue: ``rayClusterSpec`` is inline, autoscaling is off and no worker group
+is called ``head``.
+
+When the Ray job ends its GPU workers go at once and the CPU head (its logs, the dashboard) stays for
+``lifecycle.ttlSecondsAfterFinished``: KubeRay's ``deletionStrategy.deletionRules`` (see
+:func:`deletion_rules`). KubeRay refuses those rules beside ``shutdownAfterJobFinishes`` and refuses
+``suspend`` without ``shutdownAfterJobFinishes``, so a suspended or Kueue-queued RayJob (Kueue's webhook
+also requires ``shutdownAfterJobFinishes``) is rendered with the whole-cluster TTL instead
+(:func:`teardown`).
 """
 
 from __future__ import annotations
@@ -93,6 +100,58 @@ def ray_cluster_spec(job: FlashRLJob, attempt: AttemptContext | None = None) -> 
     }
 
 
+def deletion_rules(ttl_seconds: int) -> list[dict[str, Any]]:
+    """KubeRay deletion rules: the workers at once, the whole cluster ``ttl_seconds`` after the end.
+
+    One pair per end KubeRay's CRD can name: ``jobStatus`` SUCCEEDED or FAILED, and
+    ``jobDeploymentStatus: Failed`` for a RayJob that failed before its Ray job ran (no ``jobStatus``:
+    a startup deadline, a failed submission) or was failed by ``activeDeadlineSeconds``. KubeRay
+    requires the workers' TTL not to exceed the cluster's for one condition (0 <= ttl holds).
+    """
+    conditions: list[dict[str, str]] = [
+        {"jobStatus": str(status)} for status in kuberay.DELETION_JOB_STATUSES
+    ]
+    conditions += [{"jobDeploymentStatus": str(status)} for status in kuberay.DELETION_DEPLOYMENT_STATUSES]
+    rules: list[dict[str, Any]] = []
+    for condition in conditions:
+        rules.append(
+            {
+                "policy": str(kuberay.DeletionPolicy.DELETE_WORKERS),
+                "condition": {**condition, "ttlSeconds": 0},
+            }
+        )
+        rules.append(
+            {
+                "policy": str(kuberay.DeletionPolicy.DELETE_CLUSTER),
+                "condition": {**condition, "ttlSeconds": ttl_seconds},
+            }
+        )
+    return rules
+
+
+def teardown(ttl_seconds: int, *, suspend: bool) -> dict[str, Any]:
+    """The RayJob fields that say what happens to the Ray cluster when the Ray job ends.
+
+    Not suspended: ``deletionRules`` (GPU workers at once, the head after ``ttl_seconds``), with
+    ``shutdownAfterJobFinishes: false`` and ``ttlSecondsAfterFinished: 0`` written out (KubeRay refuses
+    either beside the rules; 0 is the CRD's default, so the live object compares equal). Suspended (by
+    ``lifecycle.suspend`` or a Kueue queue): KubeRay and Kueue require ``shutdownAfterJobFinishes``,
+    which excludes the rules, so the whole cluster goes ``ttl_seconds`` after the end; ``deletionStrategy``
+    is ``None`` so that a merge patch removes it when a running job is suspended.
+    """
+    if suspend:
+        return {
+            "shutdownAfterJobFinishes": True,
+            "ttlSecondsAfterFinished": ttl_seconds,
+            "deletionStrategy": None,
+        }
+    return {
+        "shutdownAfterJobFinishes": False,
+        "ttlSecondsAfterFinished": 0,
+        "deletionStrategy": {"deletionRules": deletion_rules(ttl_seconds)},
+    }
+
+
 def attempt_ray_job_name(job: FlashRLJob, attempt: int) -> str:
     """Attempt 1 keeps the job's RayJob name; attempt ``k`` appends ``-k`` (hash-shortened to fit)."""
     base = child_names(job).ray_job
@@ -106,8 +165,9 @@ def attempt_ray_job_name(job: FlashRLJob, attempt: int) -> str:
 
 
 def ray_job(job: FlashRLJob, attempt: AttemptContext | None = None) -> dict[str, Any]:
-    """The RayJob of one attempt: submits :data:`ENTRYPOINT` once the cluster is ready, then tears the
-    cluster down. ``backoffLimit`` is 0: the operator decides about retries, each a new RayJob.
+    """The RayJob of one attempt: submits :data:`ENTRYPOINT` once the cluster is ready; when it ends,
+    the GPU workers go at once and the head after the TTL (:func:`teardown`).
+    ``backoffLimit`` is 0: the operator decides about retries, each a new RayJob.
 
     Annotated with the immutable part of the spec (:data:`~flashrl_operator.render.children.SPEC_ANNOTATION`).
     """
@@ -117,15 +177,19 @@ def ray_job(job: FlashRLJob, attempt: AttemptContext | None = None) -> dict[str,
     extra_labels = {ATTEMPT_LABEL: str(attempt.attempt)}
     if queue is not None:
         extra_labels[KUEUE_QUEUE_LABEL] = queue
+    # With a queue, Kueue owns suspend: created suspended, admitted by clearing it.
+    suspend = True if queue is not None else lifecycle.suspend
     spec: dict[str, Any] = {
         "entrypoint": entrypoint(job),
         "submissionMode": "K8sJobMode",
-        "shutdownAfterJobFinishes": True,
-        "ttlSecondsAfterFinished": lifecycle.ttl_seconds_after_finished,
+        **{
+            key: value
+            for key, value in teardown(lifecycle.ttl_seconds_after_finished, suspend=suspend).items()
+            if value is not None
+        },
         "preRunningDeadlineSeconds": lifecycle.startup_timeout_seconds,
         "backoffLimit": 0,
-        # With a queue, Kueue owns suspend: created suspended, admitted by clearing it.
-        "suspend": True if queue is not None else lifecycle.suspend,
+        "suspend": suspend,
         "rayClusterSpec": ray_cluster_spec(job, attempt),
         # Our own submitter pod instead of KubeRay's default, which would pull the trainer image
         # without the job's image pull Secrets and run without a security context (render/pod.py).

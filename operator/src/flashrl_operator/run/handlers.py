@@ -453,6 +453,23 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
         if owner is not None and ctx.reconciler is not None:
             ctx.require_intake().submit(namespace or "default", owner, None)
 
+    @kopf.on.event(
+        kuberay.GROUP,
+        kuberay.VERSION,
+        kuberay.RAY_CLUSTER.plural,
+        labels={MANAGED_BY_LABEL: MANAGED_BY},
+        registry=registry,
+    )
+    async def ray_cluster_event(body: kopf.Body, type: str | None, namespace: str | None, **_: Any) -> None:
+        # KubeRay deletes a finished RayJob's workers (its deletion rules) without changing the RayJob:
+        # the cluster's changes and deletion are when the job's GPUs are seen released (goodput, and the
+        # experiment's next variant). KubeRay copies the RayJob's labels, ours included, to it.
+        if type not in ("MODIFIED", "DELETED"):
+            return
+        owner = ((body.get("metadata") or {}).get("labels") or {}).get(JOB_LABEL)
+        if owner and ctx.reconciler is not None:
+            ctx.require_intake().submit(namespace or "default", str(owner), None)
+
     @kopf.on.event("batch", "v1", "jobs", labels={MANAGED_BY_LABEL: MANAGED_BY}, registry=registry)
     async def staging_job_event(body: kopf.Body, type: str | None, namespace: str | None, **_: Any) -> None:
         # The staging Job finishing is what lets the RayJob be created (or fails the job).

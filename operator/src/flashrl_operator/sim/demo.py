@@ -44,7 +44,6 @@ from flashrl_operator.sim.apiserver import (
     JOBS_RESOURCE,
     KUBERAY,
     LAUNCHER,
-    RAY_CLUSTERS_RESOURCE,
     RAY_JOBS_RESOURCE,
     SCHEDULER,
     USER,
@@ -62,7 +61,7 @@ from flashrl_operator.sim.standins import (
     unschedulable,
     verl_step_metrics,
 )
-from flashrl_operator.vocab.kuberay import ORIGINATED_FROM_NAME, KubeRayReason
+from flashrl_operator.vocab.kuberay import DeletionPolicy, KubeRayReason
 
 #: The example FlashRLJob shipped with the package (``examples/flashrljob.yaml`` in the repository).
 EXAMPLE: Final[Traversable] = resources.files("flashrl_operator.sim") / "example.yaml"
@@ -468,22 +467,35 @@ async def _play(
 async def _release_clusters(
     cluster: EmulatedCluster, timeline: Timeline, until: Any, namespace: str, ray_job: str
 ) -> dict[str, Any]:
-    """KubeRay deletes the finished job's Ray cluster, the garbage collector the failed attempt's; the
-    operator sees both gone (the end of the goodput ledger)."""
+    """As the RayJob's deletion rules say: its GPU workers went when the job finished (the head stays);
+    the garbage collector deletes the failed attempt's cluster; the operator sees both attempts' GPUs
+    released (the end of the goodput ledger). Then the TTL, played at once: the head goes too."""
     await cluster.garbage_collector.collect()
-    for item in await cluster.api.list(RAY_CLUSTERS_RESOURCE, namespace):
-        if (item["metadata"].get("labels") or {}).get(ORIGINATED_FROM_NAME) == ray_job:
-            await cluster.api.as_actor(KUBERAY).delete(
-                RAY_CLUSTERS_RESOURCE, namespace, item["metadata"]["name"]
-            )
-    timeline.say(KUBERAY, "the job finished: its Ray cluster is deleted (shutdownAfterJobFinishes)")
-    await cluster.kuberay.set_status(namespace, ray_job, {**SUCCEEDED, "message": "Ray cluster deleted"})
-    return dict(
+    ray_job_object = await cluster.api.get(RAY_JOBS_RESOURCE, namespace, ray_job) or {}
+    ttl = _cluster_ttl(ray_job_object.get("spec") or {})
+    timeline.say(
+        KUBERAY,
+        "the job finished: its GPU workers were deleted at once (deletionRules: DeleteWorkers, "
+        f"ttlSeconds 0); the CPU head stays {ttl} s for its logs (DeleteCluster)",
+    )
+    released = dict(
         await until(
-            "every attempt's cluster seen gone",
+            "every attempt's GPUs seen released",
             lambda s: all(e.get("releaseTime") for e in s.get("attempts") or [{}]),
         )
     )
+    policy = await cluster.kuberay.teardown(namespace, ray_job, float(ttl or 0))
+    timeline.say(KUBERAY, f"{ttl} s later (played at once): {policy or 'nothing left to delete'}")
+    return released
+
+
+def _cluster_ttl(spec: Mapping[str, Any]) -> int | None:
+    """The RayJob's DeleteCluster TTL (its deletion rules), else its ttlSecondsAfterFinished."""
+    for rule in (spec.get("deletionStrategy") or {}).get("deletionRules") or []:
+        if rule.get("policy") == DeletionPolicy.DELETE_CLUSTER:
+            return int((rule.get("condition") or {}).get("ttlSeconds") or 0)
+    ttl = spec.get("ttlSecondsAfterFinished")
+    return int(ttl) if isinstance(ttl, int) else None
 
 
 def _show_ledger(timeline: Timeline, status: Mapping[str, Any]) -> None:
@@ -552,6 +564,30 @@ def scrape_excerpt(text: str) -> tuple[list[str], int]:
     return shown, len(samples) - len(shown)
 
 
+def _teardown_summary(spec: Mapping[str, Any]) -> str:
+    """The RayJob's deletion rules in one line: which policy after how long, on which ends."""
+    rules = (spec.get("deletionStrategy") or {}).get("deletionRules") or []
+    if not rules:
+        return (
+            f"the whole cluster after {spec.get('ttlSecondsAfterFinished')} s (shutdownAfterJobFinishes)"
+            if spec.get("shutdownAfterJobFinishes")
+            else "nothing is deleted"
+        )
+    by_policy: dict[str, tuple[set[int], list[str]]] = {}
+    for rule in rules:
+        condition = dict(rule.get("condition") or {})
+        ttl = int(condition.pop("ttlSeconds", 0) or 0)
+        ttls, ends = by_policy.setdefault(str(rule.get("policy")), (set(), []))
+        ttls.add(ttl)
+        ends.extend(f"{k} {v}" for k, v in condition.items())
+    parts = []
+    for policy, (ttls, _) in by_policy.items():
+        after = "at once" if ttls == {0} else "after " + "/".join(f"{t} s" for t in sorted(ttls))
+        parts.append(f"{policy} {after}")
+    ends = next(iter(by_policy.values()))[1]
+    return "deletionRules: " + ", ".join(parts) + " (on " + ", ".join(ends) + ")"
+
+
 def ray_job_summary(ray_job: Mapping[str, Any]) -> str:
     """What a reader needs from the RayJob the operator applied: its command, lifecycle settings and
     pod groups (``flashrl demo --full`` prints the whole object)."""
@@ -565,6 +601,7 @@ def ray_job_summary(ray_job: Mapping[str, Any]) -> str:
         f"  submissionMode {spec.get('submissionMode')}, backoffLimit {spec.get('backoffLimit')} "
         f"(the operator retries), shutdownAfterJobFinishes {spec.get('shutdownAfterJobFinishes')}, "
         f"ttlSecondsAfterFinished {spec.get('ttlSecondsAfterFinished')}",
+        f"  when it ends: {_teardown_summary(spec)}",
         f"  Ray {cluster.get('rayVersion')}",
     ]
     groups = [("head", 1, cluster.get("headGroupSpec") or {})] + [

@@ -2,10 +2,10 @@
 
 The operator is the real one; the API server is the emulator, KubeRay and the launcher are played,
 and the per-step metrics the launcher reports are SYNTHETIC
-(:mod:`flashrl_report.synthetic`), as the output and the report's banner say. After both
-variants finish, their Ray clusters are deleted (as KubeRay does ``ttlSecondsAfterFinished`` after
-the end) and the report is read the way a user's ``flashrl report --experiment`` reads it: from the
-jobs' history ConfigMaps, over the API.
+(:mod:`flashrl_report.synthetic`), as the output and the report's banner say. When a variant
+finishes, the emulated KubeRay runs its RayJob's deletion rules as KubeRay does: the GPU workers at
+once, the head after the TTL (played at once); the report is then read the way a user's
+``flashrl report --experiment`` reads it: from the jobs' history ConfigMaps, over the API.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any, Final, TextIO
 from flashrl_api.history import HISTORY_KEY, history_name, parse_history
 from flashrl_operator.sim.apiserver import (
     CONFIG_MAPS_RESOURCE,
+    EVENTS_RESOURCE,
     EXPERIMENTS_RESOURCE,
     JOBS_RESOURCE,
     RAY_JOBS_RESOURCE,
@@ -163,9 +164,26 @@ async def run_experiment(out: TextIO, report_dir: Path, deadline: float, steps: 
             deadline,
         )
         say(f"experiment: {status['phase']}, {status['finished']} variants finished")
+        say(
+            "KubeRay (emulated): each run's GPU workers deleted when it ended (the RayJob's deletionRules: "
+            "DeleteWorkers, ttlSeconds 0); the CPU heads keep the logs for the TTL"
+        )
+        ttls = []
         for job in jobs:
-            await api.delete(RAY_JOBS_RESOURCE, NAMESPACE, job)
-        say("KubeRay (emulated): Ray clusters deleted after the run (ttlSecondsAfterFinished)")
+            spec = ((await api.get(RAY_JOBS_RESOURCE, NAMESPACE, job)) or {}).get("spec") or {}
+            rules = (spec.get("deletionStrategy") or {}).get("deletionRules") or []
+            ttl = max((int((r.get("condition") or {}).get("ttlSeconds") or 0) for r in rules), default=0)
+            ttls.append(ttl)
+            await kuberay.teardown(NAMESPACE, job, float(ttl))
+        later = max(ttls, default=0)
+        say(f"KubeRay (emulated): {later} s later (played at once): Ray clusters deleted (DeleteCluster)")
+        events = await api.list(EVENTS_RESOURCE, NAMESPACE)
+        posted = [
+            f"{e.get('reason')}: {e.get('message')}"
+            for e in events
+            if (e.get("involvedObject") or {}).get("kind") == "FlashRLExperiment"
+        ]
+        say("experiment Events: " + ("; ".join(posted) if posted else "none"))
         runs, title = await asyncio.to_thread(load_cluster_runs, NAMESPACE, NAME, [], cluster.url)
         dumps = _validation_dumps(report_dir / "validation", steps)
         samples = [load_validation(label, path) for label, path in dumps.items()]

@@ -6,7 +6,10 @@ and walks its status through pod startup (conditions, replica counts, mirrored i
 ``status.rayClusterStatus``), and reports training progress the way the launcher in the head pod
 would. The RayCluster status is made up step by step by whoever drives it; pods exist only when it
 is told to make one that cannot start (:meth:`KubeRayStandIn.stuck_pod`, with the status the
-scheduler or the kubelet would have written). Each write names who would have made it (KubeRay, the
+scheduler or the kubelet would have written). When a RayJob ends it runs the RayJob's own teardown as
+KubeRay does (:func:`due_teardown`): its ``deletionStrategy.deletionRules`` (the rendered ones delete
+the GPU workers at once and the cluster after ``ttlSeconds``), or ``shutdownAfterJobFinishes`` with
+``ttlSecondsAfterFinished``. Each write names who would have made it (KubeRay, the
 scheduler, the kubelet, the launcher), so the emulator's record and the demo's timeline say so.
 Every name of KubeRay's it writes comes from :mod:`flashrl_operator.vocab.kuberay`.
 """
@@ -49,10 +52,12 @@ from flashrl_operator.vocab.kuberay import (
     RAY_JOB,
     ClusterConditionReason,
     ClusterConditionType,
+    DeletionPolicy,
     DeploymentStatus,
     JobStatus,
     NodeType,
     desired_worker_replicas,
+    worker_selector,
 )
 from flashrl_operator.vocab.owners import owner_uids
 from flashrl_operator.vocab.resource import Resource
@@ -183,6 +188,36 @@ def image_pull_backoff(container: str, image: str) -> dict[str, Any]:
 PLAYED_SCHEDULER: Final = "flashrl-played-scheduler"
 
 
+#: KubeRay runs the most impactful overdue rule first (``selectMostImpactfulRule``).
+_IMPACT: Final = (DeletionPolicy.DELETE_SELF, DeletionPolicy.DELETE_CLUSTER, DeletionPolicy.DELETE_WORKERS)
+
+
+def due_teardown(ray_job: Mapping[str, Any], elapsed: float) -> DeletionPolicy | None:
+    """What KubeRay does to a finished RayJob's cluster ``elapsed`` seconds after its end: the most
+    impactful deletion rule that matches its status and whose ``ttlSeconds`` has passed, or, without
+    rules, ``DeleteCluster`` once ``ttlSecondsAfterFinished`` has passed with ``shutdownAfterJobFinishes``.
+    ``None``: nothing (yet), or the RayJob has not ended."""
+    spec = ray_job.get("spec") or {}
+    status = ray_job.get("status") or {}
+    if status.get("jobDeploymentStatus") not in (DeploymentStatus.COMPLETE, DeploymentStatus.FAILED):
+        return None
+    rules = (spec.get("deletionStrategy") or {}).get("deletionRules") or []
+    if rules:
+        due = set()
+        for rule in rules:
+            condition = rule.get("condition") or {}
+            if "jobStatus" in condition:
+                matched = condition["jobStatus"] == status.get("jobStatus")
+            else:
+                matched = condition.get("jobDeploymentStatus") == status.get("jobDeploymentStatus")
+            if matched and int(condition.get("ttlSeconds") or 0) <= elapsed:
+                due.add(rule.get("policy"))
+        return next((policy for policy in _IMPACT if policy in due), None)
+    if spec.get("shutdownAfterJobFinishes") and int(spec.get("ttlSecondsAfterFinished") or 0) <= elapsed:
+        return DeletionPolicy.DELETE_CLUSTER
+    return None
+
+
 class KubeRayStandIn:
     """Plays KubeRay's (and the launcher's) part: tests patch RayJob status the way KubeRay would.
 
@@ -198,11 +233,16 @@ class KubeRayStandIn:
         self._kubelet = api.as_actor(KUBELET)
         self._launcher = api.as_actor(LAUNCHER)
 
-    async def set_status(self, namespace: str, ray_job: str, status: Mapping[str, Any]) -> None:
+    async def set_status(
+        self, namespace: str, ray_job: str, status: Mapping[str, Any], *, teardown: bool = True
+    ) -> None:
         """Patch a RayJob's status; cluster name, dashboard and times are filled in as KubeRay does.
 
         ``Initializing`` creates the RayCluster (no pods ready yet); ``Running`` first makes all its
-        pods ready (KubeRay submits only then); ``Suspended`` deletes it, as KubeRay does.
+        pods ready (KubeRay submits only then); ``Suspended`` deletes it, as KubeRay does. ``Complete``
+        and ``Failed`` then run what the RayJob's teardown makes due at once (:meth:`teardown`; the
+        rendered rules: delete the GPU workers); ``teardown=False`` holds it, for a test to play a
+        cluster that outlives its job.
         """
         full = dict(status)
         deployment = full.get("jobDeploymentStatus")
@@ -234,6 +274,41 @@ class KubeRayStandIn:
         if deployment in (DeploymentStatus.COMPLETE, DeploymentStatus.FAILED):
             full.setdefault("endTime", now_rfc3339())
         await self._api.patch(RAY_JOBS_RESOURCE, namespace, ray_job, {"status": full}, subresource="status")
+        if teardown and deployment in (DeploymentStatus.COMPLETE, DeploymentStatus.FAILED):
+            await self.teardown(namespace, ray_job, 0.0)
+
+    async def teardown(self, namespace: str, ray_job: str, elapsed: float) -> DeletionPolicy | None:
+        """Run what the RayJob's teardown makes due ``elapsed`` seconds after its end (:func:`due_teardown`):
+        ``DeleteWorkers`` suspends every worker group and deletes the worker pods (the head stays),
+        ``DeleteCluster`` deletes the RayCluster. Returns what it ran."""
+        owner = await self._api.get(RAY_JOBS_RESOURCE, namespace, ray_job)
+        policy = due_teardown(owner or {}, elapsed)
+        cluster = await self._find_cluster(namespace, ray_job)
+        if policy is None or cluster is None:
+            return None
+        name = cluster["metadata"]["name"]
+        if policy == DeletionPolicy.DELETE_WORKERS:
+            groups = (cluster.get("spec") or {}).get("workerGroupSpecs") or []
+            if groups and all(g.get("suspend") is True for g in groups):
+                return None  # done before (KubeRay checks the same)
+            suspended = [{**g, "suspend": True} for g in groups]
+            await self._api.patch(
+                RAY_CLUSTERS_RESOURCE, namespace, name, {"spec": {"workerGroupSpecs": suspended}}
+            )
+            selector = dict(part.split("=", 1) for part in worker_selector(name).split(","))
+            for pod in await self._api.list(PODS_RESOURCE, namespace):
+                labels = (pod.get("metadata") or {}).get("labels") or {}
+                if all(labels.get(k) == v for k, v in selector.items()):
+                    await self._api.delete(PODS_RESOURCE, namespace, pod["metadata"]["name"])
+            old = cluster.get("status") or {}
+            if old:
+                status = {**old, "readyWorkerReplicas": 0, "availableWorkerReplicas": 0}
+                await self._api.patch(
+                    RAY_CLUSTERS_RESOURCE, namespace, name, {"status": status}, subresource="status"
+                )
+        elif policy in (DeletionPolicy.DELETE_CLUSTER, DeletionPolicy.DELETE_SELF):
+            await self._api.delete(RAY_CLUSTERS_RESOURCE, namespace, name)
+        return policy
 
     async def cluster_pods(
         self, namespace: str, ray_job: str, *, head_ready: bool, ready_workers: int

@@ -89,6 +89,24 @@ class KubeRayReason(StrEnum):
     VALIDATION_FAILED = "ValidationFailed"
 
 
+class DeletionPolicy(StrEnum):
+    """RayJob ``spec.deletionStrategy.deletionRules[].policy`` values (gate ``RayJobDeletionPolicy``)."""
+
+    DELETE_WORKERS = "DeleteWorkers"
+    """Suspend every worker group: the worker pods (and their GPUs) go, the head stays."""
+    DELETE_CLUSTER = "DeleteCluster"
+    DELETE_SELF = "DeleteSelf"
+    DELETE_NONE = "DeleteNone"
+
+
+#: ``deletionRules[].condition.jobStatus`` values KubeRay's CRD accepts (its enum has no ``STOPPED``).
+DELETION_JOB_STATUSES: Final = (JobStatus.SUCCEEDED, JobStatus.FAILED)
+#: ``deletionRules[].condition.jobDeploymentStatus`` values KubeRay's CRD accepts. A RayJob that fails
+#: before its Ray job runs (``PreRunningDeadlineExceeded``, a submission failure) has no ``jobStatus``:
+#: only a rule on this catches it.
+DELETION_DEPLOYMENT_STATUSES: Final = (DeploymentStatus.FAILED,)
+
+
 class ClusterConditionType(StrEnum):
     """RayCluster condition types."""
 
@@ -132,6 +150,18 @@ def as_int(value: Any) -> int | None:
     """An integer field of an API object as written, or ``None`` when absent or not an integer (JSON's
     ``true`` is not one, though Python's bool is an int)."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def worker_groups_suspended(ray_cluster: Mapping[str, Any]) -> bool:
+    """Whether every worker group of a RayCluster is suspended (``workerGroupSpecs[].suspend``): what
+    KubeRay's ``DeleteWorkers`` deletion policy sets, after which it deletes the worker pods."""
+    groups = (ray_cluster.get("spec") or {}).get("workerGroupSpecs") or []
+    return all(isinstance(g, Mapping) and g.get("suspend") is True for g in groups)
+
+
+def worker_selector(cluster_name: str) -> str:
+    """The label selector of a RayCluster's worker pods (the ones that hold GPUs)."""
+    return f"{CLUSTER_LABEL}={cluster_name},{NODE_TYPE_LABEL}={NodeType.WORKER}"
 
 
 @dataclass(frozen=True)
