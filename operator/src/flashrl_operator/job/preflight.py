@@ -13,6 +13,7 @@ from typing import Any
 from flashrl_api import FlashRLJob
 from flashrl_api.spec import GPU_PRODUCT_LABEL
 from flashrl_api.staging import staging_plan
+from flashrl_api.times import parse_rfc3339
 
 
 @dataclass(frozen=True)
@@ -242,15 +243,11 @@ def free_gpu_problem(jobs: Sequence[FlashRLJob], facts: ClusterFacts, what: str)
 
 
 def _lease_held(lease: Mapping[str, Any], now: float) -> bool:
-    from datetime import datetime
-
     spec = lease.get("spec") or {}
-    if not spec.get("holderIdentity") or not spec.get("renewTime"):
+    renew_time = parse_rfc3339(spec.get("renewTime"))
+    if not spec.get("holderIdentity") or renew_time is None:
         return False
-    try:
-        renewed = datetime.fromisoformat(str(spec["renewTime"]).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return False
+    renewed = renew_time.timestamp()
     return renewed + _quantity(spec.get("leaseDurationSeconds", 15)) + LEASE_SLACK_S >= now
 
 
