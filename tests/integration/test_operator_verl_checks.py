@@ -95,3 +95,38 @@ async def test_the_instantiation_probe_is_refused_and_touches_nothing(
 
         traps.assert_untouched(json.dumps(status), json.dumps(events))
     assert _created_children(cluster) == set()
+
+
+#: Issue 33's probes, one per route to what the spec owns: Hydra's own configuration (its env_set
+#: reaching the driver's environment, its run directory), a dict above protected keys (replaced,
+#: forced, deleted), the reserved environment through runtime_env as a whole mapping.
+REACH_PROBES = {
+    "hydra-env-set": "+hydra.job.env_set.RAY_ADDRESS=ray://elsewhere:10001",
+    "hydra-forced": "++hydra.job.env_set.LD_PRELOAD=/tmp/x.so",
+    "hydra-root": "hydra={run:{dir:/tmp/x}}",
+    "hydra-deleted": "~hydra",
+    "parent-dict": "trainer={nnodes:99}",
+    "parent-forced": "++trainer={default_local_dir:/tmp/x,save_freq:-1,resume_mode:disable}",
+    "parent-rollout": "actor_rollout_ref.rollout={quantization:null,name:vllm}",
+    "parent-deleted": "~trainer",
+    "runtime-env-mapping": "ray_kwargs={ray_init:{runtime_env:{env_vars:{CUDA_VISIBLE_DEVICES:'0'}}}}",
+}
+
+
+async def test_every_route_to_what_the_spec_owns_is_invalid_spec(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    """Each probe in its own job, beside a harmless override: InvalidSpec at the probe's own index,
+    naming the key it would reach, and no RayJob (nor any other child) for any of them."""
+    await start_operator(check_overrides=True)
+    for name, probe in REACH_PROBES.items():
+        await cluster.api.create(
+            JOBS_RESOURCE, job_manifest(f"reach-{name}", {"overrides": ["trainer.test_freq=3", probe]})
+        )
+    for name in REACH_PROBES:
+        status = await cluster.wait_phase(f"reach-{name}", "Failed")
+        assert status["reason"] == "InvalidSpec", (name, status)
+        assert "spec.overrides[1]: " in status["message"], (name, status["message"])
+        assert "spec.overrides[0]" not in status["message"], (name, status["message"])
+        assert await cluster.api.get(RAY_JOBS_RESOURCE, NAMESPACE, f"reach-{name}") is None
+    assert _created_children(cluster) == set()

@@ -20,6 +20,7 @@ resolver refuses to run, so no override or spec value can read the validating pr
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import threading
 from collections.abc import Mapping, Sequence
@@ -31,9 +32,11 @@ from typing import Any, Final
 
 from flashrl_api import FlashRLJob, Problem
 from flashrl_api.staging import model_location
+from flashrl_jobs.override_rules import RAY_ADDRESS_KEY, RUNTIME_ENV_VARS, reserved_runtime_env_name
 from flashrl_jobs.verl_args import (
     CONFIG_NAME,
     FIELD_OF_KEY,
+    PROTECTED_KEYS,
     generated_overrides,
     merge_overrides,
     override_key,
@@ -285,6 +288,78 @@ def screen_overrides(generated: Sequence[str], user: Sequence[tuple[int, str]]) 
     return found
 
 
+#: What :func:`owned_values` reads besides the protected keys: where verl reads the Ray address and the
+#: Ray actors' environment.
+_OWNED_EXTRA: Final = (RAY_ADDRESS_KEY, RUNTIME_ENV_VARS)
+_ABSENT: Final = "<absent>"
+
+
+@lru_cache(maxsize=32)
+def owned_values(overrides: tuple[str, ...]) -> dict[str, str] | None:
+    """The values the spec owns in verl's composed config (each as JSON; ``<absent>`` for a missing
+    node), or None when the list does not compose. Cached: a composition takes about a second."""
+    with _LOCK:
+        try:
+            cfg = _compose(overrides)
+        except VerlConfigUnavailableError:
+            raise
+        except Exception:
+            return None
+        _compose_, _init, omegaconf = _hydra()
+        values: dict[str, str] = {}
+        for key in (*PROTECTED_KEYS, *_OWNED_EXTRA):
+            node = omegaconf.select(cfg, key, default=_ABSENT, throw_on_missing=False)
+            if omegaconf.is_config(node):
+                node = omegaconf.to_container(node, resolve=True)
+            values[key] = json.dumps(node, sort_keys=True, default=str)
+    return values
+
+
+def _owner_of(key: str, user: Sequence[tuple[int, str]]) -> int | None:
+    """The index of the last user override whose key is ``key`` or a dict above it (the one that won)."""
+    for index, override in reversed(user):
+        okey = override_key(override)
+        if key == okey or key.startswith(okey + ".") or not okey:
+            return index
+    return None
+
+
+def composed_owned_problems(generated: Sequence[str], user: Sequence[tuple[int, str]]) -> dict[int, str]:
+    """Each way the user's overrides change, in verl's composed config, what the spec owns.
+
+    The spelling rules (:func:`flashrl_jobs.verl_args.protected_key_problems`) look at each override's
+    key and value; this looks at the result: the protected keys' values composed with and without the
+    user's overrides must be equal, the Ray address must be the launcher's, and the Ray actors'
+    environment may hold no reserved name, whatever route (a parent dict, a config group, an
+    interpolation) put them there. ``-1`` is a change no single override explains.
+    """
+    if not user:
+        return {}
+    base = owned_values(tuple(generated))
+    full = owned_values(tuple(merge_overrides(generated, [o for _, o in user])))
+    if base is None or full is None:
+        return {}  # a composition failure is reported by the caller's own loop
+    found: dict[int, str] = {}
+    changed = [key for key in (*PROTECTED_KEYS, RAY_ADDRESS_KEY) if base[key] != full[key]]
+    env = json.loads(full[RUNTIME_ENV_VARS]) if full[RUNTIME_ENV_VARS] != json.dumps(_ABSENT) else None
+    if isinstance(env, dict):
+        changed += [f"{RUNTIME_ENV_VARS}.{name}" for name in sorted(env) if reserved_runtime_env_name(str(name))]
+    texts = dict(user)
+    for key in changed:
+        index = _owner_of(key, user)
+        what = (
+            f"is set by {PROTECTED_KEYS[key]}; change that field instead"
+            if key in PROTECTED_KEYS
+            else "is the launcher's (the Ray cluster's address and the reserved environment)"
+        )
+        found.setdefault(
+            -1 if index is None else index,
+            f"{'' if index is None else override_key(texts[index]) + ': '}would change {key} "
+            f"in verl's composed config, which {what}",
+        )
+    return found
+
+
 def check_user_overrides(job: FlashRLJob) -> list[Problem]:
     """Every problem with ``spec.overrides`` against the installed verl, each at ``spec.overrides[i]``.
 
@@ -339,6 +414,8 @@ def check_user_overrides(job: FlashRLJob) -> list[Problem]:
             f"spec.overrides[{index}]",
             f"{override_key(override)}: rejected by verl {verl_version()}: {error.message}",
         )
+    for index, message in composed_owned_problems(generated, remaining).items():
+        problems[index] = Problem("spec.overrides" if index < 0 else f"spec.overrides[{index}]", message)
     return [problems[i] for i in sorted(problems)]
 
 
