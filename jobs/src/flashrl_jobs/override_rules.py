@@ -44,6 +44,8 @@ _INSTANTIATION_TEXT = re.compile("|".join(re.escape(k) for k in INSTANTIATION_KE
 #: Where verl reads the Ray actors' environment and the address ``ray.init`` connects to.
 RUNTIME_ENV_VARS: Final = "ray_kwargs.ray_init.runtime_env.env_vars"
 RAY_ADDRESS_KEY: Final = "ray_kwargs.ray_init.address"
+
+
 def reserved_runtime_env_name(name: str) -> bool:
     """Whether ``<name>`` is one a job may not set, by any route: the rule ``spec.env`` follows
     (:func:`flashrl_api.spec.is_reserved_env_name` and KubeRay's own), here for ``runtime_env``."""

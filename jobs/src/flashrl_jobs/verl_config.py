@@ -305,7 +305,7 @@ def owned_values(overrides: tuple[str, ...]) -> dict[str, str] | None:
             raise
         except Exception:
             return None
-        _compose_, _init, omegaconf = _hydra()
+        omegaconf = _hydra()[2]
         values: dict[str, str] = {}
         for key in (*PROTECTED_KEYS, *_OWNED_EXTRA):
             node = omegaconf.select(cfg, key, default=_ABSENT, throw_on_missing=False)
@@ -343,7 +343,9 @@ def composed_owned_problems(generated: Sequence[str], user: Sequence[tuple[int, 
     changed = [key for key in (*PROTECTED_KEYS, RAY_ADDRESS_KEY) if base[key] != full[key]]
     env = json.loads(full[RUNTIME_ENV_VARS]) if full[RUNTIME_ENV_VARS] != json.dumps(_ABSENT) else None
     if isinstance(env, dict):
-        changed += [f"{RUNTIME_ENV_VARS}.{name}" for name in sorted(env) if reserved_runtime_env_name(str(name))]
+        changed += [
+            f"{RUNTIME_ENV_VARS}.{name}" for name in sorted(env) if reserved_runtime_env_name(str(name))
+        ]
     texts = dict(user)
     for key in changed:
         index = _owner_of(key, user)

@@ -50,7 +50,10 @@ PARENT_PROBES = [
     ("~actor_rollout_ref", "actor_rollout_ref."),
     ("trainer=null", "trainer."),
     ("actor_rollout_ref={rollout:null}", "actor_rollout_ref.rollout"),
-    ("+actor_rollout_ref.rollout.engine_kwargs.sglang={quantization:fp8}", "engine_kwargs.sglang.quantization"),
+    (
+        "+actor_rollout_ref.rollout.engine_kwargs.sglang={quantization:fp8}",
+        "engine_kwargs.sglang.quantization",
+    ),
     ("trainer=a,b", "trainer."),
 ]
 
@@ -168,7 +171,11 @@ def test_every_protected_key_is_read_from_the_composed_config() -> None:
 
 @pytest.mark.parametrize(
     "probe",
-    [*HYDRA_PROBES[:8], *(p for p, _ in PARENT_PROBES[:5]), ENV_ROUTES["ray_kwargs dict"].format(name="LD_PRELOAD")],
+    [
+        *HYDRA_PROBES[:8],
+        *(p for p, _ in PARENT_PROBES[:5]),
+        ENV_ROUTES["ray_kwargs dict"].format(name="LD_PRELOAD"),
+    ],
 )
 def test_flashrl_validate_refuses_each_probe_with_exit_2_and_its_field_path(
     probe: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
