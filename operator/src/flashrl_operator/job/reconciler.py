@@ -140,6 +140,14 @@ def override_problems(job: FlashRLJob) -> list[str]:
     return [str(p) for p in report.problems]
 
 
+def _with_version(body: Mapping[str, Any], version: str | None) -> dict[str, Any]:
+    """``body`` carrying ``metadata.resourceVersion`` (a precondition the API server checks)."""
+    out = dict(body)
+    if version:
+        out["metadata"] = {**dict(out.get("metadata") or {}), "resourceVersion": version}
+    return out
+
+
 @dataclass(frozen=True)
 class Halt:
     """A child write the API server refused: the rest of the step is not carried out."""
@@ -432,10 +440,12 @@ class Reconciler:
                         created.append((child, str((made.get("metadata") or {}).get("uid") or "")))
                     continue
                 logger.info("Restoring %s (%s)", child.describe(), ", ".join(sorted(action.patch)))
+                # Ownership proved at the write: the resourceVersion of the object read as the job's.
                 if action.mode == "merge":
-                    await self._kube.patch(child.resource, child.namespace, child.name, action.patch)
+                    patch = _with_version(action.patch, action.version)
+                    await self._kube.patch(child.resource, child.namespace, child.name, patch)
                 else:
-                    await self._kube.apply(child.body, force=True)
+                    await self._kube.apply(_with_version(child.body, action.version), force=True)
             except RejectedError as exc:
                 rejected = (
                     f"{child.describe()} was rejected by the API server "
@@ -470,7 +480,9 @@ class Reconciler:
                 self._refused_once("annotate claims", exc, "the next job stages its sources again")
         for ref in step.delete:
             try:
-                await self._kube.delete(ref.resource, ref.namespace, ref.name)
+                await self._kube.delete(ref.resource, ref.namespace, ref.name, uid=ref.uid)
+            except ConflictError:
+                logger.warning("%s was replaced since it was read; left alone", ref.name)
             except RejectedError as exc:
                 self._refused_once("delete RayJobs", exc, "a failed attempt's cluster stays until its TTL")
 
