@@ -130,3 +130,35 @@ async def test_every_route_to_what_the_spec_owns_is_invalid_spec(
         assert "spec.overrides[0]" not in status["message"], (name, status["message"])
         assert await cluster.api.get(RAY_JOBS_RESOURCE, NAMESPACE, f"reach-{name}") is None
     assert _created_children(cluster) == set()
+
+
+def _largest_checked_overrides() -> list[str]:
+    """Overrides at the size budget of one job's checks, valid for verl (new keys, long lists)."""
+    from flashrl_jobs.override_rules import MAX_OVERRIDE_ITEMS
+
+    per = 400
+    count = MAX_OVERRIDE_ITEMS // (per - 1)
+    return [f"+data.flashrl_probe_{i}=[" + ",".join(["0"] * per) + "]" for i in range(count)]
+
+
+async def test_one_tenants_slow_checks_do_not_hold_up_another_namespaces_job(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    """Issue 33: three jobs at the check's size budget in one namespace, then a plain job in another:
+    the plain job's check is not queued behind them (ordering, not time: when the plain job has its
+    verdict, at most one of the slow ones has)."""
+    from envtest.audit import TEST_NAMESPACES
+
+    other = TEST_NAMESPACES[1]
+    await start_operator(check_overrides=True, check_slots=2)
+    slow = [f"slow-{i}" for i in range(3)]
+    for name in slow:
+        await cluster.api.create(
+            JOBS_RESOURCE, job_manifest(name, {"overrides": _largest_checked_overrides()})
+        )
+    await cluster.api.create(
+        JOBS_RESOURCE, job_manifest("plain", {"overrides": ["trainer.test_freq=3"]}, namespace=other)
+    )
+    await cluster.wait_phase("plain", "Pending", namespace=other)
+    decided = [name for name in slow if (await cluster.status(name)).get("phase")]
+    assert len(decided) <= 1, decided

@@ -31,7 +31,7 @@ text itself.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Final
 
 from flashrl_api.kuberay_env import KUBERAY_MANAGED_ENV_NAMES
@@ -158,6 +158,29 @@ def _runtime_env_problem(override: str, parsed: bool, value: Any) -> str | None:
             ):
                 return f"{key}: runtime_env.env_vars must be a mapping of variable names"
     return None
+
+
+#: Items (list and dict entries, counted by their commas) all of one job's overrides may hold: the size
+#: budget of one job's verl checks. Hydra's override parser is slow on long lists (seconds per thousand
+#: items, several passes per check), so a spec at the API server's own size limits (128 overrides of
+#: 1,024 characters) would hold a check slot for minutes; verl's configuration needs few list items.
+MAX_OVERRIDE_ITEMS: Final = 1024
+
+
+def override_items(overrides: Iterable[str]) -> int:
+    """An upper bound of the list and dict entries in the overrides' values (their commas)."""
+    return sum(override.count(",") for override in overrides)
+
+
+def budget_problem(overrides: Sequence[str]) -> str | None:
+    """Why the overrides are beyond one job's check budget (size), or None."""
+    items = override_items(overrides)
+    if items <= MAX_OVERRIDE_ITEMS:
+        return None
+    return (
+        f"{items} list or dict items (commas) in all, more than the {MAX_OVERRIDE_ITEMS} one job's verl "
+        "checks may take: shorten the lists, or set them in the dataset or a config file instead"
+    )
 
 
 def unsafe_override_problems(overrides: Iterable[str]) -> list[tuple[int, str]]:
