@@ -191,19 +191,38 @@ def _message(exc: BaseException) -> str:
     return text if len(text) <= MAX_MESSAGE else f"{text[:MAX_MESSAGE]}... ({len(text)} characters)"
 
 
-@lru_cache(maxsize=32)
+#: What :func:`owned_values` reads besides the protected keys: where verl reads the Ray address and the
+#: Ray actors' environment.
+_OWNED_EXTRA: Final = (RAY_ADDRESS_KEY, RUNTIME_ENV_VARS)
+_ABSENT: Final = "<absent>"
+
+
 def compose_error(overrides: tuple[str, ...]) -> ComposeError | None:
     """None when verl accepts the override list, else why not (cached: a compose takes ~1 s)."""
+    return _composition(overrides)[0]
+
+
+@lru_cache(maxsize=32)
+def _composition(overrides: tuple[str, ...]) -> tuple[ComposeError | None, dict[str, str] | None]:
+    """One composition of the list: why verl refuses it, or the values the spec owns in it (each as
+    JSON; ``<absent>`` for a missing node), read from the same composition."""
     with _LOCK:
         try:
-            _compose(overrides)
+            cfg = _compose(overrides)
         except VerlConfigUnavailableError:
             raise
         except Exception as exc:
             message = _message(exc)
             key = getattr(exc, "full_key", None) or _named_key(message, overrides)
-            return ComposeError(message=message, key=str(key) if key else None)
-    return None
+            return ComposeError(message=message, key=str(key) if key else None), None
+        omegaconf = _hydra()[2]
+        values: dict[str, str] = {}
+        for owned in (*PROTECTED_KEYS, *_OWNED_EXTRA):
+            node = omegaconf.select(cfg, owned, default=_ABSENT, throw_on_missing=False)
+            if omegaconf.is_config(node):
+                node = omegaconf.to_container(node, resolve=True)
+            values[owned] = json.dumps(node, sort_keys=True, default=str)
+    return None, values
 
 
 def _parse_problem(override: str) -> str | None:
@@ -288,31 +307,10 @@ def screen_overrides(generated: Sequence[str], user: Sequence[tuple[int, str]]) 
     return found
 
 
-#: What :func:`owned_values` reads besides the protected keys: where verl reads the Ray address and the
-#: Ray actors' environment.
-_OWNED_EXTRA: Final = (RAY_ADDRESS_KEY, RUNTIME_ENV_VARS)
-_ABSENT: Final = "<absent>"
-
-
-@lru_cache(maxsize=32)
 def owned_values(overrides: tuple[str, ...]) -> dict[str, str] | None:
     """The values the spec owns in verl's composed config (each as JSON; ``<absent>`` for a missing
-    node), or None when the list does not compose. Cached: a composition takes about a second."""
-    with _LOCK:
-        try:
-            cfg = _compose(overrides)
-        except VerlConfigUnavailableError:
-            raise
-        except Exception:
-            return None
-        omegaconf = _hydra()[2]
-        values: dict[str, str] = {}
-        for key in (*PROTECTED_KEYS, *_OWNED_EXTRA):
-            node = omegaconf.select(cfg, key, default=_ABSENT, throw_on_missing=False)
-            if omegaconf.is_config(node):
-                node = omegaconf.to_container(node, resolve=True)
-            values[key] = json.dumps(node, sort_keys=True, default=str)
-    return values
+    node), or None when the list does not compose. Cached with :func:`compose_error`'s composition."""
+    return _composition(overrides)[1]
 
 
 def _owner_of(key: str, user: Sequence[tuple[int, str]]) -> int | None:
@@ -391,12 +389,12 @@ def check_user_overrides(job: FlashRLJob) -> list[Problem]:
             f"{override_key(override)}: rejected by verl {verl_version()}: {message}",
         )
     remaining = [(i, o) for i, o in remaining if i not in problems]
-    started = compose_error.cache_info().misses
+    started = _composition.cache_info().misses
     while True:
         error = compose_error(tuple(merge_overrides(generated, [o for _, o in remaining])))
         if error is None:
             break
-        if compose_error.cache_info().misses - started > MAX_FALLBACK_COMPOSITIONS:
+        if _composition.cache_info().misses - started > MAX_FALLBACK_COMPOSITIONS:
             problems[-1] = Problem(
                 "spec.overrides",
                 f"verl {verl_version()} rejects the overrides together and the culprit was not found "

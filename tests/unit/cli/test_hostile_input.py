@@ -287,7 +287,7 @@ def test_bad_overrides_cost_a_fixed_number_of_compositions(monkeypatch: pytest.M
         return real(overrides, resolve)
 
     monkeypatch.setattr(verl_config, "_compose", counting)
-    verl_config.compose_error.cache_clear()
+    verl_config._composition.cache_clear()
     overrides = [f"trainer.unknown_{i}=1" for i in range(100)] + ["trainer.test_freq=7"]
     job = parse_job(_job({"overrides": overrides}))
     problems = verl_config.check_user_overrides(job)
