@@ -481,13 +481,69 @@ def check_config(
         model_config = model_config_json(model_location(job.spec)) or cached_model_config_json(
             job.spec.model.source
         )
-    report = run_checks(cfg, model_config)
+    try:
+        report = run_checks(cfg, model_config)
+    except Exception as exc:
+        return ConfigCheck(crash_problems(job, cfg, exc), ["verl's start-up checks: stopped by the crash"])
     found: dict[str, Problem] = {}
     for finding in report.findings:
         path = finding_path(job, finding.keys, finding.message, finding.section)
         problem = Problem(path, f"verl {verl_version()}: {finding.message}")
         found.setdefault(str(problem), problem)
     return ConfigCheck(list(found.values()), report.skipped)
+
+
+def _kind(node: Any) -> str | None:
+    """What sort of value a config node holds: a mapping, a list, a number, a string, a boolean
+    (None for a null or a missing node, which fit any sort)."""
+    omegaconf = _hydra()[2]
+    if omegaconf.is_dict(node):
+        return "a mapping"
+    if omegaconf.is_list(node):
+        return "a list"
+    if node is None or node == _ABSENT:
+        return None
+    if isinstance(node, bool):
+        return "a boolean"
+    if isinstance(node, int | float):
+        return "a number"
+    return "a string"
+
+
+def crash_problems(job: FlashRLJob, cfg: Any, exc: BaseException) -> list[Problem]:
+    """Where a crash inside verl's checks came from: each user override that changed the sort of
+    value verl's own config holds at its key (``rollout.n=[1,2]`` where verl holds a number), at
+    ``spec.overrides[i]``; ``spec.overrides`` (``spec`` without overrides) when none did. The
+    exception is named by its class only (its text may quote anything)."""
+    omegaconf = _hydra()[2]
+    base = compose_config(generated_overrides(job))
+    problems: list[Problem] = []
+    for index, override in enumerate(job.spec.overrides):
+        key = override_key(override)
+        before = _kind(omegaconf.select(base, key, default=_ABSENT, throw_on_missing=False))
+        found = omegaconf.select(cfg, key, default=_ABSENT, throw_on_missing=False)
+        if before is not None and isinstance(found, str) and found == _ABSENT:
+            problems.append(
+                Problem(
+                    f"spec.overrides[{index}]",
+                    f"{key}: verl's start-up checks failed with {type(exc).__name__}: the override deletes "
+                    f"{before} verl's checks read",
+                )
+            )
+            continue
+        after = _kind(found)
+        if before is not None and after is not None and before != after:
+            problems.append(
+                Problem(
+                    f"spec.overrides[{index}]",
+                    f"{key}: verl's start-up checks failed with {type(exc).__name__} on its value: verl's "
+                    f"config holds {before} there, the override gives {after}",
+                )
+            )
+    if problems:
+        return problems
+    path = "spec.overrides" if job.spec.overrides else "spec"
+    return [Problem(path, f"verl's start-up checks failed with {type(exc).__name__} on this configuration")]
 
 
 def verl_overrides_for(job: FlashRLJob) -> list[str]:

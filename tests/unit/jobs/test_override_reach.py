@@ -196,3 +196,31 @@ def test_flashrl_validate_refuses_each_probe_with_exit_2_and_its_field_path(
     err = capsys.readouterr().err
     assert "spec.overrides[1]: " in err and "spec.overrides[0]" not in err, err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("override", "words"),
+    [
+        ("actor_rollout_ref.rollout.n=[1,2]", "holds a number there, the override gives a list"),
+        ("~data.max_prompt_length", "the override deletes a number"),
+    ],
+)
+def test_a_crash_inside_verls_checks_is_reported_at_the_override_that_caused_it(
+    override: str, words: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "job.yaml"
+    manifest = {
+        "apiVersion": "flashrl.dev/v1alpha1",
+        "kind": "FlashRLJob",
+        "metadata": {"name": "j", "namespace": "rl"},
+        "spec": {
+            "model": {"source": "/models/qwen"},
+            "data": {"train": "/data/t.parquet", "validation": "/data/v.parquet"},
+            "overrides": ["trainer.test_freq=3", override],
+        },
+    }
+    path.write_text(yaml.safe_dump(manifest), encoding="utf-8")
+    assert main(["validate", str(path)]) == EXIT_INVALID
+    err = capsys.readouterr().err
+    assert err.startswith("spec.overrides[1]: ") and words in err, err
+    assert "spec.overrides[0]" not in err and "Traceback" not in err
