@@ -89,8 +89,13 @@ async def test_the_instantiation_probe_is_refused_and_touches_nothing(
         assert status["reason"] == "InvalidSpec"
         for index in range(len(overrides)):
             assert f"spec.overrides[{index}]: " in status["message"], status["message"]
-        events = await cluster.events_for("probe")
-        assert events, "the refusal is announced by an Event"
+        from flashrl_operator.sim import eventually
+
+        async def announced() -> list[dict[str, Any]] | None:
+            # The Event follows the status write (status once, then Events): wait for it.
+            return await cluster.events_for("probe") or None
+
+        events = await eventually(announced, "the refusal announced by an Event", 20.0)
         import json
 
         traps.assert_untouched(json.dumps(status), json.dumps(events))
