@@ -232,8 +232,10 @@ class HistoryRecorder:
         try:
             if version is None:
                 return await self._kube.create(body)  # None: 409, the name was taken meanwhile
+            # Forced: the precondition already proves the object is the one checked as the job's (its
+            # first write was a POST, whose fields an apply would otherwise see as another manager's).
             body["metadata"]["resourceVersion"] = version
-            return await self._kube.apply(body, force=False)
+            return await self._kube.apply(body, force=True)
         except (ConflictError, RejectedError):
             return None
         except Exception:
