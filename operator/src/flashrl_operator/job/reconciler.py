@@ -202,7 +202,7 @@ class Reconciler:
         self._first_seen: dict[str, datetime.datetime] = {}
         self._override_cache: dict[str, list[str]] = {}
         #: verl checks under way, by spec hash: the jobs to reconcile again at its end.
-        self._override_pending: dict[str, set[tuple[str, str]]] = {}
+        self._override_pending: dict[str, dict[tuple[str, str], Mapping[str, Any]]] = {}
         self._check_tasks: set[asyncio.Future[list[str]]] = set()
         self._check_failed: dict[str, BaseException] = {}
         #: verl checks under way, fairly shared between namespaces (:mod:`flashrl_operator.job.fair`).
@@ -382,9 +382,9 @@ class Reconciler:
             return None, [str(p) for p in exc.problems]
         if not self._check_overrides:
             return job, []
-        return job, self._checked(job)
+        return job, self._checked(job, body)
 
-    def _checked(self, job: FlashRLJob) -> list[str]:
+    def _checked(self, job: FlashRLJob, body: Mapping[str, Any]) -> list[str]:
         """verl's verdict on the job's configuration, checked once per distinct spec; raises
         :class:`_CheckUnderWay` while the check runs.
 
@@ -393,7 +393,8 @@ class Reconciler:
         and resyncs ask, and asks during the check join the one under way (a restarted operator lists
         every job; an experiment's variants share most of a spec). The check runs in the background,
         in a child process, bounded and fair between namespaces
-        (:class:`~flashrl_operator.job.fair.FairSlots`); its end reconciles every job that asked.
+        (:class:`~flashrl_operator.job.fair.FairSlots`); its end reconciles every job that asked, from
+        the body it last asked with (as a watch event would hand it: no read).
         """
         wire = json.dumps(job.spec.to_wire(), sort_keys=True, separators=(",", ":"))
         key = hashlib.sha256(wire.encode()).hexdigest()
@@ -404,17 +405,17 @@ class Reconciler:
             raise failed
         waiting = self._override_pending.get(key)
         if waiting is None:
-            waiting = self._override_pending[key] = set()
+            waiting = self._override_pending[key] = {}
             task = asyncio.ensure_future(self._compose(job, job.namespace or ""))
             self._check_tasks.add(task)
             task.add_done_callback(lambda done: self._check_done(key, done))
-        waiting.add((job.namespace or "", job.name))
+        waiting[(job.namespace or "", job.name)] = body
         raise _CheckUnderWay
 
     def _check_done(self, key: str, task: asyncio.Future[list[str]]) -> None:
         """Remember the verdict and reconcile the jobs that wait for it."""
         self._check_tasks.discard(task)
-        waiting = self._override_pending.pop(key, set())
+        waiting = self._override_pending.pop(key, {})
         if task.cancelled():
             return
         error = task.exception()
@@ -427,8 +428,8 @@ class Reconciler:
                 self._override_cache.pop(next(iter(self._override_cache)))
             self._override_cache[key] = task.result()
         loop = asyncio.get_running_loop()
-        for namespace, name in waiting:
-            again = loop.create_task(self.reconcile(namespace, name))
+        for (namespace, name), body in waiting.items():
+            again = loop.create_task(self.reconcile(namespace, name, body))
             again.add_done_callback(_log_failure)
 
     async def _compose(self, job: FlashRLJob, namespace: str) -> list[str]:
