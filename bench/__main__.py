@@ -12,7 +12,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from bench import apiserver_bench, chaos_bench, override_bench, resume_bench
+from bench import apiserver_bench, chaos_bench, fair_bench, override_bench, resume_bench
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 
@@ -50,6 +50,8 @@ def main() -> int:
     sections.append(resume_bench.run())
     print("override benchmark: verl overrides at the CRD's maximum ...", file=sys.stderr)
     sections.append(override_bench.run())
+    print("fairness benchmark: one tenant's slow verl checks vs another's plain job ...", file=sys.stderr)
+    sections.append(fair_bench.run())
     date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")
     text = HEADER.format(date=date) + "\n".join(sections)
     DOC.write_text(text, encoding="utf-8")

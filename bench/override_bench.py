@@ -51,7 +51,7 @@ def _measure(overrides: list[str], screen: bool) -> tuple[float, int, int]:
     verl_config.screen_overrides = real_screen if screen else off  # type: ignore[assignment]
     # Before the screen there was no cap on the compositions spent finding culprits either.
     verl_config.MAX_FALLBACK_COMPOSITIONS = real_cap if screen else 10**6  # type: ignore[misc]
-    verl_config.compose_error.cache_clear()
+    verl_config._composition.cache_clear()
     try:
         start = time.perf_counter()
         problems = verl_config.check_user_overrides(job)

@@ -418,3 +418,53 @@ async def test_a_configmap_under_the_metrics_name_is_left_alone(
 
     await eventually(warned, "a ChildConflict Event about sq-metrics", 20.0)
     assert await cluster.api.get(CONFIG_MAPS_RESOURCE, NAMESPACE, "sq-metrics") == before
+
+
+async def test_a_metrics_configmap_recreated_by_someone_else_is_a_conflict_and_survives_the_job(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    """Issue 33: ownership is proved at every write, not remembered from the first. The job's own
+    ``<job>-metrics`` ConfigMap, deleted and re-created by another user (no owner), is reported as
+    ChildConflict at the next step's write, is not merged into or marked as the job's, and survives
+    the job's deletion (the garbage collector has nothing of the job's to follow)."""
+    from operator_harness import job_manifest
+
+    await start_operator()
+    await cluster.api.create(JOBS_RESOURCE, job_manifest("re", {"training": {"totalSteps": STEPS}}))
+    await cluster.wait_for(RAY_JOBS_RESOURCE, "re")
+    await cluster.kuberay_says("re", TRAINING, "Running")
+    data = {r["step"]: r["data"] for r in records("bf16", STEPS)}
+    await cluster.kuberay.report_named_metrics(NAMESPACE, "re", 1, STEPS, data[1], REPORTED)
+    await eventually(functools.partial(history_step, cluster, "re", 1), "step 1 in re-metrics", WAIT_S)
+    job = await cluster.job("re")
+
+    await cluster.api.delete(CONFIG_MAPS_RESOURCE, NAMESPACE, "re-metrics")
+    await cluster.gone(CONFIG_MAPS_RESOURCE, "re-metrics")
+    theirs = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "re-metrics", "namespace": NAMESPACE, "labels": {"owner": "someone-else"}},
+        "data": {"notes": "theirs"},
+    }
+    await cluster.api.create(CONFIG_MAPS_RESOURCE, theirs)
+    before = await cluster.api.get(CONFIG_MAPS_RESOURCE, NAMESPACE, "re-metrics")
+    await cluster.kuberay.report_named_metrics(NAMESPACE, "re", 2, STEPS, data[2], REPORTED)
+
+    async def warned() -> bool | None:
+        events = await cluster.events_for("re")
+        hits = [e for e in events if e["reason"] == "ChildConflict" and "re-metrics" in e["message"]]
+        return True if hits else None
+
+    await eventually(warned, "a ChildConflict Event about re-metrics", 20.0)
+    after = await cluster.api.get(CONFIG_MAPS_RESOURCE, NAMESPACE, "re-metrics")
+    assert after == before  # not merged into, no ownerReference added
+    assert not (after or {}).get("metadata", {}).get("ownerReferences")
+
+    await cluster.api.delete(JOBS_RESOURCE, NAMESPACE, "re")
+    await cluster.gone(JOBS_RESOURCE, "re")
+    # The garbage collector has followed the job's own children (its RayJob is gone); the foreign
+    # ConfigMap, which the operator never marked as the job's, stays as its owner left it.
+    await cluster.emulated_gc()
+    await cluster.gone(RAY_JOBS_RESOURCE, "re")
+    assert await cluster.api.get(CONFIG_MAPS_RESOURCE, NAMESPACE, "re-metrics") == before
+    assert job["metadata"]["uid"] not in str(before)

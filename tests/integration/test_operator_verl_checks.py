@@ -89,9 +89,81 @@ async def test_the_instantiation_probe_is_refused_and_touches_nothing(
         assert status["reason"] == "InvalidSpec"
         for index in range(len(overrides)):
             assert f"spec.overrides[{index}]: " in status["message"], status["message"]
-        events = await cluster.events_for("probe")
-        assert events, "the refusal is announced by an Event"
+        from flashrl_operator.sim import eventually
+
+        async def announced() -> list[dict[str, Any]] | None:
+            # The Event follows the status write (status once, then Events): wait for it.
+            return await cluster.events_for("probe") or None
+
+        events = await eventually(announced, "the refusal announced by an Event", 20.0)
         import json
 
         traps.assert_untouched(json.dumps(status), json.dumps(events))
     assert _created_children(cluster) == set()
+
+
+#: Issue 33's probes, one per route to what the spec owns: Hydra's own configuration (its env_set
+#: reaching the driver's environment, its run directory), a dict above protected keys (replaced,
+#: forced, deleted), the reserved environment through runtime_env as a whole mapping.
+REACH_PROBES = {
+    "hydra-env-set": "+hydra.job.env_set.RAY_ADDRESS=ray://elsewhere:10001",
+    "hydra-forced": "++hydra.job.env_set.LD_PRELOAD=/tmp/x.so",
+    "hydra-root": "hydra={run:{dir:/tmp/x}}",
+    "hydra-deleted": "~hydra",
+    "parent-dict": "trainer={nnodes:99}",
+    "parent-forced": "++trainer={default_local_dir:/tmp/x,save_freq:-1,resume_mode:disable}",
+    "parent-rollout": "actor_rollout_ref.rollout={quantization:null,name:vllm}",
+    "parent-deleted": "~trainer",
+    "runtime-env-mapping": "ray_kwargs={ray_init:{runtime_env:{env_vars:{CUDA_VISIBLE_DEVICES:'0'}}}}",
+}
+
+
+async def test_every_route_to_what_the_spec_owns_is_invalid_spec(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    """Each probe in its own job, beside a harmless override: InvalidSpec at the probe's own index,
+    naming the key it would reach, and no RayJob (nor any other child) for any of them."""
+    await start_operator(check_overrides=True)
+    for name, probe in REACH_PROBES.items():
+        await cluster.api.create(
+            JOBS_RESOURCE, job_manifest(f"reach-{name}", {"overrides": ["trainer.test_freq=3", probe]})
+        )
+    for name in REACH_PROBES:
+        status = await cluster.wait_phase(f"reach-{name}", "Failed")
+        assert status["reason"] == "InvalidSpec", (name, status)
+        assert "spec.overrides[1]: " in status["message"], (name, status["message"])
+        assert "spec.overrides[0]" not in status["message"], (name, status["message"])
+        assert await cluster.api.get(RAY_JOBS_RESOURCE, NAMESPACE, f"reach-{name}") is None
+    assert _created_children(cluster) == set()
+
+
+def _largest_checked_overrides() -> list[str]:
+    """Overrides at the size budget of one job's checks, valid for verl (new keys, long lists)."""
+    from flashrl_jobs.override_rules import MAX_OVERRIDE_ITEMS
+
+    per = 400
+    count = MAX_OVERRIDE_ITEMS // (per - 1)
+    return [f"+data.flashrl_probe_{i}=[" + ",".join(["0"] * per) + "]" for i in range(count)]
+
+
+async def test_one_tenants_slow_checks_do_not_hold_up_another_namespaces_job(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    """Issue 33: three jobs at the check's size budget in one namespace, then a plain job in another:
+    the plain job's check is not queued behind them (ordering, not time: when the plain job has its
+    verdict, at most one of the slow ones has)."""
+    from envtest.audit import TEST_NAMESPACES
+
+    other = TEST_NAMESPACES[1]
+    await start_operator(check_overrides=True, check_slots=2)
+    slow = [f"slow-{i}" for i in range(3)]
+    for name in slow:
+        await cluster.api.create(
+            JOBS_RESOURCE, job_manifest(name, {"overrides": _largest_checked_overrides()})
+        )
+    await cluster.api.create(
+        JOBS_RESOURCE, job_manifest("plain", {"overrides": ["trainer.test_freq=3"]}, namespace=other)
+    )
+    await cluster.wait_phase("plain", "Pending", namespace=other)
+    decided = [name for name in slow if (await cluster.status(name)).get("phase")]
+    assert len(decided) <= 1, decided

@@ -9,8 +9,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 from pydantic.alias_generators import to_camel
+
+#: What the generated CRD's strings match where they have no pattern of their own: no NUL.
+NO_NUL_PATTERN = "^[^\\x00]*$"
+
+
+def _nul_free(value: Any, depth: int = 0) -> bool:
+    if isinstance(value, str):
+        return "\x00" not in value
+    if depth > 8:
+        return True
+    if isinstance(value, list | tuple):
+        return all(_nul_free(item, depth + 1) for item in value)
+    if isinstance(value, dict):
+        return all(_nul_free(k, depth + 1) and _nul_free(v, depth + 1) for k, v in value.items())
+    return True  # a nested model checked its own fields
 
 
 class ApiModel(BaseModel):
@@ -27,6 +42,16 @@ class ApiModel(BaseModel):
         # rendered into an object nothing downstream can read.
         allow_inf_nan=False,
     )
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _no_nul(cls, value: Any) -> Any:
+        """No NUL in any string: every one may reach a path, an argument or the environment, where a NUL
+        ends the string early or fails the launcher after the GPUs are granted (the CRD's strings refuse
+        it too, :data:`NO_NUL_PATTERN`)."""
+        if not _nul_free(value):
+            raise ValueError("must not contain NUL (\\0)")
+        return value
 
     def to_wire(self) -> dict[str, Any]:
         """Return the object as it appears in Kubernetes: camelCase keys, defaults filled in."""

@@ -45,6 +45,7 @@ from flashrl_api.manifest import (
     namespace_problems,
     spec_problems,
     unknown_field_problems,
+    without_nulls,
 )
 from flashrl_api.pins import default_trainer_image
 from flashrl_api.spec import FlashRLJobSpec
@@ -543,9 +544,9 @@ def variant_jobs(
                     "blockOwnerDeletion": True,
                 }
             ]
-        spec = FlashRLJobSpec.model_validate(
-            variant_spec(template, variant, experiment.name, replica), strict=True
-        )
+        # Nulls are absent, as the API server prunes them from a FlashRLJob's spec before defaulting.
+        wire = without_nulls(variant_spec(template, variant, experiment.name, replica))
+        spec = FlashRLJobSpec.model_validate(wire, strict=True)
         jobs.append(FlashRLJob(api_version=API_VERSION, kind=KIND, metadata=metadata, spec=spec))
     return jobs
 

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, Final, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -29,6 +29,8 @@ from flashrl_api.k8s_names import (
     DNS_LABEL_RE,
     DNS_SUBDOMAIN_PATTERN,
     EXTENDED_RESOURCE_PATTERN,
+    LABEL_KEY_RE,
+    LABEL_VALUE_RE,
 )
 from flashrl_api.kubectl_yaml import BOOLEAN_KEY_HINT, load_all
 from flashrl_api.renamed import renamed_hint
@@ -404,7 +406,61 @@ def header_problems(raw: Mapping[str, Any], kind: str) -> tuple[Mapping[str, Any
         name = ""
     elif len(name) > MAX_NAME_LENGTH or not _NAME_RE.fullmatch(name):
         problems.append(Problem("metadata.name", f"{quote(name)} {NAME_MESSAGE}"))
+    problems.extend(label_and_annotation_problems(metadata))
     return metadata, name, problems
+
+
+#: The API server's bound on all of an object's annotations together, keys and values
+#: (apimachinery's TotalAnnotationSizeLimitB).
+MAX_ANNOTATIONS_BYTES: Final = 256 * 1024
+
+
+def _key_problem(key: Any) -> str | None:
+    """Why ``key`` is not a qualified name (a label or annotation key) as the API server checks it."""
+    if not isinstance(key, str):
+        return f"must be a string, got {type(key).__name__}"
+    prefix, _, name = key.rpartition("/")
+    if not LABEL_KEY_RE.fullmatch(key) or len(name) > 63 or len(prefix) > 253:
+        return (
+            "must be an optional DNS subdomain prefix (at most 253 characters) and '/', then a name of "
+            "at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+        )
+    return None
+
+
+def label_and_annotation_problems(metadata: Mapping[str, Any]) -> list[Problem]:
+    """``metadata.labels`` and ``metadata.annotations`` as the API server validates them: string maps,
+    qualified-name keys, label values of at most 63 label characters, annotations within 256 KiB."""
+    problems: list[Problem] = []
+    for field in ("labels", "annotations"):
+        values = metadata.get(field)
+        if values is None:
+            continue
+        if not isinstance(values, Mapping):
+            problems.append(Problem(f"metadata.{field}", f"must be a mapping, got {type(values).__name__}"))
+            continue
+        for key, value in values.items():
+            path = f"metadata.{field}[{_segment(str(key))}]"
+            why = _key_problem(key)
+            if why is not None:
+                problems.append(Problem(path, f"key {quote(key)} {why}"))
+            if not isinstance(value, str):
+                problems.append(Problem(path, f"must be a string, got {type(value).__name__}"))
+            elif field == "labels" and (len(value) > 63 or not LABEL_VALUE_RE.fullmatch(value)):
+                problems.append(
+                    Problem(
+                        path,
+                        f"{quote(value)} must be at most 63 letters, digits, '-', '_' or '.', starting and "
+                        "ending with a letter or digit (or empty)",
+                    )
+                )
+        if field == "annotations":
+            size = sum(len(str(k).encode()) + len(str(v).encode()) for k, v in values.items())
+            if size > MAX_ANNOTATIONS_BYTES:
+                problems.append(
+                    Problem("metadata.annotations", f"{size} bytes in all, more than {MAX_ANNOTATIONS_BYTES}")
+                )
+    return problems
 
 
 def namespace_problems(metadata: Mapping[str, Any]) -> list[Problem]:
@@ -488,9 +544,12 @@ def _count_values(text: str, source: str) -> None:
             if isinstance(event, _VALUE_EVENTS):
                 count += 1
                 if count > MAX_NODES:
-                    raise SpecError([Problem("", f"{source} holds more than {MAX_NODES} values")])
+                    break
     except (yaml.YAMLError, RecursionError, ValueError):
-        return
+        return  # a parse error is left for the real load to report
+    if count > MAX_NODES:
+        # Raised outside the handler above: SpecError is a ValueError, which it would swallow.
+        raise SpecError([Problem("", f"{source} holds more than {MAX_NODES} values")])
 
 
 def load_documents(text: str, source: str = "<input>") -> list[Any]:

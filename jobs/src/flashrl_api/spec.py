@@ -60,8 +60,20 @@ MAX_COUNT = 1_048_576
 #: An environment variable name as the operator accepts it: a C identifier.
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 #: Variables the operator or the launcher own: GPU visibility (the CPU-only head hides the node's GPUs,
-#: Ray assigns them to actors) and the Ray address the launcher hands to verl.
-RESERVED_ENV_NAMES: tuple[str, ...] = ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "RAY_ADDRESS")
+#: Ray assigns them to actors) and the Ray address the launcher hands to verl. One set for every route
+#: to a process's environment: ``spec.env``, verl's ``runtime_env.env_vars``
+#: (:func:`flashrl_jobs.override_rules.reserved_runtime_env_name`); Hydra's ``env_set`` is refused whole.
+RESERVED_ENV_NAMES: tuple[str, ...] = (
+    "NVIDIA_VISIBLE_DEVICES",
+    "CUDA_VISIBLE_DEVICES",
+    "RAY_ADDRESS",
+    # What decides which shared libraries every process of the pod loads (the launcher's included).
+    "LD_PRELOAD",
+    "LD_LIBRARY_PATH",
+    # The two the launcher hands verl itself: its metrics file and the capacity block's deadline.
+    "VERL_FILE_LOGGER_PATH",
+    "MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP",
+)
 #: Prefix of the launcher's own settings (spec path, API server, termination log).
 RESERVED_ENV_PREFIX = "FLASHRL_"
 

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import Final
+from typing import Any, Final
 
 from flashrl_api import FlashRLJob, FlashRLJobSpec
 from flashrl_api.staging import data_location, model_location
 from flashrl_jobs.contract import VALIDATION_DIR
-from flashrl_jobs.override_rules import unsafe_override_problems
+from flashrl_jobs.override_rules import parsed_override_value, unsafe_override_problems
 
 ENTRY_MODULE: Final = "verl.trainer.main_ppo"
 #: verl's JSONL logger (``verl/utils/tracking.py`` ``FileLogger``), on in every job.
@@ -70,7 +70,7 @@ def format_value(value: Value) -> str:
 def override_key(override: str) -> str:
     """The dotted key of a Hydra override, without its ``+``/``++``/``~`` prefix."""
     key = override.split("=", 1)[0]
-    return key.lstrip("+~")
+    return key.strip().lstrip("+~").strip()
 
 
 def _tis(spec: FlashRLJobSpec) -> dict[str, Value]:
@@ -286,18 +286,60 @@ def merge_overrides(generated: Iterable[str], user: Iterable[str]) -> list[str]:
     return merged
 
 
+def _protected_below(key: str, override: str) -> str | None:
+    """Why an override of ``key``, a dict holding protected keys, would change one of them, or None.
+
+    Hydra merges a dict value into the dict it overrides, so ``trainer={total_epochs:2}`` leaves
+    ``trainer.nnodes`` alone; a dict that names a protected key, a value that is not a dict (it
+    replaces the whole subtree), a deletion (``~trainer``) or a value Hydra cannot parse do not.
+    """
+    below = [p for p in PROTECTED_KEYS if p.startswith(key + ".")] if key else list(PROTECTED_KEYS)
+    if not below:
+        return None
+    first = below[0]
+    owner = PROTECTED_KEYS[first]
+    if override.strip().startswith("~"):
+        return f"{key}: deleting it deletes {first}, which is set by {owner}; change that field instead"
+    parsed, value = parsed_override_value(override)
+    if not parsed:
+        return f"{key}: holds {first} (set by {owner}) and could not be parsed to check what it replaces"
+    for protected in below:
+        node: Any = value
+        walked = [key] if key else []
+        for segment in protected[len(key) + 1 if key else 0 :].split("."):
+            if not isinstance(node, dict):
+                return (
+                    f"{key}: would replace {'.'.join(walked)}, which holds {protected} "
+                    f"(set by {PROTECTED_KEYS[protected]}); change that field instead"
+                )
+            if segment not in node:
+                break
+            node = node[segment]
+            walked.append(segment)
+        else:
+            return (
+                f"{key}: would set {protected}, which is set by {PROTECTED_KEYS[protected]}; "
+                "change that field instead"
+            )
+    return None
+
+
 def protected_key_problems(user: Iterable[str]) -> list[tuple[int, str]]:
-    """``(index, message)`` for each user override that sets a key the spec owns, names code for
-    Hydra to instantiate, or reaches the reserved environment (:mod:`flashrl_jobs.override_rules`)."""
+    """``(index, message)`` for each user override that sets a key the spec owns (itself, or through
+    a dict above it), names code for Hydra to instantiate, reaches Hydra's own configuration or the
+    reserved environment (:mod:`flashrl_jobs.override_rules`)."""
     overrides = list(user)
     unsafe = dict(unsafe_override_problems(overrides))
     problems = []
     for i, override in enumerate(overrides):
-        owner = PROTECTED_KEYS.get(override_key(override))
+        key = override_key(override)
+        owner = PROTECTED_KEYS.get(key)
         if i in unsafe:
             problems.append((i, unsafe[i]))
         elif owner is not None:
-            problems.append((i, f"{override_key(override)} is set by {owner}; change that field instead"))
+            problems.append((i, f"{key} is set by {owner}; change that field instead"))
+        elif (problem := _protected_below(key, override)) is not None:
+            problems.append((i, problem))
     return problems
 
 

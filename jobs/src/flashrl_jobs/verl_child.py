@@ -33,6 +33,8 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -77,12 +79,15 @@ def check_config_isolated(
     *,
     model_config: Mapping[str, Any] | None = None,
     timeout: float = WALL_TIMEOUT_SECONDS,
+    cancel: threading.Event | None = None,
 ) -> tuple[list[Problem], list[str]]:
     """``check_config`` of the job in a sandboxed child: ``(problems, skipped)``.
 
     ``model_config`` (a model's ``config.json``, read by the caller from its own files) enables the
     model-dependent checks; the child reads no file of the caller's. Raises :class:`VerlChildError`
-    when the child gives no answer, ``VerlConfigUnavailableError`` when verl's config is not installed.
+    when the child gives no answer (or passes its time budget, ``timeout``), :class:`CheckCancelledError`
+    when ``cancel`` is set meanwhile (the child is killed: an operator stopping, a job deleted), and
+    ``VerlConfigUnavailableError`` when verl's config is not installed.
     """
     request = {
         "path": [p for p in sys.path if p and Path(p).is_absolute()],
@@ -107,14 +112,7 @@ def check_config_isolated(
                 raise VerlChildError("verl's checks could not be started in their sandbox") from None
             os.close(write_end)
             write_end = -1
-            try:
-                process.communicate(json.dumps(request).encode(), timeout=timeout)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-                raise VerlChildError(
-                    f"verl's checks did not finish within {timeout:.0f} s in their sandbox"
-                ) from None
+            _wait(process, json.dumps(request).encode(), timeout, cancel)
             answer = _read_all(read_end)
     finally:
         os.close(read_end)
@@ -128,6 +126,40 @@ def check_config_isolated(
             )
         raise VerlChildError(f"verl's checks ended with exit code {process.returncode} in their sandbox")
     return _decode(answer)
+
+
+class CheckCancelledError(VerlChildError):
+    """The caller no longer wants the answer; the child was killed."""
+
+
+#: How often a waiting parent looks at its cancel flag.
+_POLL_SECONDS: Final = 0.25
+
+
+def _wait(
+    process: subprocess.Popen[bytes], request: bytes, timeout: float, cancel: threading.Event | None
+) -> None:
+    """Hand the child its request and wait for it to end, at most ``timeout`` seconds, killing it
+    when the time budget passes or ``cancel`` is set."""
+    deadline = time.monotonic() + timeout
+    pending: bytes | None = request
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            process.communicate(pending, timeout=max(0.0, min(_POLL_SECONDS, left)))
+            return
+        except subprocess.TimeoutExpired:
+            pending = None  # communicate() keeps feeding what it was given first
+        cancelled = cancel is not None and cancel.is_set()
+        if cancelled or time.monotonic() >= deadline:
+            process.kill()
+            process.wait()
+            if cancelled:
+                raise CheckCancelledError("verl's checks were cancelled") from None
+            raise VerlChildError(
+                f"verl's checks did not finish within their time budget of {timeout:.0f} s in their "
+                "sandbox (simplify spec.overrides)"
+            ) from None
 
 
 def _read_all(fd: int) -> bytes:

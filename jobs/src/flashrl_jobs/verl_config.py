@@ -20,6 +20,7 @@ resolver refuses to run, so no override or spec value can read the validating pr
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import threading
 from collections.abc import Mapping, Sequence
@@ -31,9 +32,11 @@ from typing import Any, Final
 
 from flashrl_api import FlashRLJob, Problem
 from flashrl_api.staging import model_location
+from flashrl_jobs.override_rules import RAY_ADDRESS_KEY, RUNTIME_ENV_VARS, reserved_runtime_env_name
 from flashrl_jobs.verl_args import (
     CONFIG_NAME,
     FIELD_OF_KEY,
+    PROTECTED_KEYS,
     generated_overrides,
     merge_overrides,
     override_key,
@@ -188,19 +191,38 @@ def _message(exc: BaseException) -> str:
     return text if len(text) <= MAX_MESSAGE else f"{text[:MAX_MESSAGE]}... ({len(text)} characters)"
 
 
-@lru_cache(maxsize=32)
+#: What :func:`owned_values` reads besides the protected keys: where verl reads the Ray address and the
+#: Ray actors' environment.
+_OWNED_EXTRA: Final = (RAY_ADDRESS_KEY, RUNTIME_ENV_VARS)
+_ABSENT: Final = "<absent>"
+
+
 def compose_error(overrides: tuple[str, ...]) -> ComposeError | None:
     """None when verl accepts the override list, else why not (cached: a compose takes ~1 s)."""
+    return _composition(overrides)[0]
+
+
+@lru_cache(maxsize=32)
+def _composition(overrides: tuple[str, ...]) -> tuple[ComposeError | None, dict[str, str] | None]:
+    """One composition of the list: why verl refuses it, or the values the spec owns in it (each as
+    JSON; ``<absent>`` for a missing node), read from the same composition."""
     with _LOCK:
         try:
-            _compose(overrides)
+            cfg = _compose(overrides)
         except VerlConfigUnavailableError:
             raise
         except Exception as exc:
             message = _message(exc)
             key = getattr(exc, "full_key", None) or _named_key(message, overrides)
-            return ComposeError(message=message, key=str(key) if key else None)
-    return None
+            return ComposeError(message=message, key=str(key) if key else None), None
+        omegaconf = _hydra()[2]
+        values: dict[str, str] = {}
+        for owned in (*PROTECTED_KEYS, *_OWNED_EXTRA):
+            node = omegaconf.select(cfg, owned, default=_ABSENT, throw_on_missing=False)
+            if omegaconf.is_config(node):
+                node = omegaconf.to_container(node, resolve=True)
+            values[owned] = json.dumps(node, sort_keys=True, default=str)
+    return None, values
 
 
 def _parse_problem(override: str) -> str | None:
@@ -285,6 +307,59 @@ def screen_overrides(generated: Sequence[str], user: Sequence[tuple[int, str]]) 
     return found
 
 
+def owned_values(overrides: tuple[str, ...]) -> dict[str, str] | None:
+    """The values the spec owns in verl's composed config (each as JSON; ``<absent>`` for a missing
+    node), or None when the list does not compose. Cached with :func:`compose_error`'s composition."""
+    return _composition(overrides)[1]
+
+
+def _owner_of(key: str, user: Sequence[tuple[int, str]]) -> int | None:
+    """The index of the last user override whose key is ``key`` or a dict above it (the one that won)."""
+    for index, override in reversed(user):
+        okey = override_key(override)
+        if key == okey or key.startswith(okey + ".") or not okey:
+            return index
+    return None
+
+
+def composed_owned_problems(generated: Sequence[str], user: Sequence[tuple[int, str]]) -> dict[int, str]:
+    """Each way the user's overrides change, in verl's composed config, what the spec owns.
+
+    The spelling rules (:func:`flashrl_jobs.verl_args.protected_key_problems`) look at each override's
+    key and value; this looks at the result: the protected keys' values composed with and without the
+    user's overrides must be equal, the Ray address must be the launcher's, and the Ray actors'
+    environment may hold no reserved name, whatever route (a parent dict, a config group, an
+    interpolation) put them there. ``-1`` is a change no single override explains.
+    """
+    if not user:
+        return {}
+    base = owned_values(tuple(generated))
+    full = owned_values(tuple(merge_overrides(generated, [o for _, o in user])))
+    if base is None or full is None:
+        return {}  # a composition failure is reported by the caller's own loop
+    found: dict[int, str] = {}
+    changed = [key for key in (*PROTECTED_KEYS, RAY_ADDRESS_KEY) if base[key] != full[key]]
+    env = json.loads(full[RUNTIME_ENV_VARS]) if full[RUNTIME_ENV_VARS] != json.dumps(_ABSENT) else None
+    if isinstance(env, dict):
+        changed += [
+            f"{RUNTIME_ENV_VARS}.{name}" for name in sorted(env) if reserved_runtime_env_name(str(name))
+        ]
+    texts = dict(user)
+    for key in changed:
+        index = _owner_of(key, user)
+        what = (
+            f"is set by {PROTECTED_KEYS[key]}; change that field instead"
+            if key in PROTECTED_KEYS
+            else "is the launcher's (the Ray cluster's address and the reserved environment)"
+        )
+        found.setdefault(
+            -1 if index is None else index,
+            f"{'' if index is None else override_key(texts[index]) + ': '}would change {key} "
+            f"in verl's composed config, which {what}",
+        )
+    return found
+
+
 def check_user_overrides(job: FlashRLJob) -> list[Problem]:
     """Every problem with ``spec.overrides`` against the installed verl, each at ``spec.overrides[i]``.
 
@@ -314,12 +389,12 @@ def check_user_overrides(job: FlashRLJob) -> list[Problem]:
             f"{override_key(override)}: rejected by verl {verl_version()}: {message}",
         )
     remaining = [(i, o) for i, o in remaining if i not in problems]
-    started = compose_error.cache_info().misses
+    started = _composition.cache_info().misses
     while True:
         error = compose_error(tuple(merge_overrides(generated, [o for _, o in remaining])))
         if error is None:
             break
-        if compose_error.cache_info().misses - started > MAX_FALLBACK_COMPOSITIONS:
+        if _composition.cache_info().misses - started > MAX_FALLBACK_COMPOSITIONS:
             problems[-1] = Problem(
                 "spec.overrides",
                 f"verl {verl_version()} rejects the overrides together and the culprit was not found "
@@ -339,6 +414,8 @@ def check_user_overrides(job: FlashRLJob) -> list[Problem]:
             f"spec.overrides[{index}]",
             f"{override_key(override)}: rejected by verl {verl_version()}: {error.message}",
         )
+    for index, message in composed_owned_problems(generated, remaining).items():
+        problems[index] = Problem("spec.overrides" if index < 0 else f"spec.overrides[{index}]", message)
     return [problems[i] for i in sorted(problems)]
 
 
@@ -404,13 +481,69 @@ def check_config(
         model_config = model_config_json(model_location(job.spec)) or cached_model_config_json(
             job.spec.model.source
         )
-    report = run_checks(cfg, model_config)
+    try:
+        report = run_checks(cfg, model_config)
+    except Exception as exc:
+        return ConfigCheck(crash_problems(job, cfg, exc), ["verl's start-up checks: stopped by the crash"])
     found: dict[str, Problem] = {}
     for finding in report.findings:
         path = finding_path(job, finding.keys, finding.message, finding.section)
         problem = Problem(path, f"verl {verl_version()}: {finding.message}")
         found.setdefault(str(problem), problem)
     return ConfigCheck(list(found.values()), report.skipped)
+
+
+def _kind(node: Any) -> str | None:
+    """What sort of value a config node holds: a mapping, a list, a number, a string, a boolean
+    (None for a null or a missing node, which fit any sort)."""
+    omegaconf = _hydra()[2]
+    if omegaconf.is_dict(node):
+        return "a mapping"
+    if omegaconf.is_list(node):
+        return "a list"
+    if node is None or node == _ABSENT:
+        return None
+    if isinstance(node, bool):
+        return "a boolean"
+    if isinstance(node, int | float):
+        return "a number"
+    return "a string"
+
+
+def crash_problems(job: FlashRLJob, cfg: Any, exc: BaseException) -> list[Problem]:
+    """Where a crash inside verl's checks came from: each user override that changed the sort of
+    value verl's own config holds at its key (``rollout.n=[1,2]`` where verl holds a number), at
+    ``spec.overrides[i]``; ``spec.overrides`` (``spec`` without overrides) when none did. The
+    exception is named by its class only (its text may quote anything)."""
+    omegaconf = _hydra()[2]
+    base = compose_config(generated_overrides(job))
+    problems: list[Problem] = []
+    for index, override in enumerate(job.spec.overrides):
+        key = override_key(override)
+        before = _kind(omegaconf.select(base, key, default=_ABSENT, throw_on_missing=False))
+        found = omegaconf.select(cfg, key, default=_ABSENT, throw_on_missing=False)
+        if before is not None and isinstance(found, str) and found == _ABSENT:
+            problems.append(
+                Problem(
+                    f"spec.overrides[{index}]",
+                    f"{key}: verl's start-up checks failed with {type(exc).__name__}: the override deletes "
+                    f"{before} verl's checks read",
+                )
+            )
+            continue
+        after = _kind(found)
+        if before is not None and after is not None and before != after:
+            problems.append(
+                Problem(
+                    f"spec.overrides[{index}]",
+                    f"{key}: verl's start-up checks failed with {type(exc).__name__} on its value: verl's "
+                    f"config holds {before} there, the override gives {after}",
+                )
+            )
+    if problems:
+        return problems
+    path = "spec.overrides" if job.spec.overrides else "spec"
+    return [Problem(path, f"verl's start-up checks failed with {type(exc).__name__} on this configuration")]
 
 
 def verl_overrides_for(job: FlashRLJob) -> list[str]:

@@ -287,10 +287,126 @@ def test_bad_overrides_cost_a_fixed_number_of_compositions(monkeypatch: pytest.M
         return real(overrides, resolve)
 
     monkeypatch.setattr(verl_config, "_compose", counting)
-    verl_config.compose_error.cache_clear()
+    verl_config._composition.cache_clear()
     overrides = [f"trainer.unknown_{i}=1" for i in range(100)] + ["trainer.test_freq=7"]
     job = parse_job(_job({"overrides": overrides}))
     problems = verl_config.check_user_overrides(job)
     assert [p.path for p in problems] == [f"spec.overrides[{i}]" for i in range(100)]
     assert len(calls) <= 3, calls
     assert all(len(p.message) < 400 for p in problems)
+
+
+# --- issue 33: inputs -------------------------------------------------------------------------------
+
+
+def test_an_endless_file_is_refused_after_the_limit(capsys: pytest.CaptureFixture[str]) -> None:
+    """``/dev/zero`` never ends: the reader stops one byte past the limit (no MemoryError)."""
+    for command in ("validate", "render"):
+        assert main([command, "/dev/zero"]) == EXIT_INVALID
+        err = capsys.readouterr().err
+        assert f"larger than {MAX_MANIFEST_BYTES} bytes" in err and "Traceback" not in err
+
+
+def test_too_many_values_is_refused_before_any_object_is_built(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The early count refuses (its own parse-error handler used to swallow the refusal)."""
+    from flashrl_api.manifest import MAX_NODES, _count_values
+
+    text = HEADER + "x: [" + ",".join(["1"] * (MAX_NODES + 1)) + "]\n"
+    with pytest.raises(SpecError) as caught:
+        _count_values(text, "job.yaml")
+    assert f"more than {MAX_NODES} values" in str(caught.value.problems[0])
+    _, err = _run(tmp_path, text, capsys)
+    assert f"more than {MAX_NODES} values" in err
+
+
+EXPERIMENT = "apiVersion: flashrl.dev/v1alpha1\nkind: FlashRLExperiment\nmetadata: {name: e, namespace: rl}\n"
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "spec: null",
+        "spec: {template: {data: null}}",
+        "spec: {template: {storage: null, env: null}}",
+        "spec: {template: {training: {totalSteps: null}}}",
+        "spec: {template: {model: {source: null}}, variants: [{name: a, spec: {training: null}}, {name: b}]}",
+    ],
+)
+def test_nulls_in_an_experiment_are_absent_never_a_traceback(
+    spec: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "exp.yaml"
+    path.write_text(EXPERIMENT + spec + "\n", encoding="utf-8")
+    code = main(["validate", str(path)])
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    assert code in (0, EXIT_INVALID), captured.err
+
+
+@pytest.mark.parametrize(
+    ("metadata", "path"),
+    [
+        ({"labels": {"bad key!": "x"}}, "metadata.labels[bad key!]"),
+        ({"labels": {"ok": "not a label value!"}}, "metadata.labels[ok]"),
+        ({"labels": {"ok": "x" * 64}}, "metadata.labels[ok]"),
+        ({"labels": {"n": 3}}, "metadata.labels[n]"),
+        ({"labels": ["a"]}, "metadata.labels"),
+        ({"annotations": {"-x": "y"}}, "metadata.annotations[-x]"),
+        ({"annotations": {"a": "x" * (256 * 1024)}}, "metadata.annotations"),
+    ],
+)
+def test_labels_and_annotations_as_the_api_server_checks_them(metadata: dict[str, Any], path: str) -> None:
+    assert path in _problems(_job({}, **metadata))
+
+
+def test_valid_labels_and_annotations_pass() -> None:
+    parse_job(_job({}, labels={"app.kubernetes.io/name": "x", "team": ""}, annotations={"note": "a b\nc"}))
+
+
+@pytest.mark.parametrize(
+    ("spec", "path"),
+    [
+        ({"model": {"source": "/models/q\0x"}}, "spec.model.source"),
+        ({"data": {"train": "/data/t\0.parquet"}}, "spec.data.train"),
+        ({"env": [{"name": "A", "value": "a\0b"}]}, "spec.env[0].value"),
+        ({"training": {"projectName": "p\0"}}, "spec.training.projectName"),
+    ],
+)
+def test_nul_is_refused_in_every_string(spec: dict[str, Any], path: str) -> None:
+    problems = _problems(_job(spec))
+    assert path in problems and "NUL" in problems[path], problems
+
+
+def test_the_crd_refuses_nul_in_every_free_string() -> None:
+    """Every string of the generated CRD without an enum has a pattern: no NUL, or the field's own
+    (which lists what it admits; the models refuse NUL in those too)."""
+    from flashrl_operator.generate.crd import build_crd
+
+    strings: list[tuple[str, dict[str, Any]]] = []
+
+    def walk(node: Any, where: str) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == "string":
+                strings.append((where, node))
+            for key, value in node.items():
+                walk(value, f"{where}.{key}")
+        elif isinstance(node, list):
+            for item in node:
+                walk(item, where)
+
+    schema = build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    walk(schema, "spec")
+    assert strings
+    free = [where for where, node in strings if "enum" not in node and "pattern" not in node]
+    assert free == []
+    import re
+
+    for where, node in strings:
+        try:
+            pattern = re.compile(node.get("pattern", ""))
+        except re.error:
+            continue  # RE2 syntax Python's re does not read
+        if "pattern" in node:
+            assert not pattern.search("a\0b"), where

@@ -238,7 +238,7 @@ def test_a_retryable_failure_deletes_the_rayjob_and_starts_a_new_attempt_after_t
     # The launcher reported step 12 and a checkpoint at 10 after the job was first read.
     step = failed_attempt(job, running(), ray_status("Complete", "FAILED"), reported=Reported(12, 1, 10))
     assert step.apply == ()
-    assert step.delete == (Ref(kuberay.RAY_JOB, NAMESPACE, NAME),)
+    assert step.delete == (Ref(kuberay.RAY_JOB, NAMESPACE, NAME, "uid-RayJob"),)
     status = step.status
     assert (status.phase, status.reason, status.attempt, status.lost_steps) == ("Starting", None, 2, 2)
     assert status.ray_job_name == attempt_ray_job_name(job, 2) != NAME

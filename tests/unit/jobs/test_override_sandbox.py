@@ -176,8 +176,23 @@ def test_a_child_that_overruns_its_time_is_reported_in_fixed_words() -> None:
     from flashrl_jobs.verl_child import VerlChildError, check_config_isolated
 
     job = parse_job(_example([]))
-    with pytest.raises(VerlChildError, match=r"did not finish within 0 s in their sandbox"):
+    with pytest.raises(
+        VerlChildError, match=r"did not finish within their time budget of 0 s in their sandbox"
+    ):
         check_config_isolated(job, timeout=0.01)
+
+
+def test_a_cancelled_check_kills_its_child() -> None:
+    """Issue 33: an operator that stops, or a check nobody waits for, does not leave a child running."""
+    import threading
+
+    from flashrl_jobs.verl_child import CheckCancelledError, check_config_isolated
+
+    job = parse_job(_example([]))
+    cancel = threading.Event()
+    cancel.set()
+    with pytest.raises(CheckCancelledError):
+        check_config_isolated(job, cancel=cancel)
 
 
 _HOOKED = textwrap.dedent(

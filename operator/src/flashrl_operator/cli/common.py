@@ -93,15 +93,23 @@ def report_problems(problems: Sequence[Problem], err: TextIO) -> int:
 
 
 def read_text(source: str) -> str:
-    """A manifest's text from a file or standard input; unreadable input is a :class:`SpecError`."""
+    """A manifest's text from a file or standard input, at most :data:`MAX_MANIFEST_BYTES` (one byte
+    more is read to tell, never the rest: ``/dev/zero`` is refused, not exhausted); unreadable,
+    oversized or non-UTF-8 input is a :class:`SpecError`."""
     if source == STDIN:
+        buffer = getattr(sys.stdin, "buffer", None)
         try:
-            return sys.stdin.read()
+            if buffer is not None:
+                return decode_manifest(buffer.read(MAX_MANIFEST_BYTES + 1), "standard input")
+            text = sys.stdin.read(MAX_MANIFEST_BYTES + 1)
         except UnicodeDecodeError:
             raise SpecError([Problem("", "standard input is not UTF-8 text")]) from None
+        if len(text) > MAX_MANIFEST_BYTES:
+            raise SpecError([Problem("", f"standard input is larger than {MAX_MANIFEST_BYTES} bytes")])
+        return text
     try:
-        return Path(source).read_text(encoding="utf-8")
+        with Path(source).open("rb") as stream:
+            data = stream.read(MAX_MANIFEST_BYTES + 1)
     except OSError as exc:
         raise SpecError([Problem("", f"cannot read {source}: {exc.strerror or exc}")]) from None
-    except UnicodeDecodeError:
-        raise SpecError([Problem("", f"{source} is not UTF-8 text")]) from None
+    return decode_manifest(data, source)

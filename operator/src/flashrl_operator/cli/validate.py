@@ -72,7 +72,8 @@ def _validate_experiment(source: str, raw: Mapping[str, Any]) -> int:
     experiment, problems = experiment_problems(raw)
     if problems or experiment is None:
         return report_problems(problems, sys.stderr)
-    template = raw.get("spec", {}).get("template") or {}
+    spec = raw.get("spec")
+    template = (spec.get("template") if isinstance(spec, Mapping) else None) or {}
     variants = variants_of(experiment.spec)
     index = {variant.name: i for i, variant in enumerate(variants)}
     runs = [variant for variant, _ in experiment_runs(experiment.spec)]

@@ -163,18 +163,40 @@ class ExperimentReconciler:
 
 
 class HistoryRecorder:
-    """Appends each job's reported metrics to its ``<job>-metrics`` ConfigMap."""
+    """Appends each job's reported metrics to its ``<job>-metrics`` ConfigMap.
+
+    Ownership is proved at every write, never remembered: the first write is a ``POST`` (refused with
+    409 when the name is taken), every later one an apply carrying the ``resourceVersion`` this
+    recorder last wrote or read from an object it checked to be the job's (the API server refuses it
+    with 409 when the object changed since: deleted and re-created by someone else, or edited). A
+    refused write re-reads the object: someone else's is reported as ChildConflict and left alone.
+    """
 
     def __init__(self, kube: KubeClient) -> None:
         self._kube = kube
-        #: The history text last written or read per job: an unchanged status costs no request.
-        self._known: dict[tuple[str, str], str] = {}
+        #: Per job, the history text last written or read and the resourceVersion it was at (None: no
+        #: ConfigMap): an unchanged status costs no request, a changed one exactly one write.
+        self._known: dict[tuple[str, str], tuple[str, str | None]] = {}
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
 
     def forget(self, namespace: str, name: str) -> None:
         """Drop the cached history of a deleted job."""
         self._known.pop((namespace, name), None)
         self._locks.pop((namespace, name), None)
+
+    async def _read(self, job: Mapping[str, Any], key: tuple[str, str], uid: str) -> bool:
+        """Read the live ConfigMap into the cache; False (and reported) when it is someone else's."""
+        current = await self._kube.get(CONFIG_MAP, key[0], history_name(key[1]))
+        if current is not None and not history_is_ours(current, uid):
+            self._known.pop(key, None)
+            await self._refuse(job, current)
+            return False
+        if current is None:
+            self._known[key] = ("", None)
+        else:
+            version = str((current.get("metadata") or {}).get("resourceVersion") or "") or None
+            self._known[key] = (str((current.get("data") or {}).get(HISTORY_KEY) or ""), version)
+        return True
 
     async def record(self, job: Mapping[str, Any]) -> bool:
         """Merge the job's ``status.metrics`` into its history; True when the ConfigMap was written."""
@@ -185,28 +207,44 @@ class HistoryRecorder:
         key = (str(meta.get("namespace") or "default"), str(meta.get("name")))
         uid = str(meta["uid"])
         async with self._locks.setdefault(key, asyncio.Lock()):
-            known = self._known.get(key)
-            if known is None:
-                current = await self._kube.get(CONFIG_MAP, key[0], history_name(key[1]))
-                if current is not None and not history_is_ours(current, uid):
-                    await self._refuse(job, current)
+            # Twice at most: a write refused because the job's own ConfigMap changed since is retried
+            # once on the object as read again.
+            for _attempt in range(2):
+                if key not in self._known and not await self._read(job, key, uid):
                     return False
-                known = str(((current or {}).get("data") or {}).get(HISTORY_KEY) or "")
-                self._known[key] = known
-            updated = add_metrics(known, [m for m in metrics if isinstance(m, Mapping)])
-            if updated == known:
-                return False
-            try:
-                # Not forced: a ConfigMap someone else wrote under the name in the meantime conflicts
-                # instead of being taken over.
-                await self._kube.apply(self._config_map(key[0], key[1], uid, updated), force=False)
-            except ConflictError:
+                known, version = self._known[key]
+                updated = add_metrics(known, [m for m in metrics if isinstance(m, Mapping)])
+                if updated == known:
+                    return False
+                written = await self._write(key, uid, updated, version)
+                if written is not None:
+                    new_version = str((written.get("metadata") or {}).get("resourceVersion") or "") or None
+                    self._known[key] = (updated, new_version)
+                    return True
+                # Changed since (maybe re-created by someone else): read it again; someone else's is
+                # reported and left alone.
                 self._known.pop(key, None)
-                current = await self._kube.get(CONFIG_MAP, key[0], history_name(key[1]))
-                await self._refuse(job, current or {})
-                return False
-            self._known[key] = updated
-            return True
+            return False
+
+    async def _write(
+        self, key: tuple[str, str], uid: str, text: str, version: str | None
+    ) -> Mapping[str, Any] | None:
+        """Write the history, proving at the write that the object is the one last seen as the job's:
+        a create when there was none, else an apply with that ``resourceVersion``. None when the API
+        server refused it as changed or taken (409), or the object is gone (the apply's precondition)."""
+        body = self._config_map(key[0], key[1], uid, text)
+        try:
+            if version is None:
+                return await self._kube.create(body)  # None: 409, the name was taken meanwhile
+            # Forced: the precondition already proves the object is the one checked as the job's (its
+            # first write was a POST, whose fields an apply would otherwise see as another manager's).
+            body["metadata"]["resourceVersion"] = version
+            return await self._kube.apply(body, force=True)
+        except (ConflictError, RejectedError):
+            return None
+        except Exception:
+            self._known.pop(key, None)
+            raise
 
     async def _refuse(self, job: Mapping[str, Any], live: Mapping[str, Any]) -> None:
         """Leave a foreign ConfigMap under the history's name untouched, and say so on the job."""

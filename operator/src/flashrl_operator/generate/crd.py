@@ -31,6 +31,7 @@ from flashrl_api import (
     FlashRLJobSpec,
     FlashRLJobStatus,
 )
+from flashrl_api._base import NO_NUL_PATTERN
 from flashrl_api.manifest import NAME_CEL, NAME_MESSAGE
 from flashrl_api.rules import IMMUTABLE_CEL, IMMUTABLE_MESSAGE, immutable_spec_fields
 from flashrl_operator.generate._yaml import dump_all
@@ -225,6 +226,11 @@ def _scalar(node: Mapping[str, Any], defs: Mapping[str, Any], where: str) -> dic
         if exclusive in node:
             out[bound] = node[exclusive]
             out[exclusive] = True
+    if out["type"] == "string" and "enum" not in out and "pattern" not in out:
+        # No NUL in a string that may reach a path, an argument or the environment (the models refuse
+        # it too: flashrl_api._base). A pattern costs nothing of the CEL budget; strings with a pattern
+        # of their own already admit only the characters it lists.
+        out["pattern"] = NO_NUL_PATTERN
     if out["type"] == "object":
         # A string map (e.g. a node selector): structural only with its value schema.
         values = node.get("additionalProperties")

@@ -20,6 +20,7 @@ depend on the model; the operator never opens what a spec names, so it leaves th
 from __future__ import annotations
 
 import importlib
+import threading
 from dataclasses import dataclass
 
 from flashrl_api import FlashRLJob, Problem
@@ -39,19 +40,29 @@ class ConfigReport:
 def protected_problems(job: FlashRLJob) -> list[Problem]:
     """Overrides that name code, reach the reserved environment or set a key other spec fields own
     (``trainer.nnodes`` ...), each at ``spec.overrides[i]``."""
+    from flashrl_jobs.override_rules import budget_problem
     from flashrl_jobs.verl_args import protected_key_problems
 
+    # The size budget first: nothing below (Hydra's parser included) reads an input beyond it.
+    too_big = budget_problem(job.spec.overrides)
+    if too_big is not None:
+        return [Problem("spec.overrides", too_big)]
     return [Problem(f"spec.overrides[{i}]", msg) for i, msg in protected_key_problems(job.spec.overrides)]
 
 
 def override_problems(
-    job: FlashRLJob, *, start_up_checks: bool = True, read_model_files: bool = False
+    job: FlashRLJob,
+    *,
+    start_up_checks: bool = True,
+    read_model_files: bool = False,
+    cancel: threading.Event | None = None,
 ) -> ConfigReport:
     """Problems with the job's verl configuration: the overrides, then verl's own start-up checks.
 
     ``start_up_checks=False`` composes the overrides only (for a spec whose own rules already failed:
     verl would repeat them). ``read_model_files`` lets verl's model-dependent checks read the model's
-    ``config.json`` from this machine (the command line only).
+    ``config.json`` from this machine (the command line only). ``cancel`` set meanwhile stops the
+    checks (``CheckCancelledError``).
     """
     protected = protected_problems(job)
     try:
@@ -69,18 +80,21 @@ def override_problems(
             # reports every bad override. An override that names code or reaches the reserved
             # environment keeps verl's start-up checks from running.
             return ConfigReport(check_user_overrides(job) if job.spec.overrides else protected)
-        problems, skipped = checked_in_sandbox(job, read_model_files=read_model_files)
+        problems, skipped = checked_in_sandbox(job, read_model_files=read_model_files, cancel=cancel)
     except (VerlConfigUnavailableError, ImportError) as exc:
         return ConfigReport(protected, _syntax_only_note(str(exc)) if job.spec.overrides else None)
     return ConfigReport(problems, None, tuple(skipped))
 
 
-def checked_in_sandbox(job: FlashRLJob, *, read_model_files: bool = False) -> tuple[list[Problem], list[str]]:
+def checked_in_sandbox(
+    job: FlashRLJob, *, read_model_files: bool = False, cancel: threading.Event | None = None
+) -> tuple[list[Problem], list[str]]:
     """verl's checks of the job in a child process that holds nothing of this one's
     (:mod:`flashrl_jobs.verl_child`). With ``read_model_files`` the model's ``config.json`` is read
-    here, from the user's own files, and handed over. A child that gives no answer is one problem at
-    ``spec``, in fixed words (nothing the child printed reaches a status or a terminal)."""
-    from flashrl_jobs.verl_child import VerlChildError, check_config_isolated
+    here, from the user's own files, and handed over. A child that gives no answer (or passes its time
+    budget) is one problem at ``spec.overrides`` (``spec`` without overrides), in fixed words (nothing
+    the child printed reaches a status or a terminal)."""
+    from flashrl_jobs.verl_child import CheckCancelledError, VerlChildError, check_config_isolated
 
     model_config = None
     if read_model_files:
@@ -91,9 +105,11 @@ def checked_in_sandbox(job: FlashRLJob, *, read_model_files: bool = False) -> tu
             job.spec.model.source
         )
     try:
-        return check_config_isolated(job, model_config=model_config)
+        return check_config_isolated(job, model_config=model_config, cancel=cancel)
+    except CheckCancelledError:
+        raise
     except VerlChildError as exc:
-        return [Problem("spec", str(exc))], []
+        return [Problem("spec.overrides" if job.spec.overrides else "spec", str(exc))], []
 
 
 def _syntax_only_note(why: str) -> str:

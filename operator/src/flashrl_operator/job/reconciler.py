@@ -90,8 +90,10 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import hashlib
 import json
 import logging
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -103,6 +105,7 @@ from flashrl_operator.client.errors import ConflictError, RejectedError, Transie
 from flashrl_operator.client.kube import KubeClient
 from flashrl_operator.job import overrides
 from flashrl_operator.job.attempts import Reported
+from flashrl_operator.job.fair import DEFAULT_SLOTS, FairSlots
 from flashrl_operator.job.policy import AdminPolicy, policy_problems
 from flashrl_operator.job.retry_policy import BACKOFF_BASE_SECONDS
 from flashrl_operator.job.status.pods import PodProblem, pod_problems
@@ -153,16 +156,17 @@ def _log_failure(task: asyncio.Task[None]) -> None:
         logger.warning("A scheduled reconcile failed: %s", task.exception())
 
 
-def override_problems(job: FlashRLJob) -> list[str]:
+def override_problems(job: FlashRLJob, cancel: threading.Event | None = None) -> list[str]:
     """What verl would refuse in the job's configuration (:mod:`flashrl_operator.job.overrides`, the
     rules ``flashrl validate`` applies), as ``path: message`` lines for the status. The model-dependent
     checks are left to the launcher: a model path names a directory inside the pods, not on the
     operator's filesystem. Where verl's config is not importable (a slim image), the unsafe-override
-    rules are all there is here, and the launcher checks again before verl starts."""
+    rules are all there is here, and the launcher checks again before verl starts. ``cancel`` set
+    meanwhile kills the check's child process (``CheckCancelledError``)."""
     protected = overrides.protected_problems(job)
     if protected:  # The operator composes nothing in its own process: the checks below run in a child.
         return [str(p) for p in protected]
-    report = overrides.override_problems(job)
+    report = overrides.override_problems(job, cancel=cancel)
     if report.note:  # Not the user's error; the launcher rechecks.
         logger.warning("verl configuration not fully checked: %s", report.note)
     return [str(p) for p in report.problems]
@@ -203,6 +207,18 @@ def _writes(step: Step) -> bool:
     return bool(step.apply or step.claim_patches or step.delete or step.status_patch or step.spec_patch)
 
 
+def _with_version(body: Mapping[str, Any], version: str | None) -> dict[str, Any]:
+    """``body`` carrying ``metadata.resourceVersion`` (a precondition the API server checks)."""
+    out = dict(body)
+    if version:
+        out["metadata"] = {**dict(out.get("metadata") or {}), "resourceVersion": version}
+    return out
+
+
+class _CheckUnderWay(Exception):  # noqa: N818 (a signal, not an error)
+    """The job's verl check runs in the background; its end reconciles the job again."""
+
+
 @dataclass(frozen=True)
 class Halt:
     """A child write the API server refused: the rest of the step is not carried out."""
@@ -226,6 +242,7 @@ class Reconciler:
         network: NetworkSettings | None = None,
         default_trainer_image: str | None = None,
         max_concurrent: int = 16,
+        check_slots: int = DEFAULT_SLOTS,
     ) -> None:
         self._kube = kube
         #: Reconciles under way at once, over all jobs. A burst of new jobs (1,000 applied at once)
@@ -247,9 +264,12 @@ class Reconciler:
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
         self._first_seen: dict[str, datetime.datetime] = {}
         self._override_cache: dict[str, list[str]] = {}
-        #: Compositions under way, by spec: concurrent reconciles of the same spec wait for one.
-        self._override_pending: dict[str, asyncio.Future[list[str]]] = {}
-        self._compose_limit = asyncio.Semaphore(1)
+        #: verl checks under way, by spec hash: the jobs to reconcile again at its end.
+        self._override_pending: dict[str, dict[tuple[str, str], Mapping[str, Any]]] = {}
+        self._check_tasks: set[asyncio.Future[list[str]]] = set()
+        self._check_failed: dict[str, BaseException] = {}
+        #: verl checks under way, fairly shared between namespaces (:mod:`flashrl_operator.job.fair`).
+        self._checks = FairSlots(check_slots)
         #: Reads the API server refused (RBAC from an older chart), each logged once.
         self._refused_reads: set[str] = set()
         #: New jobs (by UID) that created their children first once: every later reconcile reads them.
@@ -271,6 +291,11 @@ class Reconciler:
             self._tokens.setdefault(key, set()).add(token)
             try:
                 await self._views(namespace, name, body, token)
+            except _CheckUnderWay:
+                # The job waits for its verl check holding neither this reconcile's turn nor the gate:
+                # other jobs, other namespaces' among them, reconcile meanwhile. The check's end
+                # reconciles it again.
+                return
             except TransientError:
                 self._metrics.reconcile_errors.labels(reason="Temporary").inc()
                 raise
@@ -480,29 +505,69 @@ class Reconciler:
             return None, [str(p) for p in exc.problems]
         if not self._check_overrides:
             return job, []
-        # verl's checks read the whole configuration the spec renders, not only the overrides.
-        key = json.dumps(job.spec.to_wire(), sort_keys=True)
+        return job, self._checked(job, body)
+
+    def _checked(self, job: FlashRLJob, body: Mapping[str, Any]) -> list[str]:
+        """verl's verdict on the job's configuration, checked once per distinct spec; raises
+        :class:`_CheckUnderWay` while the check runs.
+
+        Keyed by the content hash of the whole spec (verl's checks read every field the spec renders,
+        not only the overrides): a spec checked before is not checked again, however many reconciles
+        and resyncs ask, and asks during the check join the one under way (a restarted operator lists
+        every job; an experiment's variants share most of a spec). The check runs in the background,
+        in a child process, bounded and fair between namespaces
+        (:class:`~flashrl_operator.job.fair.FairSlots`); its end reconciles every job that asked, from
+        the body it last asked with (as a watch event would hand it: no read).
+        """
+        wire = json.dumps(job.spec.to_wire(), sort_keys=True, separators=(",", ":"))
+        key = hashlib.sha256(wire.encode()).hexdigest()
         if key in self._override_cache:
-            return job, self._override_cache[key]
-        # One composition per distinct spec, however many reconciles ask at once (a restarted
-        # operator lists every job; an experiment's variants share most of a spec), and one at a
-        # time: a composition holds the GIL for about a second, and a thousand of them side by side
-        # in the default executor starved the event loop until every API request timed out.
-        pending = self._override_pending.get(key)
-        if pending is None:
-            pending = asyncio.ensure_future(self._compose(job))
-            self._override_pending[key] = pending
-            pending.add_done_callback(lambda _done: self._override_pending.pop(key, None))
-        problems = await asyncio.shield(pending)
-        if key not in self._override_cache:
+            return self._override_cache[key]
+        failed = self._check_failed.pop(key, None)
+        if failed is not None:
+            raise failed
+        waiting = self._override_pending.get(key)
+        if waiting is None:
+            waiting = self._override_pending[key] = {}
+            task = asyncio.ensure_future(self._compose(job, job.namespace or ""))
+            self._check_tasks.add(task)
+            task.add_done_callback(lambda done: self._check_done(key, done))
+        waiting[(job.namespace or "", job.name)] = body
+        raise _CheckUnderWay
+
+    def _check_done(self, key: str, task: asyncio.Future[list[str]]) -> None:
+        """Remember the verdict and reconcile the jobs that wait for it."""
+        self._check_tasks.discard(task)
+        waiting = self._override_pending.pop(key, {})
+        if task.cancelled():
+            return
+        error = task.exception()
+        if error is not None:
+            # Raised once to the next reconcile of each waiting job, which fails and is retried with
+            # the intake's backoff (a check that cannot run is the operator's failure, not the spec's).
+            self._check_failed[key] = error
+        else:
             if len(self._override_cache) >= _CONFIG_CACHE_SIZE:
                 self._override_cache.pop(next(iter(self._override_cache)))
-            self._override_cache[key] = problems
-        return job, problems
+            self._override_cache[key] = task.result()
+        loop = asyncio.get_running_loop()
+        for (namespace, name), body in waiting.items():
+            again = loop.create_task(self.reconcile(namespace, name, body))
+            again.add_done_callback(_log_failure)
 
-    async def _compose(self, job: FlashRLJob) -> list[str]:
-        async with self._compose_limit:
-            return await asyncio.to_thread(override_problems, job)
+    async def _compose(self, job: FlashRLJob, namespace: str) -> list[str]:
+        async with self._checks.slot(namespace):
+            started = time.perf_counter()
+            cancel = threading.Event()
+            try:
+                problems = await asyncio.to_thread(override_problems, job, cancel)
+            except asyncio.CancelledError:
+                cancel.set()  # the thread's child process is killed within a poll
+                raise
+            logger.debug(
+                "verl checks of FlashRLJob %s/%s: %.1f s", namespace, job.name, time.perf_counter() - started
+            )
+            return problems
 
     async def _ray_cluster(
         self, namespace: str, ray_job: RayJobView | None, previous: Mapping[str, Any]
@@ -561,10 +626,12 @@ class Reconciler:
                         created.append((child, str((made.get("metadata") or {}).get("uid") or "")))
                     continue
                 logger.info("Restoring %s (%s)", child.describe(), ", ".join(sorted(action.patch)))
+                # Ownership proved at the write: the resourceVersion of the object read as the job's.
                 if action.mode == "merge":
-                    await self._kube.patch(child.resource, child.namespace, child.name, action.patch)
+                    patch = _with_version(action.patch, action.version)
+                    await self._kube.patch(child.resource, child.namespace, child.name, patch)
                 else:
-                    await self._kube.apply(child.body, force=True)
+                    await self._kube.apply(_with_version(child.body, action.version), force=True)
             except RejectedError as exc:
                 rejected = (
                     f"{child.describe()} was rejected by the API server "
@@ -601,7 +668,9 @@ class Reconciler:
         for ref in step.delete:
             token.check()
             try:
-                await self._kube.delete(ref.resource, ref.namespace, ref.name)
+                await self._kube.delete(ref.resource, ref.namespace, ref.name, uid=ref.uid)
+            except ConflictError:
+                logger.warning("%s was replaced since it was read; left alone", ref.name)
             except RejectedError as exc:
                 self._refused_once("delete RayJobs", exc, "a failed attempt's cluster stays until its TTL")
 

@@ -172,6 +172,10 @@ class Apply:
     mode: ApplyMode
     patch: Mapping[str, Any] = field(default_factory=dict)
     """What drifted (the merge patch that restores it); empty for ``create``."""
+    version: str | None = None
+    """The ``resourceVersion`` of the object read as this job's (``restore`` and ``merge``): the write
+    carries it as a precondition, so ownership is proved at the write, not remembered from the read
+    (an object deleted and re-created under the name since, or changed, makes the write a 409)."""
     first: bool = False
     """A ``create`` of a child that was not read (a new job, :attr:`Observed.new`): a 409 is the only
     sign that its name is taken, and then the children this reconcile created first are deleted
@@ -185,6 +189,8 @@ class Ref:
     resource: Resource
     namespace: str
     name: str
+    uid: str | None = None
+    """The UID it was read with: the delete's precondition (another object under the name since stays)."""
 
 
 @dataclass(frozen=True)
@@ -372,7 +378,8 @@ def converge(
     patch = drift_patch(child.body, live, queued=queued)
     if not patch:
         return None
-    return Apply(child, "merge" if child.resource == kuberay.RAY_JOB else "restore", patch)
+    version = str((live.get("metadata") or {}).get("resourceVersion") or "") or None
+    return Apply(child, "merge" if child.resource == kuberay.RAY_JOB else "restore", patch, version)
 
 
 def _after(child: Child, live: Mapping[str, Any] | None, action: Apply | None) -> Mapping[str, Any]:
@@ -590,7 +597,7 @@ def attempt_outcome(
         return AttemptOutcome(replace(obs, attempts=failure.attempts.to_status()), decision)
     delete: tuple[Ref, ...] = ()
     if obs.ray_job is not None and obs.ray_job_name:
-        delete = (Ref(kuberay.RAY_JOB, o.namespace, obs.ray_job_name),)
+        delete = (Ref(kuberay.RAY_JOB, o.namespace, obs.ray_job_name, obs.ray_job.uid or None),)
     # The failed attempt's RayJob and cluster are gone; the status speaks of the next one.
     retried = replace(
         obs,

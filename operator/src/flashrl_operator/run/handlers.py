@@ -39,6 +39,7 @@ from flashrl_operator.experiment.reconciler import (
     HistoryRecorder,
     experiment_of,
 )
+from flashrl_operator.job.fair import DEFAULT_SLOTS
 from flashrl_operator.job.policy import AdminPolicy
 from flashrl_operator.job.reconciler import Reconciler
 from flashrl_operator.job.retry_policy import jittered
@@ -104,6 +105,10 @@ class OperatorConfig:
 
     check_overrides: bool = True
     """Compose spec.overrides against the verl config when hydra and verl are importable."""
+
+    check_slots: int = DEFAULT_SLOTS
+    """verl checks under way at once (child processes; one per core, at least two); no namespace holds
+    more than all but one of them (:mod:`flashrl_operator.job.fair`)."""
 
     default_trainer_image: str | None = None
     """The trainer image for jobs that name none (their spec holds the API's pinned default); e.g. the
@@ -355,6 +360,7 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
             retry_backoff=config.retry_backoff,
             default_trainer_image=config.default_trainer_image,
             max_concurrent=config.max_concurrent_reconciles,
+            check_slots=config.check_slots,
         )
         ctx.intake = job_intake(ctx)
         ctx.experiments = ExperimentReconciler(ctx.kube)

@@ -179,6 +179,8 @@ class RayJobView:
     cluster_state: str = ""
     spec_suspend: bool = False
     annotations: Mapping[str, str] | None = None
+    #: The UID it was read with: deleting it is conditional on that UID (never another object since).
+    uid: str = ""
 
     @classmethod
     def of(cls, ray_job: Mapping[str, Any]) -> RayJobView:
@@ -201,6 +203,7 @@ class RayJobView:
             annotations={k: v for k, v in annotations.items() if isinstance(v, str)}
             if isinstance(annotations, Mapping)
             else None,
+            uid=as_text((ray_job.get("metadata") or {}).get("uid")),
         )
 
     def annotation(self, key: str) -> str | None:
