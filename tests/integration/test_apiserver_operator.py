@@ -232,8 +232,11 @@ async def test_staging_waits_for_the_real_job_controller(real: Real, operator: O
     # The stage command exits 0: its pod's end, as the kubelet reports it; the Job controller does the rest.
     await RealStaging(real.api).succeed(NAMESPACE, "stage-stage")
     await real.wait_for(RAY_JOBS_RESOURCE, "stage")
-    status = await real.status("stage")
-    assert conditions(status)["Staged"][0] == "True"
+
+    async def staged() -> bool:  # the status is written after the RayJob is created
+        return conditions(await real.status("stage"))["Staged"][0] == "True"
+
+    await eventually(staged, "Staged=True", WAIT_S, 0.2)
 
 
 async def test_a_foreign_object_under_a_childs_name_is_left_alone(
