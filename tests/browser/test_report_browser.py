@@ -174,7 +174,7 @@ async def test_the_goodput_section_compares_fp8_with_bf16_end_to_end(tmp_path: P
     assert figure["img"]["complete"] and figure["img"]["width"] > 300 and figure["img"]["shown"] > 300
     rows = {cells[0]: cells for cells in seen["goodput"]}
     assert set(rows) == {"blockwise-fp8", "bf16 (baseline)"}
-    end_to_end, generation = rows["blockwise-fp8"][4], rows["blockwise-fp8"][5]
+    end_to_end, generation = rows["blockwise-fp8"][5], rows["blockwise-fp8"][6]
     # Each speed-up says what it rests on: one pair of runs, so no interval of its own.
     assert end_to_end.endswith("\nn=1 pair of runs: no interval") and generation.endswith("no interval")
     assert end_to_end.split("\n")[0].endswith("x") and generation.split("\n")[0].endswith("x")

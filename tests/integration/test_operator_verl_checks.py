@@ -137,13 +137,15 @@ async def test_every_route_to_what_the_spec_owns_is_invalid_spec(
     assert _created_children(cluster) == set()
 
 
-def _largest_checked_overrides() -> list[str]:
-    """Overrides at the size budget of one job's checks, valid for verl (new keys, long lists)."""
+def _largest_checked_overrides(tag: str = "") -> list[str]:
+    """Overrides at the size budget of one job's checks, valid for verl (new keys, long lists). ``tag``
+    makes the spec a job's own: identical specs share one check (keyed by content), which would decide
+    them all at once."""
     from flashrl_jobs.override_rules import MAX_OVERRIDE_ITEMS
 
     per = 400
     count = MAX_OVERRIDE_ITEMS // (per - 1)
-    return [f"+data.flashrl_probe_{i}=[" + ",".join(["0"] * per) + "]" for i in range(count)]
+    return [f"+data.flashrl_probe{tag}_{i}=[" + ",".join(["0"] * per) + "]" for i in range(count)]
 
 
 async def test_one_tenants_slow_checks_do_not_hold_up_another_namespaces_job(
@@ -159,7 +161,7 @@ async def test_one_tenants_slow_checks_do_not_hold_up_another_namespaces_job(
     slow = [f"slow-{i}" for i in range(3)]
     for name in slow:
         await cluster.api.create(
-            JOBS_RESOURCE, job_manifest(name, {"overrides": _largest_checked_overrides()})
+            JOBS_RESOURCE, job_manifest(name, {"overrides": _largest_checked_overrides(name[-1])})
         )
     await cluster.api.create(
         JOBS_RESOURCE, job_manifest("plain", {"overrides": ["trainer.test_freq=3"]}, namespace=other)

@@ -485,6 +485,10 @@ GARBAGE_COLLECTOR: Final = "garbage collector (emulated)"
 TOO_MANY_REQUESTS_TRIES: Final = 10
 
 
+class NotFoundError(RuntimeError):
+    """A write to an object that is not there (a GET of one returns ``None`` instead)."""
+
+
 class ApiClient:
     """What a user's kubectl (or an emulated controller) would do, over plain HTTP against the emulator.
 
@@ -533,6 +537,8 @@ class ApiClient:
                     continue
                 if resp.status == 404 and method == "GET":
                     return None
+                if resp.status == 404:
+                    raise NotFoundError(f"{method} {path}: HTTP 404: {(await resp.text())[:300]}")
                 if resp.status >= 300:
                     raise RuntimeError(f"{method} {path}: HTTP {resp.status}: {(await resp.text())[:300]}")
                 return await resp.json(content_type=None)

@@ -38,6 +38,7 @@ from flashrl_operator.sim.apiserver import (
     SCHEDULER,
     ApiClient,
     EmulatedApiServer,
+    NotFoundError,
     resource_key,
 )
 from flashrl_operator.vocab.kuberay import (
@@ -286,6 +287,14 @@ class KubeRayStandIn:
         cluster = await self._find_cluster(namespace, ray_job)
         if policy is None or cluster is None:
             return None
+        try:
+            return await self._tear_down(namespace, cluster, policy)
+        except NotFoundError:
+            return None  # deleted meanwhile (a retry frees a failed attempt's cluster at once)
+
+    async def _tear_down(
+        self, namespace: str, cluster: Mapping[str, Any], policy: DeletionPolicy
+    ) -> DeletionPolicy | None:
         name = cluster["metadata"]["name"]
         if policy == DeletionPolicy.DELETE_WORKERS:
             groups = (cluster.get("spec") or {}).get("workerGroupSpecs") or []
