@@ -629,6 +629,14 @@ def spec_warnings(spec: FlashRLJobSpec) -> list[tuple[str, str]]:
                 "prompt batch per step",
             )
         )
+    if t.mode != "sync" and t.dynamic_sampling.enabled and t.generation_batch_size != t.prompt_batch_size:
+        found.append(
+            (
+                "training.generationBatchSize",
+                f"has no effect with training.mode {t.mode}: verl 0.9.1's asynchronous trainers bound "
+                "generation by staleness (training.async.maxOffPolicyVersions), not by prompt batches",
+            )
+        )
     if spec.lifecycle.max_restarts > 0 and spec.storage.checkpoints.claim_name is None:
         found.append(
             (
