@@ -265,7 +265,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     job = load_job(args.spec)
     compose_first(job)
     spec = job.spec
-    required = spec.resources.nodes * spec.resources.gpus_per_node
+    required = spec.ray_gpus()
     timeout = args.timeout if args.timeout is not None else float(spec.lifecycle.gpu_wait_timeout_seconds)
     gate_start = time.time()
     gate(args.ray_address, required, timeout, log, head_timeout=args.head_timeout)
