@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from flashrl_api.validation_summary import problem_id
 from flashrl_report import build_report, load_run, load_validation
 from flashrl_report.data import MetricsInputError
 from flashrl_report.intervals import Interval, paired_difference
@@ -23,6 +24,8 @@ from flashrl_report.synthetic import FIXTURE_RUNS, validation_rows, write_fixtur
 from flashrl_report.validation import ValidationSamples, parse_dump
 
 ROOT = Path(__file__).resolve().parents[3]
+#: The id of the prompt "p" (flashrl_api.validation_summary.problem_id).
+P = problem_id("p")
 
 
 @pytest.fixture(scope="module")
@@ -115,10 +118,13 @@ def test_samples_per_problem_are_counted_from_copies_and_from_repeated_sampling(
 def test_correctness_is_acc_when_the_reward_reports_it_else_score() -> None:
     with_acc = ValidationSamples("a")
     parse_dump(with_acc, ['{"input": "p", "score": -1.0, "acc": true}'], 1, "1.jsonl")
-    assert with_acc.measure == "acc" and with_acc.steps[1] == {"p": [1.0]}
+    assert with_acc.measure == "acc" and with_acc.steps[1] == {P: [1.0]}
+    assert with_acc.prompt(P) == "p"
     score_only = ValidationSamples("b")
-    parse_dump(score_only, ['{"input": "p", "score": 0.5}', "not json", '{"score": 1}'], 1, "1.jsonl")
-    assert score_only.measure == "score" and score_only.steps[1] == {"p": [0.5]}
+    lines = ['{"input": "p", "score": 0.5}', '{"input": "p", "score": -1}', "not json", '{"score": 1}']
+    parse_dump(score_only, lines, 1, "1.jsonl")
+    # One rule (flashrl_api.validation_summary.correctness): without acc, correct means score > 0.
+    assert score_only.measure == "score" and score_only.steps[1] == {P: [1.0, 0.0]}
     assert "2 line(s)" in score_only.notes[0]
 
 
@@ -129,7 +135,7 @@ def test_later_attempts_win_for_a_repeated_validation(tmp_path: Path) -> None:
         (directory / "5.jsonl").write_text(json.dumps({"input": "p", "acc": score}) + "\n")
     (tmp_path / "attempt-1" / "0.jsonl").write_text(json.dumps({"input": "p", "acc": 0.0}) + "\n")
     samples = load_validation("x", tmp_path)
-    assert samples.steps == {0: {"p": [0.0]}, 5: {"p": [1.0]}}
+    assert samples.steps == {0: {P: [0.0]}, 5: {P: [1.0]}}
 
 
 def test_unreadable_validation_sources_are_refused(tmp_path: Path) -> None:
