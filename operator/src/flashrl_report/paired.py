@@ -232,7 +232,8 @@ def paired_section(
         )
     if not comparisons:
         why = (
-            "no run has validation samples (verl's validation dumps: give --validation LABEL=DIR)"
+            "no run has validation samples (the per-problem summaries in a job's <job>-metrics ConfigMap, "
+            "read by --experiment/--job, or verl's validation dumps: --validation LABEL=DIR)"
             if not samples
             else "no baseline with validation samples to compare with"
             if baseline is None

@@ -23,12 +23,17 @@ from __future__ import annotations
 
 import re
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from flashrl_api.validation_summary import CORRECTNESS_FIELDS, StepSummary, summarize_dump
+from flashrl_api.validation_summary import (
+    CORRECTNESS_FIELDS,
+    StepSummary,
+    parse_summaries,
+    summarize_dump,
+)
 from flashrl_report.data import MetricsInputError
 
 #: ``<step>.jsonl`` as verl names its dumps.
@@ -121,6 +126,31 @@ def parse_dump(samples: ValidationSamples, lines: Iterable[str], step: int, sour
     add_summary(samples, step, summarize_dump(lines), source)
 
 
+def samples_from_summaries(label: str, text: str, source: str) -> ValidationSamples:
+    """One run's validation samples from the per-problem summaries the launcher wrote to its
+    ``<job>-metrics`` ConfigMap (:data:`flashrl_api.validation_summary.VALIDATION_KEY`)."""
+    samples = ValidationSamples(label=label, sources=[source])
+    parsed = parse_summaries(text)
+    for step in sorted(parsed.steps):
+        add_summary(samples, step, parsed.steps[step][1], f"{source} step {step}")
+    if parsed.dropped:
+        samples.notes.append(
+            f"{source}: the validations of steps {_steps(parsed.dropped)} were dropped to keep the ConfigMap "
+            "under its bound (the newest are kept); every dump is on the checkpoint claim "
+            "(--validation LABEL=DIR reads them)"
+        )
+    if parsed.refused:
+        samples.notes.append(
+            f"{source}: the validations of steps {_steps(parsed.refused)} have too many problems to fit in "
+            "a ConfigMap; their dumps are on the checkpoint claim (--validation LABEL=DIR reads them)"
+        )
+    return samples
+
+
+def _steps(steps: Sequence[int]) -> str:
+    return ", ".join(str(s) for s in steps)
+
+
 def _step_files(directory: Path) -> list[tuple[int, Path]]:
     return sorted(
         (int(m["step"]), p) for p in directory.iterdir() if p.is_file() and (m := STEP_FILE.match(p.name))
@@ -180,4 +210,5 @@ __all__ = [
     "load_validation",
     "parse_dump",
     "parse_validation_argument",
+    "samples_from_summaries",
 ]

@@ -184,7 +184,7 @@ async def run_experiment(out: TextIO, report_dir: Path, deadline: float, steps: 
             if (e.get("involvedObject") or {}).get("kind") == "FlashRLExperiment"
         ]
         say("experiment Events: " + ("; ".join(posted) if posted else "none"))
-        runs, title = await asyncio.to_thread(load_cluster_runs, NAMESPACE, NAME, [], cluster.url)
+        runs, _summaries, title = await asyncio.to_thread(load_cluster_runs, NAMESPACE, NAME, [], cluster.url)
         dumps = _validation_dumps(report_dir / "validation", steps)
         samples = [load_validation(label, path) for label, path in dumps.items()]
         report = build_report(runs, title=title, banner=BANNER, validation=samples)
