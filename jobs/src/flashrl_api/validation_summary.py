@@ -39,6 +39,12 @@ VALIDATION_KEY: Final = "validation.jsonl"
 MAX_VALIDATION_BYTES: Final = 192 * 1024
 #: Hex digits of the prompt's SHA-256 naming a problem (48 bits: no collision among thousands).
 PROBLEM_ID_HEX: Final = 12
+#: The launcher reports the newest validations in ``status.validationProblems`` (several, so the operator
+#: misses none when two come close together; it keeps every one in the ConfigMap).
+STATUS_VALIDATIONS: Final = 3
+#: A validation of more problems than this is not reported in the status (it would bloat the object;
+#: about 50 KB at this bound); the launcher logs it and its dump stays on the claim.
+MAX_STATUS_PROBLEMS: Final = 2048
 #: The fields a sample's correctness is read from, in order of preference.
 CORRECTNESS_FIELDS: Final = ("acc", "score")
 
@@ -198,17 +204,47 @@ def add_summary(
     return render_summaries(current, max_bytes)
 
 
+def status_entry(step: int, attempt: int | None, summary: StepSummary) -> dict[str, Any]:
+    """One ``status.validationProblems`` entry (:class:`flashrl_api.status.ValidationProblems`)."""
+    entry: dict[str, Any] = {
+        "step": step,
+        "measure": summary.measure,
+        "problems": {pid: list(summary.problems[pid]) for pid in sorted(summary.problems)},
+    }
+    if attempt is not None:
+        entry["attempt"] = attempt
+    return entry
+
+
+def add_status(text: str, entries: Iterable[object], max_bytes: int = MAX_VALIDATION_BYTES) -> str:
+    """The ConfigMap value with the status' ``validationProblems`` merged in (malformed entries skipped;
+    merging the same entries again changes nothing)."""
+    for entry in entries:
+        if not isinstance(entry, Mapping):
+            continue
+        step, attempt = entry.get("step"), entry.get("attempt") or 0
+        problems = _problems(entry.get("problems"))
+        if isinstance(step, int) and isinstance(attempt, int) and problems:
+            summary = StepSummary(problems, str(entry.get("measure") or ""))
+            text = add_summary(text, step, attempt, summary, max_bytes)
+    return text
+
+
 __all__ = [
     "CORRECTNESS_FIELDS",
+    "MAX_STATUS_PROBLEMS",
     "MAX_VALIDATION_BYTES",
     "PROBLEM_ID_HEX",
+    "STATUS_VALIDATIONS",
     "VALIDATION_KEY",
     "StepSummary",
     "Summaries",
+    "add_status",
     "add_summary",
     "correctness",
     "parse_summaries",
     "problem_id",
     "render_summaries",
+    "status_entry",
     "summarize_dump",
 ]
