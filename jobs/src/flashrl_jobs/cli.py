@@ -423,7 +423,7 @@ def train(
         if record is not None and reporter is not None:
             reporter.report_checkpoint(record)
 
-    validations = ValidationWatch(Path(validation_dir(job, attempt or 1)), attempt, log)
+    validations = ValidationWatch(Path(validation_dir(job, attempt or 1)), attempt or 1, log)
 
     def poll_validations(upto: int | None) -> None:
         entries = validations.poll(upto)
