@@ -349,7 +349,9 @@ def test_the_demos_experiment_completes_and_writes_its_report(tmp_path: Path) ->
     assert "read 2 histories over the API" in text
     page = (tmp_path / "report" / "report.html").read_text()
     assert "SYNTHETIC" in page and page.count('src="data:image/png;base64,') == len(PLOT_IDS)
-    # The dumps the demo copies off the claim give the paired verdict (no built-in difference there).
+    # The launcher's per-problem summaries of the dumps, read from the ConfigMaps, give the paired
+    # verdict (no built-in difference there).
+    assert "2 runs' per-problem validation summaries (no copy off the claim)" in text
     assert '<tr data-variant="blockwise-fp8">' in page and "samples each (acc)" in page
 
 
