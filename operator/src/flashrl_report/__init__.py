@@ -187,13 +187,7 @@ def build_report(
     html = render_html(
         title=title,
         banner=banner,
-        sources=[
-            (
-                run.label,
-                [*run.sources, *(src for v in validation if v.label == run.label for src in v.sources)],
-            )
-            for run in runs
-        ],
+        sources=[(run.label, run.sources) for run in runs],
         summaries=summaries,
         colors=[color_of(runs, run) for run in runs],
         baseline=base.label if base is not None else None,

@@ -227,7 +227,11 @@ def paired_section(
     if samples:
         parts.append(
             '<ul class="samples">'
-            + "".join(f"<li>{escape(s.label)}: {escape(s.describe())}{_few(s)}</li>" for s in samples)
+            + "".join(
+                f"<li>{escape(s.label)}: {escape(s.describe())}{_few(s)}"
+                f" (from {escape(', '.join(s.sources))})</li>"
+                for s in samples
+            )
             + "</ul>"
         )
     if not comparisons:
