@@ -37,6 +37,9 @@ from typing import Any, Final
 VALIDATION_KEY: Final = "validation.jsonl"
 #: Its bound: with the history's 768 KiB, 960 KiB of the 1 MiB a ConfigMap's data may hold.
 MAX_VALIDATION_BYTES: Final = 192 * 1024
+#: The note line names at most this many dropped (and refused) steps, the newest; it keeps this room.
+NOTE_STEPS: Final = 100
+NOTE_BYTES: Final = 2048
 #: Hex digits of the prompt's SHA-256 naming a problem (48 bits: no collision among thousands).
 PROBLEM_ID_HEX: Final = 12
 #: The launcher reports the newest validations in ``status.validationProblems`` (several, so the operator
@@ -116,6 +119,8 @@ class Summaries:
     #: Steps dropped to stay within the bound (oldest first), and steps too large to keep at all.
     dropped: list[int] = field(default_factory=list)
     refused: list[int] = field(default_factory=list)
+    #: More steps were dropped or refused than the note names (it names the newest :data:`NOTE_STEPS`).
+    more: bool = False
 
 
 def _problems(raw: object) -> dict[str, tuple[int, int]] | None:
@@ -146,6 +151,7 @@ def parse_summaries(text: str) -> Summaries:
         if "dropped" in record or "refused" in record:
             out.dropped = [s for s in record.get("dropped") or [] if isinstance(s, int)]
             out.refused = [s for s in record.get("refused") or [] if isinstance(s, int)]
+            out.more = record.get("more") is True
             continue
         step, attempt = record.get("step"), record.get("attempt", 0)
         problems = _problems(record.get("problems"))
@@ -169,11 +175,11 @@ def render_summaries(summaries: Summaries, max_bytes: int = MAX_VALIDATION_BYTES
     lines = {s: _line(s, a, summary) for s, (a, summary) in summaries.steps.items()}
     dropped, refused = set(summaries.dropped), set(summaries.refused)
     kept: list[int] = []
-    budget = max_bytes - 200  # room for the note line
+    budget = max_bytes - NOTE_BYTES  # room for the note line
     full = False
     for step in sorted(lines, reverse=True):
         size = len(lines[step].encode("utf-8"))
-        if size > max_bytes - 200:
+        if size > max_bytes - NOTE_BYTES:
             refused.add(step)  # too large on its own: never kept, older steps still may be
         elif full or size > budget:
             full = True  # the kept steps are the newest ones in a row
@@ -181,12 +187,21 @@ def render_summaries(summaries: Summaries, max_bytes: int = MAX_VALIDATION_BYTES
         else:
             kept.append(step)
             budget -= size
-    head = ""
-    if dropped or refused:
-        head = (
-            json.dumps({"dropped": sorted(dropped), "refused": sorted(refused)}, separators=(",", ":")) + "\n"
-        )
-    return head + "".join(lines[s] for s in sorted(kept))
+    more = summaries.more or len(dropped) > NOTE_STEPS or len(refused) > NOTE_STEPS
+    while True:
+        head = ""
+        if dropped or refused:
+            note: dict[str, Any] = {
+                "dropped": sorted(dropped)[-NOTE_STEPS:],
+                "refused": sorted(refused)[-NOTE_STEPS:],
+            }
+            if more:
+                note["more"] = True  # earlier steps were dropped or refused too
+            head = json.dumps(note, separators=(",", ":")) + "\n"
+        text = head + "".join(lines[s] for s in sorted(kept))
+        if len(text.encode("utf-8")) <= max_bytes or not kept:
+            return text
+        dropped.add(kept.pop())  # a long note line: give it the oldest kept step's room
 
 
 def add_summary(

@@ -135,20 +135,21 @@ def samples_from_summaries(label: str, text: str, source: str) -> ValidationSamp
         add_summary(samples, step, parsed.steps[step][1], f"{source} step {step}")
     if parsed.dropped:
         samples.notes.append(
-            f"{source}: the validations of steps {_steps(parsed.dropped)} were dropped to keep the ConfigMap "
-            "under its bound (the newest are kept); every dump is on the checkpoint claim "
+            f"{source}: the validations of steps {_steps(parsed.dropped, parsed.more)} were dropped to "
+            "keep the ConfigMap under its bound (the newest are kept); every dump is on the checkpoint claim "
             "(--validation LABEL=DIR reads them)"
         )
     if parsed.refused:
         samples.notes.append(
-            f"{source}: the validations of steps {_steps(parsed.refused)} have too many problems to fit in "
-            "a ConfigMap; their dumps are on the checkpoint claim (--validation LABEL=DIR reads them)"
+            f"{source}: the validations of steps {_steps(parsed.refused, parsed.more)} have too many "
+            "problems to fit in a ConfigMap; their dumps are on the checkpoint claim "
+            "(--validation LABEL=DIR reads them)"
         )
     return samples
 
 
-def _steps(steps: Sequence[int]) -> str:
-    return ", ".join(str(s) for s in steps)
+def _steps(steps: Sequence[int], more: bool) -> str:
+    return ("earlier ones and " if more else "") + ", ".join(str(s) for s in steps)
 
 
 def _step_files(directory: Path) -> list[tuple[int, Path]]:

@@ -77,3 +77,16 @@ def test_rendering_round_trips() -> None:
     text = add_summary(add_summary("", 0, 1, one({"b": (2, 1), "a": (2, 2)})), 5, 1, one({"a": (2, 0)}))
     assert render_summaries(parse_summaries(text)) == text
     assert text.splitlines()[0] == '{"step":0,"attempt":1,"measure":"acc","problems":{"a":[2,2],"b":[2,1]}}'
+
+
+def test_a_long_list_of_dropped_steps_still_fits() -> None:
+    small = one({"a": (1, 1)})
+    text = ""
+    for step in range(2000):
+        text = add_summary(text, step, 1, small, max_bytes=4096)
+    assert len(text.encode()) <= 4096
+    parsed = parse_summaries(text)
+    kept = sorted(parsed.steps)
+    assert kept == list(range(kept[0], 2000))
+    # The note names the newest 100 dropped steps, and says there were more.
+    assert parsed.dropped == list(range(kept[0] - 100, kept[0])) and parsed.more
