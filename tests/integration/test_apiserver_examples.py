@@ -166,3 +166,33 @@ def test_every_child_of_a_63_character_job_is_accepted_by_the_api_server(
     for obj in objects:
         out = cluster_create(cluster, obj)
         assert out.returncode == 0, f"{obj['kind']} {obj['metadata']['name']}: {out.stderr}"
+
+
+SEPARATE_ASYNC = REPO / "examples" / "flashrljob-separate-async.yaml"
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "refusal"),
+    [
+        (("training", "miniBatchSize"), 16, "spec.training.promptBatchSize: Invalid value"),
+        (
+            ("training", "async", "checkpointEngine"),
+            "naive",
+            "spec.training.async.checkpointEngine: Invalid value",
+        ),
+        (("rollout", "pool", "nodes"), 0, "spec.rollout.pool.nodes: Invalid value"),
+        (("rollout", "pool", "gpuProduct"), "NVIDIA-L40S", "spec.rollout.pool.gpuProduct: Invalid value"),
+    ],
+    ids=["batch-invariant", "naive-engine", "zero-node-pool", "mixed-products"],
+)
+def test_admission_refuses_a_broken_separate_async_job_at_its_field(
+    cluster: ControlPlane, field: tuple[str, ...], value: object, refusal: str
+) -> None:
+    obj = load_all(SEPARATE_ASYNC.read_text())[0]
+    node = obj["spec"]
+    for part in field[:-1]:
+        node = node[part]
+    node[field[-1]] = value
+    out = cluster.kubectl("apply", "--dry-run=server", "-f", "-", stdin=json.dumps(obj), check=False)
+    assert out.returncode != 0
+    assert refusal in out.stderr, out.stderr

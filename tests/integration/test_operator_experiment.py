@@ -13,6 +13,8 @@ import pytest
 from operator_harness import LOCAL_SOURCES, NAMESPACE, WAIT_S, Cluster, StartOperator
 
 from flashrl_api.history import HISTORY_KEY, parse_history
+from flashrl_api.validation_summary import VALIDATION_KEY, parse_summaries
+from flashrl_jobs.validation_watch import ValidationWatch
 from flashrl_operator.cli import main
 from flashrl_operator.sim import (
     CONFIG_MAPS_RESOURCE,
@@ -81,13 +83,21 @@ async def wait_experiment(cluster: Cluster, name: str, check: Any, what: str) ->
 
 
 async def run_variant(
-    cluster: Cluster, job: str, precision: str, *, fail_at: int | None = None, teardown: bool = True
+    cluster: Cluster,
+    job: str,
+    precision: str,
+    *,
+    fail_at: int | None = None,
+    teardown: bool = True,
+    dumps: Path | None = None,
 ) -> None:
     """Play KubeRay and the launcher for one variant: training, a report per step, the end (and, unless
-    ``teardown`` is False, KubeRay's deletion rules deleting its GPU workers at once)."""
+    ``teardown`` is False, KubeRay's deletion rules deleting its GPU workers at once). With ``dumps``
+    (verl's validation dumps of the run), the launcher's own summariser reports each validation."""
     await cluster.wait_for(RAY_JOBS_RESOURCE, job)
     await cluster.kuberay.set_status(NAMESPACE, job, TRAINING)
     await cluster.wait_phase(job, "Running")
+    watch = ValidationWatch(dumps, 1, print) if dumps is not None else None
     for record in records(precision, STEPS):
         step = record["step"]
         if step == 0:
@@ -95,6 +105,15 @@ async def run_variant(
         if fail_at is not None and step > fail_at:
             break
         await cluster.kuberay.report_named_metrics(NAMESPACE, job, step, STEPS, record["data"], REPORTED)
+        entries = watch.poll(step) if watch is not None else None
+        if entries:
+            await cluster.kuberay.report_validations(NAMESPACE, job, entries)
+            await eventually(
+                functools.partial(validation_step, cluster, job, entries[-1]["step"]),
+                f"{job} validation summaries to reach step {entries[-1]['step']}",
+                WAIT_S,
+                cluster.poll_s,
+            )
         # One status patch per step, as the launcher makes: wait until the operator recorded it.
         await eventually(
             functools.partial(history_step, cluster, job, step),
@@ -117,6 +136,12 @@ async def history_step(cluster: Cluster, job: str, step: int) -> bool | None:
     if cm is None:
         return None
     return True if step in parse_history(cm["data"][HISTORY_KEY]) else None
+
+
+async def validation_step(cluster: Cluster, job: str, step: int) -> bool | None:
+    cm = await cluster.api.get(CONFIG_MAPS_RESOURCE, NAMESPACE, f"{job}-metrics")
+    text = ((cm or {}).get("data") or {}).get(VALIDATION_KEY)
+    return True if text and step in parse_summaries(text).steps else None
 
 
 async def test_an_experiment_runs_its_variants_and_reports_them(
@@ -145,8 +170,13 @@ async def test_an_experiment_runs_its_variants_and_reports_them(
     status = await wait_experiment(cluster, "cmp", lambda s: s.get("finished") == "0/2", "0/2 finished")
     assert [v["name"] for v in status["variants"]] == ["fp8", "bf16"]
 
+    # verl's validation dumps of each run (synthetic: one shape for both); the launcher summarises them.
+    dumps = write_fixture(
+        tmp_path / "claim", steps=STEPS, runs=(FixtureRun("fp8", "bf16"), FixtureRun("bf16", "bf16"))
+    )
+
     # Both train; the experiment's status follows their phase, step and latest metrics.
-    await run_variant(cluster, "cmp-fp8", "blockwise-fp8")
+    await run_variant(cluster, "cmp-fp8", "blockwise-fp8", dumps=dumps["fp8"][1])
     status = await wait_experiment(
         cluster, "cmp", lambda s: s["variants"][0].get("phase") == "Succeeded", "fp8 Succeeded"
     )
@@ -156,7 +186,7 @@ async def test_an_experiment_runs_its_variants_and_reports_them(
     # The last step validates too, so every reported metric is there, at that step.
     assert {m["name"] for m in fp8_status["metrics"]} == set(REPORTED)
     assert {m["step"] for m in fp8_status["metrics"]} == {STEPS}
-    await run_variant(cluster, "cmp-bf16", "bf16")
+    await run_variant(cluster, "cmp-bf16", "bf16", dumps=dumps["bf16"][1])
     status = await wait_experiment(cluster, "cmp", lambda s: s.get("phase") == "Succeeded", "Succeeded")
     assert status["finished"] == "2/2"
     assert {c["type"]: c["status"] for c in status["conditions"]}["Succeeded"] == "True"
@@ -167,19 +197,15 @@ async def test_an_experiment_runs_its_variants_and_reports_them(
         await cluster.api.delete(RAY_JOBS_RESOURCE, NAMESPACE, job)
     monkeypatch.setenv("KUBECONFIG", str(cluster.real.kubeconfig))
     out = tmp_path / "report"
-    # The CLI, as a user runs it (its own event loop, in its own thread here).
-    # The validation dumps are on the claim, not in the cluster's objects: given beside --experiment,
-    # labelled by variant, as docs/experiments.md says (here: synthetic dumps of one shape for both).
-    dumps = write_fixture(
-        tmp_path / "claim", steps=STEPS, runs=(FixtureRun("fp8", "bf16"), FixtureRun("bf16", "bf16"))
-    )
+    # The CLI, as a user runs it (its own event loop, in its own thread here): no copy off the claim,
+    # the per-problem summaries come from the jobs' ConfigMaps.
     argv = ["report", "--experiment", "cmp", "-n", NAMESPACE, "--output", str(out)]
-    argv += [arg for label, (_, d) in dumps.items() for arg in ("--validation", f"{label}={d}")]
     assert await asyncio.to_thread(main, argv) == 0
     page = (out / "report.html").read_text()
     assert f"FlashRL experiment {NAMESPACE}/cmp" in page
     assert f"ConfigMap {NAMESPACE}/cmp-fp8-metrics" in page
-    # Every figure drawn: from the histories, and the paired two from the dumps.
+    assert f"ConfigMap {NAMESPACE}/cmp-bf16-metrics {VALIDATION_KEY}" in page
+    # Every figure drawn: from the histories, the paired two from the summaries of the dumps.
     assert page.count('src="data:image/png;base64,') == len(PLOT_IDS)
     assert '<tr data-variant="fp8">' in page
     assert "fp8" in page and "bf16" in page
@@ -323,7 +349,9 @@ def test_the_demos_experiment_completes_and_writes_its_report(tmp_path: Path) ->
     assert "read 2 histories over the API" in text
     page = (tmp_path / "report" / "report.html").read_text()
     assert "SYNTHETIC" in page and page.count('src="data:image/png;base64,') == len(PLOT_IDS)
-    # The dumps the demo copies off the claim give the paired verdict (no built-in difference there).
+    # The launcher's per-problem summaries of the dumps, read from the ConfigMaps, give the paired
+    # verdict (no built-in difference there).
+    assert "2 runs' per-problem validation summaries (no copy off the claim)" in text
     assert '<tr data-variant="blockwise-fp8">' in page and "samples each (acc)" in page
 
 

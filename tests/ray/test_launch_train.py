@@ -21,6 +21,7 @@ from local_ray import LocalRay
 from prometheus_client.parser import text_string_to_metric_families
 
 from flashrl_api import load_job_file
+from flashrl_api.validation_summary import problem_id
 from flashrl_jobs import contract
 from flashrl_jobs.deadline import RUNTIME_ENV_KEY
 from flashrl_jobs.verl_args import verl_overrides
@@ -95,6 +96,13 @@ save_freq = int(args["trainer.save_freq"])
 last = int(os.environ.get("FAKE_VERL_LAST_STEP", "3"))
 gate = os.environ.get("FAKE_VERL_GATE")
 print("Total training steps: 3", flush=True)
+# verl's _dump_generations: the validation's samples, written before the step is logged.
+dumps = pathlib.Path(args["trainer.validation_data_dir"])
+dumps.mkdir(parents=True, exist_ok=True)
+rows = [{"input": "p1", "output": "x", "gts": "1", "score": 1.0, "acc": True, "step": 0},
+        {"input": "p1", "output": "y", "gts": "1", "score": -1.0, "acc": False, "step": 0},
+        {"input": "p2", "output": "z", "gts": "2", "score": -1.0, "acc": False, "step": 0}]
+(dumps / "0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 print("\x1b[36m(TaskRunnerV1 pid=42)\x1b[0m step:0 - val-core/aime24/acc/mean@32:0.1", flush=True)
 file_log(json.dumps({"step": 0, "data": {"val-core/aime24/acc/mean@32": 0.1}}).encode() + b"\n")
 for step in range(1, last + 1):
@@ -284,8 +292,23 @@ def test_train_runs_verl_with_the_overrides_and_reports_each_step(
         "metrics",
         "validationScore",
         "launcherPhases",
+        "validationProblems",
     }
     assert last["body"]["status"]["validationScore"]["name"] == "val-core/aime24/acc/mean@32"
+    # The validation dump of step 0, summarised per problem once verl had logged a step after it.
+    (validations,) = {
+        json.dumps(r["body"]["status"]["validationProblems"])
+        for r in server.requests
+        if "validationProblems" in r["body"]["status"]
+    }
+    assert json.loads(validations) == [
+        {
+            "step": 0,
+            "attempt": 1,
+            "measure": "acc",
+            "problems": dict(sorted({problem_id("p1"): [2, 1], problem_id("p2"): [1, 0]}.items())),
+        }
+    ]
 
 
 def test_verl_exit_code_propagates_and_a_failing_api_does_not_stop_training(

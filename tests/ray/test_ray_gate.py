@@ -73,3 +73,23 @@ def test_dry_run_train_stops_after_the_gate(
     )
     assert run.wait() == contract.EXIT_OK, run.output
     assert "not training" in run.output
+
+
+def test_a_separate_async_job_waits_for_the_rollout_pools_gpus_too(
+    ray_cluster: LocalRay, launch: Callable[..., Any], tmp_path: Path
+) -> None:
+    """2 trainer GPUs (which the local cluster has) plus a rollout pool of 16: the gate counts 18."""
+    job = write_job(
+        tmp_path / "job.yaml",
+        nodes=1,
+        gpus_per_node=2,
+        training={"mode": "separate-async", "async": {"parameterSyncStep": 1}},
+        rollout={"pool": {"nodes": 1, "gpusPerNode": 16}},
+    )
+    run = launch("check", "--spec", str(job), "--ray-address", ray_cluster.address, "--timeout", "2")
+    assert run.wait() == contract.EXIT_GPU_TIMEOUT, run.output
+    assert (
+        (tmp_path / "termination-log")
+        .read_text()
+        .startswith("timed out after 2s waiting for 18 available GPU(s)")
+    )

@@ -28,7 +28,8 @@ from flashrl_api import verl_metrics as vm
 
 #: The ConfigMap key holding the history.
 HISTORY_KEY: Final = "history.jsonl"
-#: Its bound, well under the 1 MiB a ConfigMap may hold (metadata and the other key take the rest).
+#: Its bound, well under the 1 MiB a ConfigMap may hold (with the per-problem validation summaries'
+#: 192 KiB, :data:`flashrl_api.validation_summary.MAX_VALIDATION_BYTES`, 960 KiB of data).
 MAX_HISTORY_BYTES: Final = 768 * 1024
 #: Its name: ``<job>-metrics``.
 HISTORY_SUFFIX: Final = "metrics"

@@ -387,6 +387,171 @@ RULES: tuple[Rule, ...] = (
 )
 
 
+#: verl 0.9.1's ``trainer.v1.separate_async.parameter_sync_step`` when the spec leaves it out.
+VERL_PARAMETER_SYNC_STEP = 4
+_ASYNC = "self.training.async"
+_SYNC_STEP_CEL = (
+    f"(has({_ASYNC}) && has({_ASYNC}.parameterSyncStep) ? {_ASYNC}.parameterSyncStep : "
+    f"{VERL_PARAMETER_SYNC_STEP})"
+)
+_SEPARATE_ONLY = ("parameterSyncStep", "lendIdleTrainerGpus", "checkpointEngine")
+
+
+def sync_step(spec: FlashRLJobSpec) -> int:
+    """The parameter sync interval a separate-async job runs with: its own, else verl's default."""
+    a = spec.training.async_
+    if a is None or a.parameter_sync_step is None:
+        return VERL_PARAMETER_SYNC_STEP
+    return a.parameter_sync_step
+
+
+def _separate_only_set(spec: FlashRLJobSpec) -> list[str]:
+    a = spec.training.async_
+    if a is None:
+        return []
+    values = (a.parameter_sync_step, a.lend_idle_trainer_gpus, a.checkpoint_engine)
+    return [name for name, v in zip(_SEPARATE_ONLY, values, strict=True) if v is not None]
+
+
+def _pool_rule(rule: Rule) -> Rule:
+    """A rule about ``rollout.pool``, which only separate-async jobs have: holds without a pool."""
+    return Rule(
+        name=rule.name,
+        path=rule.path,
+        cel=f"!has(self.rollout.pool) || ({rule.cel})",
+        message=rule.message,
+        check=lambda s: s.rollout.pool is None or rule.check(s),
+        explain=rule.explain,
+    )
+
+
+def _pool_product(spec: FlashRLJobSpec) -> str:
+    return spec.rollout.pool.gpu_product if spec.rollout.pool is not None else ""
+
+
+#: The training modes' rules: which settings go with which mode, and what verl 0.9.1's separate-async
+#: trainer asserts at start-up (``verl/trainer/ppo/v1/trainer_separate_async.py``), refused here first.
+#: The rollout pool's product must be the trainer's, so the product rules on resources.gpuProduct (a
+#: GFD label value, FP8 tensor cores for an FP8 rollout: the table in flashrl_api.gpus) hold for the
+#: pool too; they get rules of their own when verl can place roles by product.
+MODE_RULES: tuple[Rule, ...] = (
+    Rule(
+        name="async-settings-need-async-mode",
+        path="training.async",
+        cel=f"!has({_ASYNC}) || self.training.mode != 'sync'",
+        message="is only valid with training.mode colocate-async or separate-async",
+        check=lambda s: s.training.async_ is None or s.training.mode != "sync",
+    ),
+    Rule(
+        name="separate-async-settings-need-separate-async",
+        path="training.async",
+        cel=f"self.training.mode == 'separate-async' || !has({_ASYNC}) || ("
+        + " && ".join(f"!has({_ASYNC}.{f})" for f in _SEPARATE_ONLY)
+        + ")",
+        message=f"{', '.join(_SEPARATE_ONLY)} are only valid with training.mode separate-async",
+        check=lambda s: s.training.mode == "separate-async" or not _separate_only_set(s),
+        explain=lambda s: (
+            f"{', '.join(_separate_only_set(s))}: only valid with training.mode separate-async, and "
+            f"training.mode is {s.training.mode}"
+        ),
+    ),
+    Rule(
+        name="rollout-pool-needs-separate-async",
+        path="rollout.pool",
+        cel="!has(self.rollout.pool) || self.training.mode == 'separate-async'",
+        message="is only valid with training.mode separate-async (the other modes run rollout on the "
+        "trainer's GPUs)",
+        check=lambda s: s.rollout.pool is None or s.training.mode == "separate-async",
+    ),
+    Rule(
+        name="separate-async-needs-rollout-pool",
+        path="rollout.pool",
+        cel="self.training.mode != 'separate-async' || has(self.rollout.pool)",
+        message="is required with training.mode separate-async: the standalone rollout servers need "
+        "their own nodes (verl asserts actor_rollout_ref.rollout.nnodes > 0)",
+        check=lambda s: s.training.mode != "separate-async" or s.rollout.pool is not None,
+    ),
+    Rule(
+        name="separate-async-batch-invariant",
+        path="training.promptBatchSize",
+        cel=f"self.training.mode != 'separate-async' || "
+        f"self.training.promptBatchSize == {_SYNC_STEP_CEL} * self.training.miniBatchSize",
+        message="must equal training.async.parameterSyncStep (default "
+        f"{VERL_PARAMETER_SYNC_STEP}) x training.miniBatchSize with training.mode separate-async "
+        "(verl 0.9.1 asserts train_batch_size == parameter_sync_step x ppo_mini_batch_size)",
+        check=lambda s: (
+            s.training.mode != "separate-async"
+            or s.training.prompt_batch_size == sync_step(s) * s.training.mini_batch_size
+        ),
+        explain=lambda s: (
+            f"is {s.training.prompt_batch_size}, and must equal training.async.parameterSyncStep "
+            f"({sync_step(s)}) x training.miniBatchSize ({s.training.mini_batch_size}) = "
+            f"{sync_step(s) * s.training.mini_batch_size} with training.mode separate-async (verl 0.9.1 "
+            "asserts train_batch_size == parameter_sync_step x ppo_mini_batch_size)"
+        ),
+    ),
+    Rule(
+        name="separate-async-checkpoint-engine-not-naive",
+        path="training.async.checkpointEngine",
+        cel=f"!has({_ASYNC}) || !has({_ASYNC}.checkpointEngine) || {_ASYNC}.checkpointEngine != 'naive'",
+        message="must not be naive with training.mode separate-async: weights cross from the trainer's "
+        "pool to the rollout pool (use nccl, nixl or mooncake; verl 0.9.1 asserts it)",
+        check=lambda s: s.training.async_ is None or s.training.async_.checkpoint_engine != "naive",
+    ),
+    _pool_rule(
+        Rule(
+            name="rollout-pool-gpu-product-is-the-trainers",
+            path="rollout.pool.gpuProduct",
+            cel="self.rollout.pool.gpuProduct == self.resources.gpuProduct",
+            message="must equal resources.gpuProduct: verl 0.9.1 places the trainer's and the standalone "
+            "rollout's workers by GPU count alone (its placement groups name no accelerator type, node "
+            "label or custom resource), so with two GPU products either role could land on either pool; "
+            "run both pools on one product (see docs/api.md, Training modes)",
+            check=lambda s: _pool_product(s) == s.resources.gpu_product,
+            explain=lambda s: (
+                f"is {_pool_product(s)} and resources.gpuProduct is {s.resources.gpu_product}: verl 0.9.1 "
+                "places the trainer's and the standalone rollout's workers by GPU count alone (its placement "
+                "groups name no accelerator type, node label or custom resource), so with two GPU products "
+                "either role could land on either pool; run both pools on one product (see docs/api.md, "
+                "Training modes)"
+            ),
+        )
+    ),
+    _pool_rule(
+        Rule(
+            name="rollout-pool-node-selector-leaves-gpu-product",
+            path="rollout.pool.nodeSelector",
+            cel=f"!('{GPU_PRODUCT_LABEL}' in self.rollout.pool.nodeSelector)",
+            message=f"must not set {GPU_PRODUCT_LABEL}: rollout.pool.gpuProduct sets it",
+            check=lambda s: (
+                s.rollout.pool is not None and GPU_PRODUCT_LABEL not in s.rollout.pool.node_selector
+            ),
+        )
+    ),
+    _pool_rule(
+        _tolerations_rule(
+            "rollout-pool-tolerations-are-consistent",
+            "rollout.pool.tolerations",
+            lambda s: s.rollout.pool.tolerations if s.rollout.pool is not None else [],
+        )
+    ),
+    _pool_rule(
+        Rule(
+            name="tensor-parallel-divides-rollout-node",
+            path="rollout.tensorParallelSize",
+            cel="self.rollout.pool.gpusPerNode % self.rollout.tensorParallelSize == 0",
+            message="must divide rollout.pool.gpusPerNode (an SGLang server may not span nodes)",
+            check=lambda s: (
+                s.rollout.pool is not None
+                and s.rollout.pool.gpus_per_node % s.rollout.tensor_parallel_size == 0
+            ),
+        )
+    ),
+)
+
+RULES = (*RULES, *MODE_RULES)
+
+
 def violations(spec: FlashRLJobSpec) -> list[tuple[str, str]]:
     """Return ``(path, message)`` for every rule the spec breaks, paths relative to ``spec``."""
     return [(rule.path, rule.message_for(spec)) for rule in RULES if not rule.check(spec)]
@@ -462,6 +627,14 @@ def spec_warnings(spec: FlashRLJobSpec) -> list[tuple[str, str]]:
                 "training.generationBatchSize",
                 "has no effect with training.dynamicSampling.enabled false: verl 0.9.1 generates one "
                 "prompt batch per step",
+            )
+        )
+    if t.mode != "sync" and t.dynamic_sampling.enabled and t.generation_batch_size != t.prompt_batch_size:
+        found.append(
+            (
+                "training.generationBatchSize",
+                f"has no effect with training.mode {t.mode}: verl 0.9.1's asynchronous trainers bound "
+                "generation by staleness (training.async.maxOffPolicyVersions), not by prompt batches",
             )
         )
     if spec.lifecycle.max_restarts > 0 and spec.storage.checkpoints.claim_name is None:

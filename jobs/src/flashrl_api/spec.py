@@ -36,6 +36,19 @@ from flashrl_api.sources import (
 Quantization = Literal["blockwise-fp8", "channel-fp8", "bf16"]
 TisLevel = Literal["token", "sequence", "off"]
 Logger = Literal["console", "wandb", "tensorboard", "mlflow"]
+#: How verl 0.9.1's V1 trainer schedules rollout and training (``trainer.v1.trainer_mode``, spelled
+#: with '-' here as Kubernetes enums are): sync alternates on the same GPUs (the origin recipe);
+#: colocate-async overlaps them on the same GPUs; separate-async runs rollout on its own pool.
+TrainingMode = Literal["sync", "colocate-async", "separate-async"]
+#: What each mode is called in verl's ``trainer.v1.trainer_mode``.
+VERL_TRAINER_MODES: dict[str, str] = {
+    "sync": "sync",
+    "colocate-async": "colocate_async",
+    "separate-async": "separate_async",
+}
+#: verl 0.9.1's checkpoint engines (``verl/checkpoint_engine``), which move the trainer's weights to
+#: standalone rollout servers. ``naive`` only works within one process group (the hybrid engine).
+CheckpointEngine = Literal["nccl", "nixl", "mooncake", "naive"]
 
 #: A Kubernetes resource quantity such as ``64``, ``500m``, ``512Gi``.
 QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti|P|Pi|E|Ei)?$"
@@ -218,6 +231,10 @@ class RolloutSpec(ApiModel):
     top_k: int = Field(default=-1, ge=-1, le=INT32_MAX)
     """Top-k sampling; -1 disables it. Keep -1 for unbiased TIS ratios."""
 
+    pool: RolloutPoolSpec | None = None
+    """With training.mode separate-async (and only then): the GPU node pool of the standalone rollout
+    servers, its own KubeRay worker group beside the trainer's (resources)."""
+
 
 class TisSpec(ApiModel):
     """Truncated importance sampling: weight each token's loss by min(pi_train / pi_rollout, cap)."""
@@ -300,12 +317,54 @@ class DynamicSamplingSpec(ApiModel):
     """Per-sample metric compared across a group (``acc`` or ``reward``)."""
 
 
+class AsyncSpec(ApiModel):
+    """Settings of the asynchronous modes (training.mode colocate-async or separate-async; refused with
+    sync). Defaults are verl 0.9.1's (``trainer.v1`` in ``ppo_trainer.yaml``). The fields marked
+    separate-async only are refused with colocate-async; omitted, they take verl's default."""
+
+    warmup_batches: float = Field(default=1.0, ge=0.0, le=1024.0)
+    """Prompt batches generated ahead before the first training step
+    (``trainer.v1.<mode>.num_warmup_batches``); fractions round down to whole generation chunks."""
+
+    max_off_policy_versions: int | None = Field(default=8, ge=1, le=1_000_000)
+    """Most model versions one trajectory may span (``trainer.v1.sampler.max_off_policy_threshold``);
+    null lets staleness be bounded only by rollout concurrency."""
+
+    off_policy_strategy: Literal["drop", "wait"] = "drop"
+    """What happens to a trajectory past maxOffPolicyVersions
+    (``trainer.v1.sampler.max_off_policy_strategy``): drop it, or wait for it to finish (dropless)."""
+
+    parameter_sync_step: int | None = Field(default=None, ge=1, le=MAX_COUNT)
+    """separate-async only: optimiser updates (mini batches) between weight syncs to the rollout pool
+    (``trainer.v1.separate_async.parameter_sync_step``, verl's default 4). verl requires
+    training.promptBatchSize == parameterSyncStep x training.miniBatchSize."""
+
+    lend_idle_trainer_gpus: bool | None = None
+    """separate-async only: let the trainer's GPUs serve rollout while they wait for samples
+    (``trainer.v1.separate_async.hybrid_rollout.enable_switch``; verl's default false). False renders
+    ``actor_rollout_ref.hybrid_engine: false``: rollout runs only on the rollout pool."""
+
+    checkpoint_engine: CheckpointEngine | None = None
+    """separate-async only: how weights reach the rollout pool
+    (``actor_rollout_ref.rollout.checkpoint_engine.backend``; nccl when omitted). verl refuses naive in
+    this mode."""
+
+
 class TrainingSpec(ApiModel):
     """The RL algorithm, its batch geometry and optimiser."""
 
     recipe: Literal["dapo"] = "dapo"
     """Training recipe. DAPO: clip-higher, dynamic sampling, token-mean loss, overlong shaping, GRPO
     advantages and no KL terms."""
+
+    mode: TrainingMode = "sync"
+    """How rollout and training share time and GPUs (verl's V1 trainer, trainer.v1.trainer_mode). sync:
+    alternate on the same GPUs (the origin recipe). colocate-async: overlap them on the same GPUs, with
+    bounded staleness. separate-async: rollout on its own pool (rollout.pool), weights synced every
+    async.parameterSyncStep updates. See docs/api.md, "Training modes"."""
+
+    async_: AsyncSpec | None = Field(default=None, alias="async")
+    """Settings of the asynchronous modes; only with mode colocate-async or separate-async."""
 
     prompt_batch_size: int = Field(default=32, ge=1, le=MAX_COUNT)
     """Prompts per training step (data.train_batch_size)."""
@@ -489,6 +548,42 @@ class ResourcesSpec(ApiModel):
     """The Ray head pod."""
 
     _node_selector_keys = field_validator("node_selector")(_label_keys)
+
+
+#: The GPU product a rollout pool runs on unless it names another: H20s are inference-shaped (much memory
+#: bandwidth, little compute) and have FP8 tensor cores.
+DEFAULT_ROLLOUT_GPU_PRODUCT = "NVIDIA-H20"
+
+
+class RolloutPoolSpec(ApiModel):
+    """The standalone rollout servers' node pool (training.mode separate-async): one KubeRay worker group
+    of its own. CPU, memory, shared memory and RDMA per pod are those of resources."""
+
+    nodes: int = Field(default=1, ge=1, le=512)
+    """Number of rollout worker pods (one per node); verl's actor_rollout_ref.rollout.nnodes."""
+
+    gpus_per_node: int = Field(default=8, ge=1, le=16)
+    """GPUs per rollout worker pod; verl's actor_rollout_ref.rollout.n_gpus_per_node."""
+
+    gpu_product: str = Field(
+        default=DEFAULT_ROLLOUT_GPU_PRODUCT,
+        min_length=1,
+        max_length=63,
+        pattern=NONEMPTY_LABEL_VALUE_PATTERN,
+    )
+    """Node-pool match on the nvidia.com/gpu.product label. verl 0.9.1 cannot pin its roles to GPU
+    products (its placement groups ask Ray only for GPUs), so it must equal resources.gpuProduct."""
+
+    node_selector: dict[str, LabelValue] = Field(default_factory=dict, max_length=32)
+    """Labels the rollout nodes must also have, besides nvidia.com/gpu.product."""
+
+    tolerations: list[Toleration] = Field(default_factory=list, max_length=32)
+    """Taints of the rollout nodes the pods tolerate, besides any nvidia.com/gpu taint."""
+
+    _node_selector_keys = field_validator("node_selector")(_label_keys)
+
+
+RolloutSpec.model_rebuild()
 
 
 class ImagesSpec(ApiModel):
@@ -703,6 +798,14 @@ class FlashRLJobSpec(ApiModel):
     overrides: list[Override] = Field(default_factory=list, max_length=MAX_OVERRIDES)
     """Extra verl Hydra overrides (key=value), applied last; checked against the pinned verl config.
     Values are printable ASCII; interpolations (${...}) are refused."""
+
+    def ray_gpus(self) -> int:
+        """GPUs the job's Ray cluster holds: the trainer's worker group, plus the rollout pool's with
+        separate-async. verl places both pools' workers before its first step, so the launcher's gate
+        waits for all of them."""
+        pool = self.rollout.pool
+        trainer = self.resources.nodes * self.resources.gpus_per_node
+        return trainer + (pool.nodes * pool.gpus_per_node if pool is not None else 0)
 
     @field_validator("env")
     @classmethod

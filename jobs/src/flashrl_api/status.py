@@ -33,6 +33,7 @@ from pydantic import Field
 
 from flashrl_api._base import ApiModel
 from flashrl_api.goodput import MAX_PHASES, GoodputPhase
+from flashrl_api.validation_summary import MAX_STATUS_PROBLEMS, STATUS_VALIDATIONS
 
 Phase = Literal["Pending", "Staging", "Starting", "Running", "Succeeded", "Failed", "Suspended"]
 PHASES: tuple[Phase, ...] = ("Pending", "Staging", "Starting", "Running", "Succeeded", "Failed", "Suspended")
@@ -410,6 +411,24 @@ class LauncherPhases(ApiModel):
     """Seconds per phase from launchTime to reportTime (they add up to the difference)."""
 
 
+class ValidationProblems(ApiModel):
+    """One validation's per-problem counts, as the launcher summarised verl's dump of it; the operator
+    copies them into the job's ``<job>-metrics`` ConfigMap, where ``flashrl report --experiment`` reads
+    them for its paired verdict."""
+
+    step: int = Field(ge=0)
+    """The training step the validation ran at (0: before training)."""
+
+    attempt: int | None = Field(default=None, ge=1)
+    """The attempt whose launcher summarised it (a later attempt's summary of a step wins)."""
+
+    measure: str = Field(default="", max_length=16)
+    """Which field a sample's correctness came from: ``acc``, else ``score`` (> 0 is correct)."""
+
+    problems: dict[str, list[int]] = Field(default_factory=dict, max_length=MAX_STATUS_PROBLEMS)
+    """Per problem id (the first 12 hex digits of the SHA-256 of its prompt): ``[samples, correct]``."""
+
+
 class AttemptRecord(ApiModel):
     """One attempt: a Ray cluster that ran (or tried to run) the job."""
 
@@ -518,6 +537,10 @@ class FlashRLJobStatus(ApiModel):
 
     launcher_phases: LauncherPhases | None = None
     """The current attempt's launcher: its wall-clock split by phase (the operator reads it)."""
+
+    validation_problems: list[ValidationProblems] | None = Field(default=None, max_length=STATUS_VALIDATIONS)
+    """The newest validations' per-problem counts, reported by the launcher after each validation;
+    the operator keeps every one in the job's ``<job>-metrics`` ConfigMap (docs/observability.md)."""
 
     goodput: Goodput | None = None
     """Where the GPU-seconds went, by phase, over every attempt (docs/observability.md)."""

@@ -42,6 +42,7 @@ from flashrl_jobs.ray_gate import connection_abandoned, gate, parse_address
 from flashrl_jobs.run_metrics import FILE_LOGGER_ENV, JsonlTail, RunState
 from flashrl_jobs.run_observer import RunObserver, step_report
 from flashrl_jobs.termination import LaunchError, write_termination_message
+from flashrl_jobs.validation_watch import ValidationWatch
 from flashrl_jobs.verl_args import (
     ENTRY_MODULE,
     FILE_LOGGER,
@@ -265,7 +266,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     job = load_job(args.spec)
     compose_first(job)
     spec = job.spec
-    required = spec.resources.nodes * spec.resources.gpus_per_node
+    required = spec.ray_gpus()
     timeout = args.timeout if args.timeout is not None else float(spec.lifecycle.gpu_wait_timeout_seconds)
     gate_start = time.time()
     gate(args.ray_address, required, timeout, log, head_timeout=args.head_timeout)
@@ -422,12 +423,21 @@ def train(
         if record is not None and reporter is not None:
             reporter.report_checkpoint(record)
 
-    def on_step(_step: int) -> None:
+    validations = ValidationWatch(Path(validation_dir(job, attempt or 1)), attempt or 1, log)
+
+    def poll_validations(upto: int | None) -> None:
+        entries = validations.poll(upto)
+        if entries is not None and reporter is not None:
+            reporter.report_validation(entries)
+
+    def on_step(step: int) -> None:
         # verl saves before it logs the step: the step and its checkpoint go in one PATCH.
         record = new_checkpoint()
         if reporter is not None:
             phases = state.phases_wire(time.time(), attempt, gpus)
             reporter.report_step(replace(step_report(state), phases=phases), record)
+        # verl dumps a validation before it logs its step: the dumps up to this step are complete.
+        poll_validations(step)
 
     observer = RunObserver(state, JsonlTail(metrics_path, log), on_step)
     server = start_exporter(state, job, port)
@@ -440,6 +450,7 @@ def train(
         result = run_child(argv, env, observer.console)
         observer.stop()
         poll_ledger()
+        poll_validations(None)
     finally:
         if reporter is not None:
             # The launcher's last word: its phases up to verl's exit (the operator takes it from there).

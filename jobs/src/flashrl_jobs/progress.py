@@ -15,7 +15,8 @@ Reporting is best effort and stdlib only (urllib): a merge patch of
 ``/apis/flashrl.dev/v1alpha1/namespaces/<ns>/flashrljobs/<name>/status`` with the pod's service
 account (the renderer grants exactly ``get, patch`` on ``flashrljobs/status``). It runs on a
 background thread holding only the newest value of each field (``progress`` with ``metrics`` and
-``validationScore``, and ``checkpoint`` from :mod:`flashrl_jobs.ledger`), so a slow API server never
+``validationScore``, ``checkpoint`` from :mod:`flashrl_jobs.ledger`, ``validationProblems`` from
+:mod:`flashrl_jobs.validation_watch`), so a slow API server never
 stalls verl's output, and it sends at most one request per step. The token file is read again for
 every request: projected service-account tokens are rotated by the kubelet (every hour or so) and a
 token read once at start would expire during a long run. A failed request is logged and training
@@ -185,6 +186,10 @@ class ProgressReporter:
         """Queue ``status.launcherPhases`` alone (the launcher's last word when verl has exited)."""
         self._queue("launcherPhases", record)
 
+    def report_validation(self, entries: list[dict[str, Any]]) -> None:
+        """Queue ``status.validationProblems``: the newest validations' per-problem counts."""
+        self._queue("validationProblems", entries)
+
     def report_staging(self, record: dict[str, Any]) -> None:
         """Queue ``status.staging`` (``flashrl-launch stage`` after each verified file)."""
         self._queue("staging", record)
@@ -224,6 +229,8 @@ class ProgressReporter:
             status["staging"] = pending["staging"]
         if "launcherPhases" in pending:
             status["launcherPhases"] = pending["launcherPhases"]
+        if "validationProblems" in pending:
+            status["validationProblems"] = pending["validationProblems"]
         try:
             token = self._token_file.read_text(encoding="utf-8").strip()
         except OSError as exc:
@@ -260,6 +267,8 @@ class ProgressReporter:
                 what.append("staging progress")
             if "launcherPhases" in pending:
                 what.append("goodput phases")
+            if "validationProblems" in pending:
+                what.append("validation per problem")
             self._log(
                 f"Could not report {' and '.join(what)} to the FlashRLJob ({detail}); training continues"
             )

@@ -17,6 +17,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from flashrl_api import FlashRLJob, FlashRLJobSpec
+from flashrl_api.rules import sync_step
+from flashrl_api.spec import VERL_TRAINER_MODES
 from flashrl_api.staging import data_location, model_location
 from flashrl_jobs.contract import VALIDATION_DIR
 from flashrl_jobs.override_rules import parsed_override_value, unsafe_override_problems
@@ -42,7 +44,24 @@ PROTECTED_KEYS: Final[Mapping[str, str]] = {
     "trainer.save_freq": "spec.checkpoint.interval",
     "trainer.max_actor_ckpt_to_keep": "spec.checkpoint.keep",
     "trainer.resume_mode": "spec.checkpoint.resumeMode",
+    # The V1 trainer's mode and its settings: the typed fields own them (and the rules check them).
+    "trainer.use_v1": "spec.training.mode (verl's V1 trainer runs every mode)",
+    "trainer.v1.trainer_mode": "spec.training.mode",
+    "trainer.v1.colocate_async.num_warmup_batches": "spec.training.async.warmupBatches",
+    "trainer.v1.separate_async.num_warmup_batches": "spec.training.async.warmupBatches",
+    "trainer.v1.separate_async.parameter_sync_step": "spec.training.async.parameterSyncStep",
+    "trainer.v1.separate_async.hybrid_rollout.enable_switch": "spec.training.async.lendIdleTrainerGpus",
+    "trainer.v1.sampler.max_off_policy_threshold": "spec.training.async.maxOffPolicyVersions",
+    "trainer.v1.sampler.max_off_policy_strategy": "spec.training.async.offPolicyStrategy",
+    "actor_rollout_ref.hybrid_engine": "spec.training.async.lendIdleTrainerGpus",
+    "actor_rollout_ref.rollout.nnodes": "spec.rollout.pool.nodes",
+    "actor_rollout_ref.rollout.n_gpus_per_node": "spec.rollout.pool.gpusPerNode",
+    "actor_rollout_ref.rollout.checkpoint_engine.backend": "spec.training.async.checkpointEngine",
 }
+
+#: The checkpoint engine of a separate-async job that names none: verl's default ``naive`` is refused
+#: by its own separate-async trainer.
+DEFAULT_SEPARATE_CHECKPOINT_ENGINE: Final = "nccl"
 
 Value = str | int | float | bool | None | list[str]
 
@@ -121,6 +140,43 @@ def _rollout(spec: FlashRLJobSpec) -> dict[str, Value]:
     return values
 
 
+def _mode(spec: FlashRLJobSpec) -> dict[str, Value]:
+    """verl's V1 trainer keys for ``spec.training.mode``. A sync job renders none of them: verl's
+    defaults (``trainer.use_v1: true``, ``trainer_mode: sync``) are the origin recipe, and its command
+    stays as it was. Every mode runs the same entry point (``verl.trainer.main_ppo`` picks the trainer
+    class from ``trainer.v1.trainer_mode``)."""
+    t = spec.training
+    if t.mode == "sync":
+        return {}
+    a = t.async_
+    verl_mode = VERL_TRAINER_MODES[t.mode]
+    values: dict[str, Value] = {
+        "trainer.use_v1": True,
+        "trainer.v1.trainer_mode": verl_mode,
+        f"trainer.v1.{verl_mode}.num_warmup_batches": float(a.warmup_batches) if a else 1.0,
+        "trainer.v1.sampler.max_off_policy_threshold": a.max_off_policy_versions if a else 8,
+        "trainer.v1.sampler.max_off_policy_strategy": a.off_policy_strategy if a else "drop",
+    }
+    if t.mode == "separate-async":
+        lend = bool(a is not None and a.lend_idle_trainer_gpus)
+        engine = a.checkpoint_engine if a is not None and a.checkpoint_engine else None
+        pool = spec.rollout.pool
+        values.update(
+            {
+                "trainer.v1.separate_async.parameter_sync_step": sync_step(spec),
+                "trainer.v1.separate_async.hybrid_rollout.enable_switch": lend,
+                # Without lending, no rollout replica lives on the trainer's GPUs: the standalone
+                # pool serves every rollout (verl's trainer_separate_async.py).
+                "actor_rollout_ref.hybrid_engine": lend,
+                "actor_rollout_ref.rollout.nnodes": pool.nodes if pool else 0,
+                "actor_rollout_ref.rollout.n_gpus_per_node": pool.gpus_per_node if pool else 0,
+                "actor_rollout_ref.rollout.checkpoint_engine.backend": engine
+                or DEFAULT_SEPARATE_CHECKPOINT_ENGINE,
+            }
+        )
+    return values
+
+
 def _dynamic_sampling(spec: FlashRLJobSpec) -> dict[str, Value]:
     """DAPO's group filtering, in the keys verl 0.9.1's V1 trainer actually reads.
 
@@ -136,12 +192,14 @@ def _dynamic_sampling(spec: FlashRLJobSpec) -> dict[str, Value]:
     prefix = "algorithm.filter_groups."
     if not ds.enabled:
         return {prefix + "enable": False}
-    return {
-        prefix + "enable": True,
-        prefix + "metric": ds.metric,
-        prefix + "max_inflight_gen_batches": spec.training.generation_batch_size
-        // spec.training.prompt_batch_size,
-    }
+    values: dict[str, Value] = {prefix + "enable": True, prefix + "metric": ds.metric}
+    if spec.training.mode == "sync":
+        # Read only by the synchronous replay buffer; the asynchronous modes bound generation by
+        # staleness (training.async) instead.
+        values[prefix + "max_inflight_gen_batches"] = (
+            spec.training.generation_batch_size // spec.training.prompt_batch_size
+        )
+    return values
 
 
 def _training(job: FlashRLJob) -> dict[str, Value]:
@@ -269,6 +327,7 @@ def generated_overrides(job: FlashRLJob) -> list[str]:
     values.update(_training(job))
     values.update(_rollout(job.spec))
     values.update(_tis(job.spec))
+    values.update(_mode(job.spec))
     return [f"{key}={format_value(value)}" for key, value in values.items()]
 
 
@@ -418,4 +477,15 @@ FIELD_OF_KEY: Final[Mapping[str, str]] = {
     "algorithm.rollout_correction.rollout_is": "correction.tis.level",
     "algorithm.rollout_correction.rollout_is_threshold": "correction.tis.cap",
     "algorithm.rollout_correction.rollout_is_batch_normalize": "correction.tis.batchNormalize",
+    "trainer.v1.trainer_mode": "training.mode",
+    "trainer.v1.colocate_async.num_warmup_batches": "training.async.warmupBatches",
+    "trainer.v1.separate_async.num_warmup_batches": "training.async.warmupBatches",
+    "trainer.v1.separate_async.parameter_sync_step": "training.async.parameterSyncStep",
+    "trainer.v1.separate_async.hybrid_rollout.enable_switch": "training.async.lendIdleTrainerGpus",
+    "trainer.v1.sampler.max_off_policy_threshold": "training.async.maxOffPolicyVersions",
+    "trainer.v1.sampler.max_off_policy_strategy": "training.async.offPolicyStrategy",
+    "actor_rollout_ref.hybrid_engine": "training.async.lendIdleTrainerGpus",
+    "actor_rollout_ref.rollout.nnodes": "rollout.pool.nodes",
+    "actor_rollout_ref.rollout.n_gpus_per_node": "rollout.pool.gpusPerNode",
+    "actor_rollout_ref.rollout.checkpoint_engine.backend": "training.async.checkpointEngine",
 }

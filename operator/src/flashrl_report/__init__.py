@@ -108,7 +108,8 @@ def build_report(
     paired_missing = (
         [
             f"{', '.join(label for label in labels if label not in with_samples)}: no validation samples "
-            "(verl's validation dumps, --validation LABEL=DIR): not in the paired comparison"
+            "(neither per-problem summaries in its ConfigMap nor --validation LABEL=DIR): not in the paired "
+            "comparison"
         ]
         if validation and len(with_samples) < len(labels)
         else []

@@ -2,7 +2,9 @@
 
 The per-step numbers come from each job's history ConfigMap, ``<job>-metrics``
 (:mod:`flashrl_api.history` says why it lives there): it is owned by the FlashRLJob, so it outlives
-the Ray cluster and needs neither Prometheus nor access to the checkpoint volume. A job without one
+the Ray cluster and needs neither Prometheus nor access to the checkpoint volume. The same ConfigMap
+holds each validation's per-problem counts (:mod:`flashrl_api.validation_summary`), which feed the
+paired per-problem verdict as the dumps given with ``--validation`` do. A job without one
 (an operator that predates it, or a job that never reached its first step) contributes its latest
 ``status.metrics`` instead, and the report says so. Reading is :func:`fetch_runs` (the only I/O);
 turning the objects into runs is :func:`runs_from_objects` (pure).
@@ -27,7 +29,9 @@ from flashrl_api.experiment import (
 )
 from flashrl_api.goodput import ledger_of
 from flashrl_api.history import HISTORY_KEY, add_metrics, history_name
+from flashrl_api.validation_summary import VALIDATION_KEY
 from flashrl_report.data import MetricsInputError, RunMetrics, parse_lines
+from flashrl_report.validation import ValidationSamples, samples_from_summaries
 
 #: Where a run's numbers were read, as the report's header shows it.
 SOURCE_HISTORY: Final = "ConfigMap {namespace}/{name}"
@@ -112,6 +116,19 @@ def runs_from_objects(namespace: str, objects: Sequence[JobObjects]) -> list[Run
     return runs
 
 
+def validation_from_objects(namespace: str, objects: Sequence[JobObjects]) -> list[ValidationSamples]:
+    """Each run's validation samples from the per-problem summaries in its history ConfigMap (the
+    launcher writes one per validation step): the same structure ``--validation LABEL=DIR`` reads
+    from the dumps, for the same paired comparison. Runs without any are left out."""
+    out = []
+    for item in objects:
+        text = ((item.history or {}).get("data") or {}).get(VALIDATION_KEY)
+        if isinstance(text, str) and text.strip():
+            source = SOURCE_HISTORY.format(namespace=namespace, name=history_name(item.name))
+            out.append(samples_from_summaries(item.label, text, f"{source} {VALIDATION_KEY}"))
+    return out
+
+
 def variant_statuses(raw: Mapping[str, Any], replicas: int = 1) -> dict[str, Mapping[str, Any]]:
     """The experiment's ``status.variants`` entries by run label (:func:`run_label`: the variant's
     name, ``<variant>#<k>`` with several replicas), as stored (a status the operator has not written
@@ -142,8 +159,9 @@ def experiment_jobs(experiment: FlashRLExperiment) -> list[tuple[str, str]]:
 
 async def fetch_runs(
     client: Any, namespace: str, experiment: str | None, jobs: Sequence[str]
-) -> tuple[list[RunMetrics], str]:
-    """Read the experiment's (or the named) jobs and their histories; also a title for the page."""
+) -> tuple[list[RunMetrics], list[ValidationSamples], str]:
+    """Read the experiment's (or the named) jobs and their histories: the runs, their validation
+    samples (per problem, for the paired verdict), and a title for the page."""
     from flashrl_operator.vocab.kinds import CONFIG_MAP, FLASHRL_EXPERIMENT, FLASHRL_JOB
 
     pairs: list[tuple[str, str]] = [(name, name) for name in jobs]
@@ -168,19 +186,19 @@ async def fetch_runs(
         return JobObjects(label, name, job, history, variant, parallelism if variant is not None else None)
 
     objects = await asyncio.gather(*(one(label, name) for label, name in pairs))
-    return runs_from_objects(namespace, objects), title
+    return runs_from_objects(namespace, objects), validation_from_objects(namespace, objects), title
 
 
 def load_cluster_runs(
     namespace: str, experiment: str | None, jobs: Sequence[str], server: str | None = None
-) -> tuple[list[RunMetrics], str]:
+) -> tuple[list[RunMetrics], list[ValidationSamples], str]:
     """Connect like kubectl (``$KUBECONFIG`` and its current context, exec plugins included; or
     ``server``), read the runs, disconnect. The same client layer as the operator's
     (:mod:`flashrl_operator.client.login`, :mod:`flashrl_operator.client.kube`)."""
     from flashrl_operator.client.kube import KubeClient
     from flashrl_operator.client.login import CredentialError, Credentials
 
-    async def main() -> tuple[list[RunMetrics], str]:
+    async def main() -> tuple[list[RunMetrics], list[ValidationSamples], str]:
         try:
             client = await KubeClient.connect(Credentials(server))
         except CredentialError as exc:
@@ -201,5 +219,6 @@ __all__ = [
     "load_cluster_runs",
     "missing_job_note",
     "runs_from_objects",
+    "validation_from_objects",
     "variant_statuses",
 ]

@@ -227,12 +227,17 @@ def paired_section(
     if samples:
         parts.append(
             '<ul class="samples">'
-            + "".join(f"<li>{escape(s.label)}: {escape(s.describe())}{_few(s)}</li>" for s in samples)
+            + "".join(
+                f"<li>{escape(s.label)}: {escape(s.describe())}{_few(s)}"
+                f" (from {escape(', '.join(s.sources))})</li>"
+                for s in samples
+            )
             + "</ul>"
         )
     if not comparisons:
         why = (
-            "no run has validation samples (verl's validation dumps: give --validation LABEL=DIR)"
+            "no run has validation samples (the per-problem summaries in a job's <job>-metrics ConfigMap, "
+            "read by --experiment/--job, or verl's validation dumps: --validation LABEL=DIR)"
             if not samples
             else "no baseline with validation samples to compare with"
             if baseline is None
@@ -273,7 +278,8 @@ def paired_section(
                 f'<td class="gains">{gains} / {losses} / {even}</td></tr>'
             )
         parts.append("</tbody></table>")
-        parts.append(_problem_table(comparisons))
+        prompts = {pid: text for s in samples for pid, text in s.prompts.items()}
+        parts.append(_problem_table(comparisons, prompts))
     parts.extend(f'<p class="stats">{escape(m)}</p>' for m in missing)
     parts.append(
         '<p class="stats">Each validation sample is scored by the reward function (its <code>acc</code> '
@@ -299,8 +305,9 @@ def problem_order(comparisons: Sequence[PairedComparison]) -> tuple[list[str], d
     return sorted(base_acc, key=lambda p: (base_acc[p], p)), base_acc
 
 
-def _problem_table(comparisons: Sequence[PairedComparison]) -> str:
-    """Per problem, the baseline's and each variant's late accuracy (a collapsed table)."""
+def _problem_table(comparisons: Sequence[PairedComparison], prompts: Mapping[str, str]) -> str:
+    """Per problem, the baseline's and each variant's late accuracy (a collapsed table); a problem is
+    shown by its prompt when a run's dumps gave it, else by its id (the ConfigMap's summaries)."""
     base = comparisons[0].baseline
     rows: dict[str, dict[str, float]] = {}
     for c in comparisons:
@@ -310,7 +317,8 @@ def _problem_table(comparisons: Sequence[PairedComparison]) -> str:
     head = "".join(f"<th>{escape(c.variant)} − {escape(base)}</th>" for c in comparisons)
     body = []
     for i, problem in enumerate(order, start=1):
-        text = problem if len(problem) <= 90 else problem[:87] + "…"
+        prompt = prompts.get(problem, problem)
+        text = prompt if len(prompt) <= 90 else prompt[:87] + "…"
         cells = "".join(
             f"<td>{rows[problem][c.variant]:+.2f}</td>"
             if c.variant in rows.get(problem, {})

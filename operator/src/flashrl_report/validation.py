@@ -11,31 +11,36 @@ does for the metrics).
 
 A problem is its prompt text: rows with identical ``input`` are samples of one problem, whether the
 validation file repeats the problem (DAPO's AIME 2024 file holds each of its 30 problems 32 times) or
-verl sampled it ``val_kwargs.n`` times. A sample's correctness is its ``acc`` (what verl's
-``val-core/<source>/acc/mean@N`` averages) when the reward function reports one, else its ``score``.
+verl sampled it ``val_kwargs.n`` times; it is named by :func:`flashrl_api.validation_summary.problem_id`.
+A sample is correct by :func:`flashrl_api.validation_summary.correctness` (its ``acc`` when the reward
+function reports one, as verl's ``val-core/<source>/acc/mean@N`` averages, else ``score > 0``). Each
+dump is reduced to per-problem counts (:func:`~flashrl_api.validation_summary.summarize_dump`), the
+form the launcher also writes to the job's ``<job>-metrics`` ConfigMap, so ``--validation`` and
+``--experiment`` feed the paired comparison the same structure (:func:`add_summary`).
 """
 
 from __future__ import annotations
 
-import json
-import math
 import re
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from flashrl_api.validation_summary import (
+    CORRECTNESS_FIELDS,
+    StepSummary,
+    parse_summaries,
+    summarize_dump,
+)
 from flashrl_report.data import MetricsInputError
 
 #: ``<step>.jsonl`` as verl names its dumps.
 STEP_FILE: Final = re.compile(r"^(?P<step>\d+)\.jsonl$")
 #: The per-attempt directories the launcher creates under ``<checkpoint dir>/validation``.
 ATTEMPT_DIR: Final = re.compile(r"^attempt-(?P<k>\d+)$")
-#: The fields a sample's correctness is read from, in order of preference.
-CORRECTNESS_FIELDS: Final = ("acc", "score")
-
-#: problem (prompt text) -> the correctness of each of its samples.
+#: problem id (:func:`flashrl_api.validation_summary.problem_id`) -> each sample's correctness (0 or 1).
 Problems = dict[str, list[float]]
 
 
@@ -51,6 +56,12 @@ class ValidationSamples:
     measure: str = ""
     #: What was skipped or looked wrong while reading, one sentence each.
     notes: list[str] = field(default_factory=list)
+    #: Prompt text by problem id, when read from the dumps (the ConfigMap's summaries carry ids only).
+    prompts: dict[str, str] = field(default_factory=dict)
+
+    def prompt(self, problem: str) -> str:
+        """The problem's prompt text when known, else its id."""
+        return self.prompts.get(problem, problem)
 
     def samples_per_problem(self) -> tuple[int, int, int] | None:
         """``(fewest, median, most)`` samples per problem over every validation (None without samples)."""
@@ -85,48 +96,60 @@ class ValidationSamples:
         return out
 
 
-def _correctness(row: Mapping[str, object]) -> tuple[str, float] | None:
-    for name in CORRECTNESS_FIELDS:
-        value = row.get(name)
-        if isinstance(value, bool):
-            return name, float(value)
-        if isinstance(value, int | float) and math.isfinite(value):
-            return name, float(value)
-    return None
+def expand(samples: int, correct: int) -> list[float]:
+    """A problem's per-sample correctness from its counts, correct ones first: the one form both the
+    dumps and the ConfigMap's summaries take, so both give the same verdict, bootstrap draws included."""
+    return [1.0] * correct + [0.0] * (samples - correct)
+
+
+def add_summary(samples: ValidationSamples, step: int, summary: StepSummary, source: str) -> None:
+    """Add one step's per-problem counts to ``samples`` (replacing what an earlier attempt left)."""
+    if summary.skipped:
+        samples.notes.append(
+            f"{source}: {summary.skipped} line(s) without a prompt (input) and a correctness "
+            f"({' or '.join(CORRECTNESS_FIELDS)}), or with another than the first line's, were skipped"
+        )
+    if not summary.problems:
+        return
+    if samples.measure and summary.measure and summary.measure != samples.measure:
+        samples.notes.append(
+            f"{source}: correctness is {summary.measure}, not {samples.measure} as in earlier steps; skipped"
+        )
+        return
+    samples.measure = samples.measure or summary.measure
+    samples.prompts.update(summary.prompts)
+    samples.steps[step] = {pid: expand(n, c) for pid, (n, c) in summary.problems.items()}
 
 
 def parse_dump(samples: ValidationSamples, lines: Iterable[str], step: int, source: str) -> None:
     """Add one ``<step>.jsonl`` to ``samples``; the step replaces whatever an earlier attempt left."""
-    problems: Problems = {}
-    skipped = 0
-    for line in lines:
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            skipped += 1
-            continue
-        if not isinstance(row, Mapping) or not isinstance(row.get("input"), str):
-            skipped += 1
-            continue
-        found = _correctness(row)
-        if found is None:
-            skipped += 1
-            continue
-        name, value = found
-        if samples.measure and name != samples.measure:
-            skipped += 1
-            continue
-        samples.measure = samples.measure or name
-        problems.setdefault(str(row["input"]), []).append(value)
-    if skipped:
+    add_summary(samples, step, summarize_dump(lines), source)
+
+
+def samples_from_summaries(label: str, text: str, source: str) -> ValidationSamples:
+    """One run's validation samples from the per-problem summaries the launcher wrote to its
+    ``<job>-metrics`` ConfigMap (:data:`flashrl_api.validation_summary.VALIDATION_KEY`)."""
+    samples = ValidationSamples(label=label, sources=[source])
+    parsed = parse_summaries(text)
+    for step in sorted(parsed.steps):
+        add_summary(samples, step, parsed.steps[step][1], f"{source} step {step}")
+    if parsed.dropped:
         samples.notes.append(
-            f"{source}: {skipped} line(s) without a prompt (input) and a correctness "
-            f"({' or '.join(CORRECTNESS_FIELDS)}) were skipped"
+            f"{source}: the validations of steps {_steps(parsed.dropped, parsed.more)} were dropped to "
+            "keep the ConfigMap under its bound (the newest are kept); every dump is on the checkpoint claim "
+            "(--validation LABEL=DIR reads them)"
         )
-    if problems:
-        samples.steps[step] = problems
+    if parsed.refused:
+        samples.notes.append(
+            f"{source}: the validations of steps {_steps(parsed.refused, parsed.more)} have too many "
+            "problems to fit in a ConfigMap; their dumps are on the checkpoint claim "
+            "(--validation LABEL=DIR reads them)"
+        )
+    return samples
+
+
+def _steps(steps: Sequence[int], more: bool) -> str:
+    return ("earlier ones and " if more else "") + ", ".join(str(s) for s in steps)
 
 
 def _step_files(directory: Path) -> list[tuple[int, Path]]:
@@ -182,8 +205,11 @@ __all__ = [
     "CORRECTNESS_FIELDS",
     "Problems",
     "ValidationSamples",
+    "add_summary",
     "dump_files",
+    "expand",
     "load_validation",
     "parse_dump",
     "parse_validation_argument",
+    "samples_from_summaries",
 ]

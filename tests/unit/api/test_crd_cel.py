@@ -82,7 +82,63 @@ BREAKING: dict[str, dict[str, Any]] = {
         "data": {"train": "/data/mine.parquet"},
         "storage": {"data": {"mountPath": "/data"}},
     },
+    "async-settings-need-async-mode": {"training": {"async": {"warmupBatches": 2}}},
+    "separate-async-settings-need-separate-async": {
+        "training": {"mode": "colocate-async", "async": {"lendIdleTrainerGpus": False}}
+    },
+    "rollout-pool-needs-separate-async": {"rollout": {"pool": {}}},
+    "separate-async-needs-rollout-pool": {"training": {"mode": "separate-async"}},
+    "separate-async-batch-invariant": {"training": {"mode": "separate-async"}, "rollout": {"pool": {}}},
+    "separate-async-checkpoint-engine-not-naive": {
+        "training": {"mode": "separate-async", "async": {"checkpointEngine": "naive"}}
+    },
+    "rollout-pool-gpu-product-is-the-trainers": {
+        "training": {"mode": "separate-async"},
+        "rollout": {"pool": {"gpuProduct": "NVIDIA-L40S"}},
+    },
+    "rollout-pool-node-selector-leaves-gpu-product": {
+        "rollout": {"pool": {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H20"}}}
+    },
+    "rollout-pool-tolerations-are-consistent": {"rollout": {"pool": {"tolerations": [{"value": "v"}]}}},
+    "tensor-parallel-divides-rollout-node": {
+        "rollout": {"tensorParallelSize": 4, "pool": {"gpusPerNode": 2}}
+    },
 }
+
+#: Training modes, their settings (present, absent, separate-async only) and rollout pools.
+MODE_CHOICES: list[str | None] = [None, "sync", "colocate-async", "separate-async", "separate-async"]
+ASYNC_CHOICES: list[dict[str, Any] | None] = [
+    None,
+    {},
+    {"warmupBatches": 0.5, "maxOffPolicyVersions": 2, "offPolicyStrategy": "wait"},
+    {"parameterSyncStep": 1},
+    {"parameterSyncStep": 4, "lendIdleTrainerGpus": True},
+    {"parameterSyncStep": 2, "checkpointEngine": "nixl"},
+    {"checkpointEngine": "naive"},
+    {"lendIdleTrainerGpus": False},
+]
+POOL_CHOICES: list[dict[str, Any] | None] = [
+    None,
+    {},
+    {"nodes": 2, "gpusPerNode": 4},
+    {"gpuProduct": "NVIDIA-H100-80GB-HBM3", "gpusPerNode": 3},
+    {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H20"}},
+    {"tolerations": [{"operator": "Exists", "value": "v"}], "gpusPerNode": 2},
+    {"tolerations": [{"key": "dedicated", "value": "rollout", "effect": "NoSchedule"}]},
+]
+
+
+def _random_mode(rng: random.Random, raw: dict[str, Any]) -> dict[str, Any]:
+    """Adds a training mode, async settings and a rollout pool (each maybe absent) to ``raw``."""
+    mode, settings, pool = rng.choice(MODE_CHOICES), rng.choice(ASYNC_CHOICES), rng.choice(POOL_CHOICES)
+    if mode is not None:
+        raw["training"]["mode"] = mode
+    if settings is not None:
+        raw["training"]["async"] = settings
+    if pool is not None:
+        raw["rollout"]["pool"] = pool
+    return raw
+
 
 #: Model and data sources (Hugging Face or paths) and volumes with and without claims: staging a
 #: Hugging Face source needs a claim on its volume.
@@ -286,7 +342,7 @@ def test_random_specs_agree() -> None:
     rng = random.Random(20260101)
     seen: dict[str, set[bool]] = {rule.name: set() for rule in RULES}
     for _ in range(300):
-        raw = _merge(_random_spec(rng), _random_hostile(rng))
+        raw = _merge(_random_mode(rng, _random_spec(rng)), _random_hostile(rng))
         cel = _cel_verdicts(raw)
         assert cel == _python_verdicts(raw), raw
         for name, verdict in cel.items():

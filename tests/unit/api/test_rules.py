@@ -69,6 +69,21 @@ def test_rule_paths_name_real_fields(rule: Any) -> None:
     assert info is not None
 
 
+def _separate_async(extra: dict[str, Any]) -> dict[str, Any]:
+    """A valid separate-async spec (prompt batch 32 = 1 x mini batch 32, a default pool) plus ``extra``."""
+    base: dict[str, Any] = {
+        "training": {"mode": "separate-async", "async": {"parameterSyncStep": 1}},
+        "rollout": {"pool": {}},
+    }
+    for key, value in extra.items():
+        for sub, inner in value.items():
+            if isinstance(inner, dict) and isinstance(base[key].get(sub), dict):
+                base[key][sub] = {**base[key][sub], **inner}
+            else:
+                base[key][sub] = inner
+    return base
+
+
 BREAKING: list[tuple[str, dict[str, Any]]] = [
     ("generation-batch-is-whole-prompt-batches", {"training": {"promptBatchSize": 128}}),
     ("mini-batch-divides-prompt-batch", {"training": {"miniBatchSize": 5}}),
@@ -99,6 +114,37 @@ BREAKING: list[tuple[str, dict[str, Any]]] = [
     (
         "head-tolerations-are-consistent",
         {"resources": {"head": {"tolerations": [{"key": "k", "tolerationSeconds": 5}]}}},
+    ),
+    ("async-settings-need-async-mode", {"training": {"async": {}}}),
+    (
+        "separate-async-settings-need-separate-async",
+        {"training": {"mode": "colocate-async", "async": {"parameterSyncStep": 1}}},
+    ),
+    ("rollout-pool-needs-separate-async", {"rollout": {"pool": {"nodes": 1}}}),
+    (
+        "separate-async-needs-rollout-pool",
+        {"training": {"mode": "separate-async", "async": {"parameterSyncStep": 1}}},
+    ),
+    ("separate-async-batch-invariant", {"training": {"mode": "separate-async"}, "rollout": {"pool": {}}}),
+    (
+        "separate-async-checkpoint-engine-not-naive",
+        _separate_async({"training": {"async": {"parameterSyncStep": 1, "checkpointEngine": "naive"}}}),
+    ),
+    (
+        "rollout-pool-gpu-product-is-the-trainers",
+        _separate_async({"rollout": {"pool": {"gpuProduct": "NVIDIA-H100-80GB-HBM3"}}}),
+    ),
+    (
+        "rollout-pool-node-selector-leaves-gpu-product",
+        _separate_async({"rollout": {"pool": {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H20"}}}}),
+    ),
+    (
+        "rollout-pool-tolerations-are-consistent",
+        _separate_async({"rollout": {"pool": {"tolerations": [{"value": "rollout"}]}}}),
+    ),
+    (
+        "tensor-parallel-divides-rollout-node",
+        _separate_async({"rollout": {"tensorParallelSize": 8, "pool": {"gpusPerNode": 4}}}),
     ),
 ]
 
@@ -161,3 +207,46 @@ def test_reserved_env_names_are_refused_at_spec_env(name: str, named_as: str) ->
 def test_env_near_misses_of_reserved_names_are_allowed() -> None:
     spec = parse_spec({"env": [{"name": "RAY_DEDUP_LOGS", "value": "0"}, {"name": "MY_FLASHRL_X"}]})
     assert violations(spec) == []
+
+
+def test_a_valid_separate_async_spec_passes_every_rule() -> None:
+    spec = parse_spec(
+        {
+            "training": {
+                "mode": "separate-async",
+                "promptBatchSize": 128,
+                "miniBatchSize": 32,
+                "generationBatchSize": 384,
+            },
+            "rollout": {"pool": {"nodes": 2}},
+        }
+    )
+    assert violations(spec) == []
+    assert spec.rollout.pool is not None and spec.rollout.pool.gpu_product == "NVIDIA-H20"
+
+
+def test_the_batch_invariant_names_the_numbers() -> None:
+    _, problems = spec_problems(
+        {"training": {"mode": "separate-async", "async": {"parameterSyncStep": 2}}, "rollout": {"pool": {}}}
+    )
+    assert [str(p) for p in problems] == [
+        "spec.training.promptBatchSize: is 32, and must equal training.async.parameterSyncStep (2) x "
+        "training.miniBatchSize (32) = 64 with training.mode separate-async (verl 0.9.1 asserts "
+        "train_batch_size == parameter_sync_step x ppo_mini_batch_size)"
+    ]
+
+
+def test_a_zero_node_rollout_pool_is_refused_at_its_path() -> None:
+    _, problems = spec_problems(
+        {
+            "training": {"mode": "separate-async", "async": {"parameterSyncStep": 1}},
+            "rollout": {"pool": {"nodes": 0}},
+        }
+    )
+    assert [p.path for p in problems] == ["spec.rollout.pool.nodes"]
+
+
+def test_the_sync_default_has_no_mode_settings() -> None:
+    t = FlashRLJobSpec().training
+    assert (t.mode, t.async_) == ("sync", None)
+    assert FlashRLJobSpec().rollout.pool is None

@@ -43,6 +43,37 @@ def _write(tmp_path: Path, text: str, name: str = "job.yaml") -> str:
 # --- validate ------------------------------------------------------------------------------------
 
 
+def test_validate_names_the_mode_and_the_rollout_pool(capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(REPO / "examples" / "flashrljob-separate-async.yaml")
+    code, out, _ = _run(["validate", path], capsys)
+    assert code == 0
+    assert out.endswith(
+        "(blockwise-fp8, token TIS C=2.0, 1x8 NVIDIA-H20, separate-async, rollout pool 1x8 NVIDIA-H20)\n"
+    )
+
+
+def test_validate_refuses_a_broken_separate_async_job_at_its_fields(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = (REPO / "examples" / "flashrljob-separate-async.yaml").read_text()
+    text = text.replace("miniBatchSize: 8", "miniBatchSize: 16").replace(
+        "checkpointEngine: nccl", "checkpointEngine: naive"
+    )
+    text = text.replace("    pool:\n      nodes: 1", "    pool:\n      nodes: 0")
+    path = tmp_path / "broken.yaml"
+    path.write_text(text)
+    code, _, err = _run(["validate", str(path)], capsys)
+    assert code == EXIT_INVALID
+    assert "spec.rollout.pool.nodes:" in err
+    # Field errors come first; the cross-field rules run on a spec whose fields parse.
+    text = text.replace("nodes: 0", "nodes: 1")
+    path.write_text(text)
+    code, _, err = _run(["validate", str(path)], capsys)
+    assert code == EXIT_INVALID
+    assert "spec.training.promptBatchSize: is 32, and must equal" in err
+    assert "spec.training.async.checkpointEngine: must not be naive" in err
+
+
 def test_validate_prints_one_line_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _write(tmp_path, HEAD.replace("name: j", "name: qwen3-8b-dapo-fp8") + "spec: {}\n")
     code, out, err = _run(["validate", path], capsys)

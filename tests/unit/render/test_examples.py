@@ -22,6 +22,7 @@ EXPECTED = {
     "flashrljob-bf16-baseline.yaml",
     "flashrljob-two-node.yaml",
     "flashrljob-kueue.yaml",
+    "flashrljob-separate-async.yaml",
 }
 
 
@@ -181,3 +182,34 @@ def test_checkpoint_claim_holds_the_kept_checkpoints_of_the_default_job() -> Non
     gib = int(size["requests"]["storage"].removesuffix("Gi"))
     keep = load("flashrljob.yaml").spec.checkpoint.keep
     assert gib >= (keep + 1) * 100  # ~100 GB per Qwen3-8B checkpoint, plus the one being written
+
+
+def test_separate_async_example_has_two_gpu_worker_groups() -> None:
+    from flashrl_api import spec_warnings, violations
+    from flashrl_jobs.verl_args import verl_overrides
+    from flashrl_jobs.verl_config import check_config, compose_config
+
+    job = load("flashrljob-separate-async.yaml")
+    assert violations(job.spec) == [] and spec_warnings(job.spec) == []
+    groups = rayjob(job)["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+    assert [(g["groupName"], g["replicas"]) for g in groups] == [("gpu", 1), ("rollout", 1)]
+    selectors = [g["template"]["spec"]["nodeSelector"] for g in groups]
+    assert selectors == [
+        {"flashrl.dev/pool": "training", "nvidia.com/gpu.product": "NVIDIA-H20"},
+        {"flashrl.dev/pool": "rollout", "nvidia.com/gpu.product": "NVIDIA-H20"},
+    ]
+    assert all(
+        g["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "8" for g in groups
+    )
+    # Composed against the pinned verl: the V1 separate-async trainer with what it asserts at start.
+    cfg = compose_config(verl_overrides(job))
+    v1 = cfg.trainer.v1
+    assert v1.trainer_mode == "separate_async"
+    assert (
+        cfg.data.train_batch_size
+        == v1.separate_async.parameter_sync_step * cfg.actor_rollout_ref.actor.ppo_mini_batch_size
+    )
+    assert (cfg.actor_rollout_ref.rollout.nnodes, cfg.actor_rollout_ref.rollout.n_gpus_per_node) == (1, 8)
+    assert cfg.actor_rollout_ref.rollout.checkpoint_engine.backend == "nccl"
+    assert cfg.actor_rollout_ref.hybrid_engine is False
+    assert check_config(job).problems == []

@@ -641,3 +641,44 @@ def test_the_staging_job_fails_at_once_on_every_launcher_exit_a_retry_cannot_fix
     assert contract.EXIT_GPU_TIMEOUT not in final and 1 not in final and 137 not in final
     assert ignore == {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}
     assert rendered["spec"]["backoffLimit"] >= 1
+
+
+# --- training modes: the rollout pool's worker group -----------------------------------------------
+
+SEPARATE_ASYNC: dict[str, Any] = {
+    "training": {"mode": "separate-async", "async": {"parameterSyncStep": 1}},
+    "rollout": {
+        "pool": {
+            "nodes": 3,
+            "gpusPerNode": 4,
+            "nodeSelector": {"pool": "rollout"},
+            "tolerations": [{"key": "dedicated", "value": "rollout", "effect": "NoSchedule"}],
+        }
+    },
+    "resources": {"nodes": 2, "nodeSelector": {"pool": "train"}},
+}
+
+
+def test_separate_async_adds_a_rollout_worker_group_beside_the_trainers() -> None:
+    groups = ray_job_of(make_job(SEPARATE_ASYNC))["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+    assert [(g["groupName"], g["replicas"], g["minReplicas"], g["maxReplicas"]) for g in groups] == [
+        ("gpu", 2, 2, 2),
+        ("rollout", 3, 3, 3),
+    ]
+    trainer, rollout = (g["template"]["spec"] for g in groups)
+    assert trainer["nodeSelector"] == {"pool": "train", "nvidia.com/gpu.product": "NVIDIA-H20"}
+    assert rollout["nodeSelector"] == {"pool": "rollout", "nvidia.com/gpu.product": "NVIDIA-H20"}
+    assert {"key": "dedicated", "value": "rollout", "effect": "NoSchedule", "operator": "Equal"} in rollout[
+        "tolerations"
+    ]
+    assert not any(t.get("key") == "dedicated" for t in trainer["tolerations"])
+    assert trainer["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "8"
+    assert rollout["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "4"
+    # Same image, volumes and launcher environment: one Ray cluster, two pools.
+    assert rollout["containers"][0]["image"] == trainer["containers"][0]["image"]
+    assert rollout["volumes"] == trainer["volumes"]
+
+
+@pytest.mark.parametrize("mode", ["sync", "colocate-async"])
+def test_the_other_modes_keep_one_worker_group(mode: str) -> None:
+    assert worker_group(make_job({"training": {"mode": mode}}))["groupName"] == "gpu"

@@ -131,7 +131,8 @@ def test_the_experiment_status_tells_the_report_who_waits() -> None:
             ("ConfigMap", "x-blockwise-fp8-metrics"): _history("blockwise-fp8", 30, stop=5),
         }
     )
-    runs, title = asyncio.run(fetch_runs(client, "rl", "x", []))
+    runs, validation, title = asyncio.run(fetch_runs(client, "rl", "x", []))
+    assert validation == []
     assert title == "FlashRL experiment rl/x"
     assert runs[1].notes == [
         "variant bf16 is waiting its turn (FlashRLJob rl/x-bf16 is not created yet; spec.parallelism is 1, "

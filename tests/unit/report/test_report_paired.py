@@ -15,14 +15,24 @@ from pathlib import Path
 
 import pytest
 
+from flashrl_api.validation_summary import (
+    VALIDATION_KEY,
+    StepSummary,
+    add_summary,
+    problem_id,
+    summarize_dump,
+)
 from flashrl_report import build_report, load_run, load_validation
+from flashrl_report.cluster import JobObjects, validation_from_objects
 from flashrl_report.data import MetricsInputError
 from flashrl_report.intervals import Interval, paired_difference
 from flashrl_report.paired import PLOT_PROBLEMS, compare, split_label
 from flashrl_report.synthetic import FIXTURE_RUNS, validation_rows, write_fixture
-from flashrl_report.validation import ValidationSamples, parse_dump
+from flashrl_report.validation import ValidationSamples, parse_dump, samples_from_summaries
 
 ROOT = Path(__file__).resolve().parents[3]
+#: The id of the prompt "p" (flashrl_api.validation_summary.problem_id).
+P = problem_id("p")
 
 
 @pytest.fixture(scope="module")
@@ -115,10 +125,13 @@ def test_samples_per_problem_are_counted_from_copies_and_from_repeated_sampling(
 def test_correctness_is_acc_when_the_reward_reports_it_else_score() -> None:
     with_acc = ValidationSamples("a")
     parse_dump(with_acc, ['{"input": "p", "score": -1.0, "acc": true}'], 1, "1.jsonl")
-    assert with_acc.measure == "acc" and with_acc.steps[1] == {"p": [1.0]}
+    assert with_acc.measure == "acc" and with_acc.steps[1] == {P: [1.0]}
+    assert with_acc.prompt(P) == "p"
     score_only = ValidationSamples("b")
-    parse_dump(score_only, ['{"input": "p", "score": 0.5}', "not json", '{"score": 1}'], 1, "1.jsonl")
-    assert score_only.measure == "score" and score_only.steps[1] == {"p": [0.5]}
+    lines = ['{"input": "p", "score": 0.5}', '{"input": "p", "score": -1}', "not json", '{"score": 1}']
+    parse_dump(score_only, lines, 1, "1.jsonl")
+    # One rule (flashrl_api.validation_summary.correctness): without acc, correct means score > 0.
+    assert score_only.measure == "score" and score_only.steps[1] == {P: [1.0, 0.0]}
     assert "2 line(s)" in score_only.notes[0]
 
 
@@ -129,7 +142,7 @@ def test_later_attempts_win_for_a_repeated_validation(tmp_path: Path) -> None:
         (directory / "5.jsonl").write_text(json.dumps({"input": "p", "acc": score}) + "\n")
     (tmp_path / "attempt-1" / "0.jsonl").write_text(json.dumps({"input": "p", "acc": 0.0}) + "\n")
     samples = load_validation("x", tmp_path)
-    assert samples.steps == {0: {"p": [0.0]}, 5: {"p": [1.0]}}
+    assert samples.steps == {0: {P: [0.0]}, 5: {P: [1.0]}}
 
 
 def test_unreadable_validation_sources_are_refused(tmp_path: Path) -> None:
@@ -172,3 +185,65 @@ def test_replicas_are_pooled_seed_by_seed_and_their_spread_shown(tmp_path: Path)
     goodput = {v.label: v for v in report.goodput}
     assert goodput["fp8-effect#1"].comparison is not None and goodput["bf16#1"].comparison is None
     assert "fp8-effect over its 3 replica pairs: end to end" in report.html
+
+
+def _config_map_summaries(dumps: Path, retried: bool = False) -> str:
+    """What the launcher writes to a job's ConfigMap for these dumps (attempt 1; with ``retried``, a
+    second attempt that repeated the last two validations with every sample wrong)."""
+    text = ""
+    files = sorted((int(f.stem), f) for f in dumps.glob("*.jsonl"))
+    for step, file in files:
+        text = add_summary(text, step, 1, summarize_dump(file.read_text().splitlines()))
+    if retried:
+        for step, file in files[-2:]:
+            rows = [{**json.loads(line), "acc": False} for line in file.read_text().splitlines()]
+            text = add_summary(text, step, 2, summarize_dump([json.dumps(r) for r in rows]))
+    return text
+
+
+def test_the_verdict_from_the_configmap_summaries_is_the_one_from_the_dumps(fixture_dir: Path) -> None:
+    labels = ["bf16", "fp8-effect", "fp8-null"]
+    from_files = _report(fixture_dir, labels)
+    objects = [
+        JobObjects(
+            label,
+            f"x-{label}",
+            None,
+            {"data": {VALIDATION_KEY: _config_map_summaries(fixture_dir / "validation" / label)}},
+        )
+        for label in labels
+    ]
+    summaries = validation_from_objects("rl", objects)
+    assert [s.label for s in summaries] == labels
+    assert summaries[0].sources == [f"ConfigMap rl/x-bf16-metrics {VALIDATION_KEY}"]
+    runs = [load_run(label, fixture_dir / "metrics" / f"{label}.jsonl") for label in labels]
+    from_cluster = build_report(runs, validation=summaries)
+    assert [(c.variant, c.verdict, c.late, c.per_step) for c in from_cluster.paired] == [
+        (c.variant, c.verdict, c.late, c.per_step) for c in from_files.paired
+    ]
+    assert from_cluster.paired[0].verdict == "higher than bf16"
+    # Without the prompts (the ConfigMap holds ids only) the table names problems by id.
+    assert summaries[0].describe() == from_files_samples(fixture_dir, "bf16").describe()
+
+
+def from_files_samples(out: Path, label: str) -> ValidationSamples:
+    return load_validation(label, out / "validation" / label)
+
+
+def test_a_retried_validation_in_the_configmap_is_the_later_attempts(fixture_dir: Path) -> None:
+    text = _config_map_summaries(fixture_dir / "validation" / "bf16", retried=True)
+    samples = samples_from_summaries("bf16", text, "cm")
+    last = sorted(samples.steps)[-2:]
+    assert all(sum(v) == 0 for step in last for v in samples.steps[step].values())
+    earlier = sorted(samples.steps)[-3]
+    assert any(sum(v) > 0 for v in samples.steps[earlier].values())
+
+
+def test_dropped_and_refused_validations_are_named_on_the_page() -> None:
+    big = StepSummary({f"{i:012x}": (32, 16) for i in range(300)}, "acc")
+    text = ""
+    for step in range(0, 100, 5):
+        text = add_summary(text, step, 1, big, max_bytes=48 * 1024)
+    samples = samples_from_summaries("bf16", text, "ConfigMap rl/x-metrics")
+    assert min(samples.steps) > 0
+    assert any("were dropped to keep the ConfigMap under its bound" in n for n in samples.notes)

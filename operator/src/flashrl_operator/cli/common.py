@@ -75,6 +75,11 @@ def summary(job: FlashRLJob) -> str:
     correction = "TIS off" if tis.level == "off" else f"{tis.level} TIS C={tis.cap}"
     res = spec.resources
     parts = [spec.rollout.quantization, correction, f"{res.nodes}x{res.gpus_per_node} {res.gpu_product}"]
+    pool = spec.rollout.pool
+    if spec.training.mode != "sync":
+        parts.append(spec.training.mode)
+    if pool is not None:
+        parts.append(f"rollout pool {pool.nodes}x{pool.gpus_per_node} {pool.gpu_product}")
     if spec.dry_run:
         parts.append("dry run")
     return f"({', '.join(parts)})"

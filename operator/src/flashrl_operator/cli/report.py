@@ -23,15 +23,17 @@ def arguments(p: argparse.ArgumentParser) -> None:
         metavar="LABEL=DIR",
         help="a run's validation samples: the directory verl dumped them into (trainer.validation_data_dir: "
         "<step>.jsonl files, or the attempt-<k>/ directories a job keeps under <checkpoint dir>/validation); "
-        "LABEL names a run given by --metrics, --experiment (the variant's name) or --job. Each variant is "
-        "then compared with the baseline problem by problem; repeat for each run",
+        "LABEL names a run given by --metrics, --experiment (the variant's name) or --job, and replaces the "
+        "per-problem summaries --experiment/--job read from the job's ConfigMap. Each variant is then "
+        "compared with the baseline problem by problem; repeat for each run",
     )
     p.add_argument(
         "--experiment",
         metavar="NAME",
         help="a FlashRLExperiment on the cluster: each variant's job is a run. Uses the current kubeconfig "
-        "context, as kubectl does, and reads the jobs' metrics history ConfigMaps, so it works after the "
-        "Ray clusters are gone and needs no Prometheus",
+        "context, as kubectl does, and reads the jobs' metrics history ConfigMaps (per-step metrics and each "
+        "validation's per-problem counts, for the paired verdict), so it works after the Ray clusters are "
+        "gone and needs no Prometheus and no copy off the checkpoint claim",
     )
     repeatable(
         p,
@@ -60,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
         from flashrl_report import (
             MetricsInputError,
             RunMetrics,
+            ValidationSamples,
             build_report,
             load_run,
             load_validation,
@@ -82,15 +85,19 @@ def run(args: argparse.Namespace) -> int:
     title = args.title
     try:
         runs: list[RunMetrics] = []
+        validation: list[ValidationSamples] = []
         if args.experiment or args.job:
             from flashrl_report.cluster import load_cluster_runs
 
-            runs, cluster_title = load_cluster_runs(args.namespace, args.experiment, args.job)
+            runs, validation, cluster_title = load_cluster_runs(args.namespace, args.experiment, args.job)
             title = title or cluster_title
         sources = [parse_metrics_argument(value) for value in args.metrics]
         dumps = [parse_validation_argument(value) for value in args.validation]
         runs += [load_run(label, path) for label, path in sources]
-        validation = [load_validation(label, path) for label, path in dumps]
+        # A run's dumps given with --validation replace its ConfigMap summaries (they are complete).
+        given = [load_validation(label, path) for label, path in dumps]
+        named = {s.label for s in given}
+        validation = [s for s in validation if s.label not in named] + given
         report = build_report(
             runs,
             title=title or "FlashRL comparison",

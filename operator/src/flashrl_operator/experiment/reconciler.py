@@ -9,8 +9,9 @@ the experiment's own events, any event of one of its jobs (a variant's GPUs rele
 one under ``spec.parallelism``), and the operator's periodic resync.
 
 :class:`HistoryRecorder` keeps each job's ``<job>-metrics`` ConfigMap (:mod:`flashrl_api.history`)
-up to date from the ``status.metrics`` the launcher reports: one apply per new step at most, none
-when nothing new was reported.
+up to date from the ``status.metrics`` the launcher reports, and each validation's per-problem counts
+(``status.validationProblems``, :mod:`flashrl_api.validation_summary`) under a second key: one apply
+per new step at most, none when nothing new was reported.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from flashrl_api.experiment import (
 from flashrl_api.history import HISTORY_KEY, add_metrics, history_name
 from flashrl_api.status import Reason
 from flashrl_api.times import now_rfc3339
+from flashrl_api.validation_summary import VALIDATION_KEY, add_status
 from flashrl_operator.client.errors import ConflictError, RejectedError
 from flashrl_operator.client.kube import KubeClient
 from flashrl_operator.experiment.plan import (
@@ -176,7 +178,7 @@ class HistoryRecorder:
         self._kube = kube
         #: Per job, the history text last written or read and the resourceVersion it was at (None: no
         #: ConfigMap): an unchanged status costs no request, a changed one exactly one write.
-        self._known: dict[tuple[str, str], tuple[str, str | None]] = {}
+        self._known: dict[tuple[str, str], tuple[dict[str, str], str | None]] = {}
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
 
     def forget(self, namespace: str, name: str) -> None:
@@ -192,17 +194,26 @@ class HistoryRecorder:
             await self._refuse(job, current)
             return False
         if current is None:
-            self._known[key] = ("", None)
+            self._known[key] = ({}, None)
         else:
             version = str((current.get("metadata") or {}).get("resourceVersion") or "") or None
-            self._known[key] = (str((current.get("data") or {}).get(HISTORY_KEY) or ""), version)
+            data = current.get("data") or {}
+            self._known[key] = (
+                {k: str(data[k]) for k in (HISTORY_KEY, VALIDATION_KEY) if data.get(k)},
+                version,
+            )
         return True
 
     async def record(self, job: Mapping[str, Any]) -> bool:
-        """Merge the job's ``status.metrics`` into its history; True when the ConfigMap was written."""
-        metrics = ((job.get("status") or {}).get("metrics")) or []
+        """Merge the job's ``status.metrics`` into its history, and its ``status.validationProblems``
+        into the per-problem summaries beside it; True when the ConfigMap was written."""
+        status = job.get("status") or {}
+        metrics = status.get("metrics") or []
+        validations = status.get("validationProblems") or []
         meta = job.get("metadata") or {}
-        if not isinstance(metrics, list) or not metrics or not meta.get("uid"):
+        metrics = metrics if isinstance(metrics, list) else []
+        validations = validations if isinstance(validations, list) else []
+        if not (metrics or validations) or not meta.get("uid"):
             return False
         key = (str(meta.get("namespace") or "default"), str(meta.get("name")))
         uid = str(meta["uid"])
@@ -213,7 +224,11 @@ class HistoryRecorder:
                 if key not in self._known and not await self._read(job, key, uid):
                     return False
                 known, version = self._known[key]
-                updated = add_metrics(known, [m for m in metrics if isinstance(m, Mapping)])
+                history = add_metrics(
+                    known.get(HISTORY_KEY, ""), [m for m in metrics if isinstance(m, Mapping)]
+                )
+                summaries = add_status(known.get(VALIDATION_KEY, ""), validations)
+                updated = {k: v for k, v in ((HISTORY_KEY, history), (VALIDATION_KEY, summaries)) if v}
                 if updated == known:
                     return False
                 written = await self._write(key, uid, updated, version)
@@ -227,12 +242,12 @@ class HistoryRecorder:
             return False
 
     async def _write(
-        self, key: tuple[str, str], uid: str, text: str, version: str | None
+        self, key: tuple[str, str], uid: str, data: dict[str, str], version: str | None
     ) -> Mapping[str, Any] | None:
         """Write the history, proving at the write that the object is the one last seen as the job's:
         a create when there was none, else an apply with that ``resourceVersion``. None when the API
         server refused it as changed or taken (409), or the object is gone (the apply's precondition)."""
-        body = self._config_map(key[0], key[1], uid, text)
+        body = self._config_map(key[0], key[1], uid, data)
         try:
             if version is None:
                 return await self._kube.create(body)  # None: 409, the name was taken meanwhile
@@ -259,7 +274,7 @@ class HistoryRecorder:
         )
 
     @staticmethod
-    def _config_map(namespace: str, job: str, uid: str, text: str) -> dict[str, Any]:
+    def _config_map(namespace: str, job: str, uid: str, data: dict[str, str]) -> dict[str, Any]:
         return {
             "apiVersion": "v1",
             "kind": "ConfigMap",
@@ -278,5 +293,5 @@ class HistoryRecorder:
                     }
                 ],
             },
-            "data": {HISTORY_KEY: text},
+            "data": dict(data),
         }

@@ -36,6 +36,7 @@ from flashrl_operator.render.pod import HEAD_CONTAINER, WORKER_CONTAINER
 from flashrl_operator.render.rayjob import (
     DRY_RUN_ENTRYPOINT,
     ENTRYPOINT,
+    ROLLOUT_WORKER_GROUP,
     WORKER_GROUP,
     AttemptContext,
     attempt_ray_job_name,
@@ -56,6 +57,7 @@ __all__ = [
     "JOB_LABEL",
     "KUEUE_QUEUE_LABEL",
     "MANAGED_BY",
+    "ROLLOUT_WORKER_GROUP",
     "WORKER_CONTAINER",
     "WORKER_GROUP",
     "AttemptContext",

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from flashrl_api import FlashRLJob, FlashRLJobSpec
-from flashrl_api.spec import GPU_PRODUCT_LABEL, VolumeSpec
+from flashrl_api.spec import GPU_PRODUCT_LABEL, RolloutPoolSpec, VolumeSpec
 from flashrl_jobs.contract import DEFAULT_METRICS_PORT, METRICS_PORT_NAME, SPEC_DIR
 from flashrl_jobs.engine_env import pod_env
 from flashrl_operator.render.labels import labels
@@ -156,11 +156,19 @@ def head_template(job: FlashRLJob, attempt_env: Mapping[str, str] | None = None)
     return {"metadata": {"labels": labels(job, "ray-job")}, "spec": pod}
 
 
-def worker_template(job: FlashRLJob, attempt_env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Pod template of one GPU worker: a whole node's GPUs, shared by SGLang and the FSDP trainer."""
+def worker_template(
+    job: FlashRLJob, attempt_env: Mapping[str, str] | None = None, pool: RolloutPoolSpec | None = None
+) -> dict[str, Any]:
+    """Pod template of one GPU worker: a whole node's GPUs, shared by SGLang and the FSDP trainer; or,
+    with ``pool`` (``spec.rollout.pool``, separate-async), a node of the standalone rollout pool, which
+    differs only in GPU count and placement (CPU, memory, shared memory and RDMA are resources')."""
     spec = job.spec
     res = spec.resources
-    quantities: dict[str, Any] = {"cpu": res.cpu, "memory": res.memory, GPU_RESOURCE: str(res.gpus_per_node)}
+    gpus = pool.gpus_per_node if pool is not None else res.gpus_per_node
+    product = pool.gpu_product if pool is not None else res.gpu_product
+    selector = pool.node_selector if pool is not None else res.node_selector
+    tolerations = pool.tolerations if pool is not None else res.tolerations
+    quantities: dict[str, Any] = {"cpu": res.cpu, "memory": res.memory, GPU_RESOURCE: str(gpus)}
     if res.rdma is not None:
         quantities[res.rdma.resource_name] = str(res.rdma.count)
     container = _container(spec, WORKER_CONTAINER)
@@ -179,8 +187,8 @@ def worker_template(job: FlashRLJob, attempt_env: Mapping[str, str] | None = Non
         container["securityContext"] = container_security_context(rdma=True)
     pod: dict[str, Any] = {
         "automountServiceAccountToken": False,
-        "nodeSelector": {**res.node_selector, GPU_PRODUCT_LABEL: res.gpu_product},
-        "tolerations": [dict(GPU_TOLERATION), *(t.to_wire() for t in res.tolerations)],
+        "nodeSelector": {**selector, GPU_PRODUCT_LABEL: product},
+        "tolerations": [dict(GPU_TOLERATION), *(t.to_wire() for t in tolerations)],
         "containers": [container],
         "volumes": [
             {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": res.shared_memory}},

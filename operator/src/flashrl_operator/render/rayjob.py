@@ -1,8 +1,9 @@
 """The KubeRay ``RayJob`` (``ray.io/v1``) that runs a FlashRLJob (pure).
 
 One RayJob owns one RayCluster: a CPU-only head (GCS, dashboard, and the launcher as the Ray driver)
-and a single GPU worker group. verl's hybrid engine places SGLang rollout and the FSDP trainer on the
-same GPUs and swaps between them at every weight sync, so there is no separate rollout group.
+and a GPU worker group. verl's hybrid engine places SGLang rollout and the FSDP trainer on the same
+GPUs and swaps between them at every weight sync, so the sync and colocate-async modes have no
+separate rollout group; separate-async adds one (``rollout``) for ``spec.rollout.pool``.
 The shape also satisfies Kueue: ``rayClusterSpec`` is inline, autoscaling is off and no worker group
 is called ``head``.
 
@@ -30,6 +31,8 @@ from flashrl_operator.render.pod import head_template, submitter_template, worke
 from flashrl_operator.vocab import kuberay
 
 WORKER_GROUP: Final = "gpu"
+#: The standalone rollout pool's worker group (``spec.training.mode: separate-async``).
+ROLLOUT_WORKER_GROUP: Final = "rollout"
 #: Ray's token authentication, which KubeRay v1.7.0 sets up itself (``rayClusterSpec.authOptions``):
 #: it creates the token Secret, gives it to the Ray containers (RAY_AUTH_MODE, RAY_AUTH_TOKEN), to the
 #: submitter, and to its own dashboard client (``rayjob_controller.go``, ``dashboard_httpclient.go``),
@@ -70,9 +73,11 @@ class AttemptContext:
 
 
 def ray_cluster_spec(job: FlashRLJob, attempt: AttemptContext | None = None) -> dict[str, Any]:
-    """The inline RayCluster: a CPU head and ``resources.nodes`` GPU workers, fixed size."""
+    """The inline RayCluster: a CPU head and ``resources.nodes`` GPU workers (and ``rollout.pool.nodes``
+    rollout workers with separate-async), fixed size."""
     attempt_env = (attempt or AttemptContext()).env()
     nodes = job.spec.resources.nodes
+    pool = job.spec.rollout.pool
     return {
         "rayVersion": ray_version(),
         "authOptions": dict(AUTH_OPTIONS),
@@ -86,16 +91,12 @@ def ray_cluster_spec(job: FlashRLJob, attempt: AttemptContext | None = None) -> 
             "template": head_template(job, attempt_env),
         },
         "workerGroupSpecs": [
-            {
-                "groupName": WORKER_GROUP,
-                "replicas": nodes,
-                "minReplicas": nodes,
-                "maxReplicas": nodes,
-                "numOfHosts": 1,
-                # KubeRay derives num-gpus, num-cpus and memory from the container limits.
-                "rayStartParams": {},
-                "template": worker_template(job, attempt_env),
-            }
+            _worker_group(WORKER_GROUP, nodes, worker_template(job, attempt_env)),
+            *(
+                [_worker_group(ROLLOUT_WORKER_GROUP, pool.nodes, worker_template(job, attempt_env, pool))]
+                if pool is not None
+                else []
+            ),
         ],
     }
 
@@ -149,6 +150,19 @@ def teardown(ttl_seconds: int, *, suspend: bool) -> dict[str, Any]:
         "shutdownAfterJobFinishes": False,
         "ttlSecondsAfterFinished": 0,
         "deletionStrategy": {"deletionRules": deletion_rules(ttl_seconds)},
+    }
+
+
+def _worker_group(name: str, nodes: int, template: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "groupName": name,
+        "replicas": nodes,
+        "minReplicas": nodes,
+        "maxReplicas": nodes,
+        "numOfHosts": 1,
+        # KubeRay derives num-gpus, num-cpus and memory from the container limits.
+        "rayStartParams": {},
+        "template": template,
     }
 
 

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any, Final, TextIO
 
 from flashrl_api.history import HISTORY_KEY, history_name, parse_history
+from flashrl_api.validation_summary import VALIDATION_KEY, parse_summaries
+from flashrl_jobs.validation_watch import ValidationWatch
 from flashrl_operator.sim.apiserver import (
     CONFIG_MAPS_RESOURCE,
     EVENTS_RESOURCE,
@@ -32,7 +34,6 @@ from flashrl_operator.sim.standins import SUCCEEDED, TRAINING
 from flashrl_report import build_report, write_report
 from flashrl_report.cluster import load_cluster_runs
 from flashrl_report.synthetic import records, validation_rows, validation_steps
-from flashrl_report.validation import load_validation
 
 NAMESPACE: Final = "rl"
 NAME: Final = "fp8-vs-bf16"
@@ -130,12 +131,21 @@ async def run_experiment(out: TextIO, report_dir: Path, deadline: float, steps: 
             f"KubeRay (emulated): both Ray clusters up, verl running; launcher (emulated): {steps} steps each"
         )
         streams = {job: records(q, steps) for job, (_, q) in zip(jobs, VARIANTS, strict=True)}
+        # verl's validation dumps on the claim (synthetic); the launcher's own summariser reports them.
+        dumps = _validation_dumps(report_dir / "claim", steps)
+        watches = {
+            job: ValidationWatch(dumps[name] / "attempt-1", 1, say)
+            for job, (name, _) in zip(jobs, VARIANTS, strict=True)
+        }
         for record_pair in zip(*streams.values(), strict=True):
             for job, record in zip(jobs, record_pair, strict=True):
                 if record["step"] > 0:
                     await kuberay.report_named_metrics(
                         NAMESPACE, job, record["step"], steps, record["data"], REPORTED
                     )
+                    entries = watches[job].poll(record["step"])
+                    if entries:
+                        await kuberay.report_validations(NAMESPACE, job, entries)
             # Let the operator record each step before the next (the launcher reports once per step).
             await asyncio.gather(
                 *(
@@ -184,15 +194,22 @@ async def run_experiment(out: TextIO, report_dir: Path, deadline: float, steps: 
             if (e.get("involvedObject") or {}).get("kind") == "FlashRLExperiment"
         ]
         say("experiment Events: " + ("; ".join(posted) if posted else "none"))
-        runs, title = await asyncio.to_thread(load_cluster_runs, NAMESPACE, NAME, [], cluster.url)
-        dumps = _validation_dumps(report_dir / "validation", steps)
-        samples = [load_validation(label, path) for label, path in dumps.items()]
+        await asyncio.gather(
+            *(
+                _until(
+                    f"{job}'s per-problem validation summaries",
+                    lambda job=job: _validations_have(api, job, validation_steps(steps)[-1]),
+                    deadline,
+                )
+                for job in jobs
+            )
+        )
+        runs, samples, title = await asyncio.to_thread(load_cluster_runs, NAMESPACE, NAME, [], cluster.url)
         report = build_report(runs, title=title, banner=BANNER, validation=samples)
         written = write_report(report, report_dir)
         say(
-            f"flashrl report --experiment {NAME} --validation <variant>=<dumps copied off the claim>: "
-            f"read {len(runs)} histories over the API and {len(samples)} runs' validation samples -> "
-            f"{written[-1]}"
+            f"flashrl report --experiment {NAME}: read {len(runs)} histories over the API and "
+            f"{len(samples)} runs' per-problem validation summaries (no copy off the claim) -> {written[-1]}"
         )
         return written[-1]
 
@@ -221,8 +238,8 @@ def run_experiment_demo(
 
 def _validation_dumps(out: Path, steps: int) -> dict[str, Path]:
     """SYNTHETIC validation dumps for each variant, as verl writes them to the claim
-    (``<checkpoint dir>/validation/attempt-1/<step>.jsonl``) and a user copies them off it: the
-    same problems for both, no built-in difference between the precisions."""
+    (``<checkpoint dir>/validation/attempt-1/<step>.jsonl``): the same problems for both, no
+    built-in difference between the precisions."""
     written: dict[str, Path] = {}
     for name, _ in VARIANTS:
         directory = out / name / "attempt-1"
@@ -241,6 +258,12 @@ async def _history_has(api: Any, job: str, step: int) -> bool | None:
     if cm is None:
         return None
     return True if step in parse_history(str((cm.get("data") or {}).get(HISTORY_KEY) or "")) else None
+
+
+async def _validations_have(api: Any, job: str, step: int) -> bool | None:
+    cm = await api.get(CONFIG_MAPS_RESOURCE, NAMESPACE, history_name(job))
+    text = str(((cm or {}).get("data") or {}).get(VALIDATION_KEY) or "")
+    return True if step in parse_summaries(text).steps else None
 
 
 async def _when(pending: Any, check: Any) -> Any:

@@ -540,6 +540,14 @@ class KubeRayStandIn:
         patch = {"status": {"progress": progress, "metrics": metrics}}
         await self._launcher.patch(JOBS_RESOURCE, namespace, job, patch, subresource="status")
 
+    async def report_validations(
+        self, namespace: str, job: str, entries: Sequence[Mapping[str, Any]]
+    ) -> None:
+        """What the launcher does after a validation's dump appeared: patch ``status.validationProblems``
+        (the newest per-problem summaries, from :class:`flashrl_jobs.validation_watch.ValidationWatch`)."""
+        patch = {"status": {"validationProblems": [dict(e) for e in entries]}}
+        await self._launcher.patch(JOBS_RESOURCE, namespace, job, patch, subresource="status")
+
     async def report_checkpoint(
         self, namespace: str, job: str, step: int, path: str, attempt: int | None = None
     ) -> None:

@@ -8,9 +8,9 @@ keys the operator owns, and :func:`status_events` is the one rule that turns a s
 into Events. Every decision is a small function so each can be tested from a table.
 
 The operator writes only the keys in :data:`OWNED_KEYS`; ``status.progress``, ``status.checkpoint``,
-``status.metrics`` and ``status.validationScore`` belong to the launcher inside the job and are never
-part of a patch computed here. The operator reads ``status.metrics`` for the mismatch guard
-(:func:`guard_observation`, over the pure :func:`flashrl_api.guard.evaluate`).
+``status.metrics``, ``status.validationScore`` and ``status.validationProblems`` belong to the launcher
+inside the job and are never part of a patch computed here. The operator reads ``status.metrics``
+for the mismatch guard (:func:`guard_observation`, over the pure :func:`flashrl_api.guard.evaluate`).
 """
 
 from __future__ import annotations
