@@ -437,6 +437,10 @@ async def _play(
     await until("phase Running again", phase("Running"))
     timeline.say(LAUNCHER, f"verl resumes from the checkpoint of step {interval} (resumeMode auto)")
     await run_steps(2, range(interval + 1, total + 1))
+    # verl saves its last checkpoint and exits after its last step: the Ray job ends a moment after the
+    # launcher's last report. Timestamps have whole seconds, so a second keeps that teardown phase in
+    # the ledger (within one second it would be 0 and not listed).
+    await asyncio.sleep(1.0)
     timeline.say(KUBERAY, f"verl finished step {total}/{total}: {_describe(SUCCEEDED)}")
     await kuberay.set_status(namespace, retry, SUCCEEDED)
     final = await until("phase Succeeded", phase("Succeeded"))
