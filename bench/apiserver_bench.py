@@ -403,12 +403,13 @@ def run() -> str:
     return section(measure(), before)
 
 
-def replace_section(text: str, new: str) -> str:
-    """``text`` (docs/benchmarks.md) with this module's section replaced by ``new`` (or appended)."""
-    start = text.find(TITLE)
+def replace_section(text: str, new: str, title: str = TITLE) -> str:
+    """``text`` (docs/benchmarks.md) with the section headed ``title`` (this module's by default)
+    replaced by ``new``, or ``new`` appended."""
+    start = text.find(title)
     if start < 0:
         return text.rstrip("\n") + "\n\n" + new
-    end = text.find("\n## ", start + len(TITLE))
+    end = text.find("\n## ", start + len(title))
     return text[:start] + new + ("\n" + text[end + 1 :] if end >= 0 else "")
 
 

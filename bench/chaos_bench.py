@@ -47,7 +47,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))  # the control-plane helpers the tests use (tests/envtest)
 
 from bench import example_job  # noqa: E402
-from bench.apiserver_bench import checkout  # noqa: E402
+from bench.apiserver_bench import checkout, replace_section  # noqa: E402
 from envtest import audit  # noqa: E402
 from envtest.chart import NAMESPACE as CHART_NAMESPACE  # noqa: E402
 from envtest.chart import ready_for_jobs  # noqa: E402
@@ -358,17 +358,8 @@ def run() -> str:
     return section([measure(SEED + i) for i in range(RUNS)], before)
 
 
-def replace_section(text: str, new: str) -> str:
-    """``text`` (docs/benchmarks.md) with this module's section replaced by ``new`` (or appended)."""
-    start = text.find(TITLE)
-    if start < 0:
-        return text.rstrip("\n") + "\n\n" + new
-    end = text.find("\n## ", start + len(TITLE))
-    return text[:start] + new + ("\n" + text[end + 1 :] if end >= 0 else "")
-
-
 if __name__ == "__main__":
     result = run()
     print(result)
-    DOC.write_text(replace_section(DOC.read_text(encoding="utf-8"), result), encoding="utf-8")
+    DOC.write_text(replace_section(DOC.read_text(encoding="utf-8"), result, TITLE), encoding="utf-8")
     print(f"wrote the section into {DOC}", file=sys.stderr)

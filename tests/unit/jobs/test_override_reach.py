@@ -169,6 +169,23 @@ def test_every_protected_key_is_read_from_the_composed_config() -> None:
     assert values["trainer.nnodes"] == "1"
 
 
+def _validate(tmp_path: Path, override: str) -> int:
+    """``flashrl validate`` on a job whose second override is ``override``; its exit code."""
+    path = tmp_path / "job.yaml"
+    manifest: dict[str, Any] = {
+        "apiVersion": "flashrl.dev/v1alpha1",
+        "kind": "FlashRLJob",
+        "metadata": {"name": "j", "namespace": "rl"},
+        "spec": {
+            "model": {"source": "/models/qwen"},
+            "data": {"train": "/data/t.parquet", "validation": "/data/v.parquet"},
+            "overrides": ["trainer.test_freq=3", override],
+        },
+    }
+    path.write_text(yaml.safe_dump(manifest), encoding="utf-8")
+    return main(["validate", str(path)])
+
+
 @pytest.mark.parametrize(
     "probe",
     [
@@ -180,19 +197,7 @@ def test_every_protected_key_is_read_from_the_composed_config() -> None:
 def test_flashrl_validate_refuses_each_probe_with_exit_2_and_its_field_path(
     probe: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = tmp_path / "job.yaml"
-    manifest: dict[str, Any] = {
-        "apiVersion": "flashrl.dev/v1alpha1",
-        "kind": "FlashRLJob",
-        "metadata": {"name": "j", "namespace": "rl"},
-        "spec": {
-            "model": {"source": "/models/qwen"},
-            "data": {"train": "/data/t.parquet", "validation": "/data/v.parquet"},
-            "overrides": ["trainer.test_freq=3", probe],
-        },
-    }
-    path.write_text(yaml.safe_dump(manifest), encoding="utf-8")
-    assert main(["validate", str(path)]) == EXIT_INVALID
+    assert _validate(tmp_path, probe) == EXIT_INVALID
     err = capsys.readouterr().err
     assert "spec.overrides[1]: " in err and "spec.overrides[0]" not in err, err
     assert "Traceback" not in err
@@ -208,19 +213,7 @@ def test_flashrl_validate_refuses_each_probe_with_exit_2_and_its_field_path(
 def test_a_crash_inside_verls_checks_is_reported_at_the_override_that_caused_it(
     override: str, words: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = tmp_path / "job.yaml"
-    manifest = {
-        "apiVersion": "flashrl.dev/v1alpha1",
-        "kind": "FlashRLJob",
-        "metadata": {"name": "j", "namespace": "rl"},
-        "spec": {
-            "model": {"source": "/models/qwen"},
-            "data": {"train": "/data/t.parquet", "validation": "/data/v.parquet"},
-            "overrides": ["trainer.test_freq=3", override],
-        },
-    }
-    path.write_text(yaml.safe_dump(manifest), encoding="utf-8")
-    assert main(["validate", str(path)]) == EXIT_INVALID
+    assert _validate(tmp_path, override) == EXIT_INVALID
     err = capsys.readouterr().err
     assert err.startswith("spec.overrides[1]: ") and words in err, err
     assert "spec.overrides[0]" not in err and "Traceback" not in err
