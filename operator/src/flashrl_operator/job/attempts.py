@@ -59,7 +59,7 @@ class Attempt:
     reason: str | None = None
     start_time: str | None = None
     end_time: str | None = None
-    #: Goodput (:mod:`flashrl_operator.job.status.goodput`): when its RayJob was first seen unsuspended, when
+    #: Goodput (:mod:`flashrl_operator.job.goodput`): when its RayJob was first seen unsuspended, when
     #: its cluster was seen gone, its GPUs, and
     #: the launcher's newest ``status.launcherPhases`` of this attempt.
     admit_time: str | None = None

@@ -54,6 +54,7 @@ from flashrl_api.staging import staging_plan
 from flashrl_api.status import RECOVERABLE_FAILURES, ConditionType, Reason
 from flashrl_api.times import rfc3339
 from flashrl_operator.job.attempts import Attempts, Reported, on_failure
+from flashrl_operator.job.goodput import fold_attempts, goodput, unreleased
 from flashrl_operator.job.retry_policy import BACKOFF_BASE_SECONDS
 from flashrl_operator.job.staging import (
     JobOutcome,
@@ -65,7 +66,6 @@ from flashrl_operator.job.staging import (
     termination_message,
 )
 from flashrl_operator.job.status.conditions import find_condition
-from flashrl_operator.job.status.goodput import fold_attempts, goodput, unreleased
 from flashrl_operator.job.status.mapping import (
     Announcement,
     Observation,

@@ -1,4 +1,4 @@
-"""status.goodput from the status's own data (flashrl_operator.job.status.goodput): no clock, no I/O."""
+"""status.goodput from the status's own data (flashrl_operator.job.goodput): no clock, no I/O."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from flashrl_api.goodput import LauncherClock, launcher_phases, parse_rfc3339
 from flashrl_api.times import rfc3339_millis as rfc3339
 from flashrl_operator.job.attempts import Attempts
-from flashrl_operator.job.status.goodput import fold_attempts, goodput, unreleased
+from flashrl_operator.job.goodput import fold_attempts, goodput, unreleased
 
 T0 = parse_rfc3339("2026-01-01T00:00:00Z") or 0.0
 

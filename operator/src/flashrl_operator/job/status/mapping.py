@@ -94,7 +94,7 @@ OWNED_KEYS: tuple[str, ...] = (
     # The mismatch guard's streaks (flashrl_api.guard).
     "mismatchGuard",
     "mismatchGuardStep",
-    # Where the GPU-seconds went (flashrl_operator.job.status.goodput).
+    # Where the GPU-seconds went (flashrl_operator.job.goodput).
     "goodput",
 )
 #: The attempt keys: kept as they were when a reconcile does not decide them.
@@ -163,7 +163,7 @@ class Observation:
     ``None`` keeps the previous ones."""
 
     goodput: Mapping[str, Any] | None = None
-    """``status.goodput`` in wire form (:mod:`flashrl_operator.job.status.goodput`); ``None`` keeps the
+    """``status.goodput`` in wire form (:mod:`flashrl_operator.job.goodput`); ``None`` keeps the
     previous one."""
 
 
