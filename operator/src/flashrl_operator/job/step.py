@@ -19,7 +19,8 @@ Each rule has one named place here, over the pure modules that hold the details:
   control stops everything; staging gates the RayJob; a backoff delays it; a RayJob gone while the
   job ran fails the attempt; a new job's unread children are created first) and :func:`converge`
   (create, restore, or merge-patch a RayJob);
-* staging: :func:`staging_step` (:mod:`~flashrl_operator.job.staging`);
+* staging: :func:`staging_step` (:mod:`~flashrl_operator.job.status.staging` judges it,
+  :mod:`~flashrl_operator.job.staging` records it on the claims);
 * retries: :func:`attempt_outcome` (:mod:`~flashrl_operator.job.attempts`, whose
   :func:`~flashrl_operator.job.attempts.on_failure` applies the retry policy);
 * goodput: :func:`with_goodput`;
@@ -56,15 +57,7 @@ from flashrl_api.times import rfc3339
 from flashrl_operator.job.attempts import Attempts, Reported, on_failure
 from flashrl_operator.job.goodput import fold_attempts, goodput, unreleased
 from flashrl_operator.job.retry_policy import BACKOFF_BASE_SECONDS
-from flashrl_operator.job.staging import (
-    JobOutcome,
-    StagingObservation,
-    is_staged,
-    job_outcome,
-    record_patches,
-    recorded,
-    termination_message,
-)
+from flashrl_operator.job.staging import record_patches, recorded
 from flashrl_operator.job.status.conditions import find_condition
 from flashrl_operator.job.status.mapping import (
     Announcement,
@@ -78,6 +71,13 @@ from flashrl_operator.job.status.mapping import (
 )
 from flashrl_operator.job.status.pods import PodProblem
 from flashrl_operator.job.status.ray import PhaseDecision, is_final
+from flashrl_operator.job.status.staging import (
+    JobOutcome,
+    StagingObservation,
+    is_staged,
+    job_outcome,
+    termination_message,
+)
 from flashrl_operator.render import AttemptContext, Child, DesiredState, attempt_ray_job_name
 from flashrl_operator.render.children import (
     SPEC_ANNOTATION,

@@ -33,7 +33,6 @@ from flashrl_api.status import (
     MetricValue,
     Reason,
 )
-from flashrl_operator.job.staging import StagingObservation, staged_verdict
 from flashrl_operator.job.status.conditions import Verdict, find_condition, merge_conditions, truncate
 from flashrl_operator.job.status.pods import PodProblem, problems_summary
 from flashrl_operator.job.status.ray import (
@@ -45,6 +44,7 @@ from flashrl_operator.job.status.ray import (
     should_read_pods,
     suspended_decision,
 )
+from flashrl_operator.job.status.staging import StagingObservation, staged_verdict
 from flashrl_operator.vocab.kuberay import (
     CLUSTER_STATE_READY,
     DeploymentStatus,
