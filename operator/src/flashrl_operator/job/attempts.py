@@ -35,8 +35,6 @@ from flashrl_operator.vocab.kuberay import as_int, as_text
 
 #: Attempts kept in ``status.attempts``.
 MAX_HISTORY: Final = 10
-#: Status keys this module owns.
-ATTEMPT_KEYS: Final = ("attempt", "attempts", "lostSteps", "nextAttemptTime")
 
 
 def _int(value: Any, default: int = 0) -> int:
@@ -218,7 +216,7 @@ class Attempts:
         return replace(self, history=self._with_current(entry), next_attempt_time=None)
 
     def to_status(self) -> dict[str, Any]:
-        """The keys of :data:`ATTEMPT_KEYS` (``None`` removes one)."""
+        """The attempt keys (``status.mapping.ATTEMPT_KEYS``; ``None`` removes one)."""
         return {
             "attempt": self.attempt,
             "attempts": [e.to_wire() for e in self.history] or None,

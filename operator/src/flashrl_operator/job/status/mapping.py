@@ -10,9 +10,10 @@ reconcile decided over the observation (the retry policy's phase, the attempts, 
 :class:`Decided`) is handed forward to :func:`status_of` as an argument; nothing here feeds back into
 the observation or the decisions, and this folder imports nothing else of ``job/`` (a contract).
 
-The operator writes only the keys in :data:`OWNED_KEYS`; ``status.progress``, ``status.checkpoint``,
-``status.metrics``, ``status.validationScore`` and ``status.validationProblems`` belong to the launcher
-inside the job and are never part of a patch computed here. The operator reads ``status.metrics``
+The operator writes only the keys in :data:`OWNED_KEYS`, the status fields marked as its own on the
+model (:class:`flashrl_api.status.WrittenBy`); ``status.progress``, ``status.checkpoint``,
+``status.metrics`` and the launcher's other keys belong to the launcher inside the job and are never
+part of a patch computed here. The operator reads ``status.metrics``
 for the mismatch guard (:func:`guard_observation`, over the pure :func:`flashrl_api.guard.evaluate`).
 """
 
@@ -78,29 +79,10 @@ __all__ = [
     "status_patch",
 ]
 
-#: The status keys the operator owns. ``progress`` and ``checkpoint`` are deliberately absent.
-OWNED_KEYS: tuple[str, ...] = (
-    "phase",
-    "conditions",
-    "observedGeneration",
-    "rayJobName",
-    "rayClusterName",
-    "dashboardUrl",
-    "startTime",
-    "completionTime",
-    "reason",
-    "message",
-    # The attempts (flashrl_operator.job.attempts).
-    "attempt",
-    "attempts",
-    "lostSteps",
-    "nextAttemptTime",
-    # The mismatch guard's streaks (flashrl_api.guard).
-    "mismatchGuard",
-    "mismatchGuardStep",
-    # Where the GPU-seconds went (flashrl_operator.job.goodput).
-    "goodput",
-)
+#: The status keys the operator owns: the fields of :class:`~flashrl_api.FlashRLJobStatus` marked
+#: ``OPERATOR`` (:class:`flashrl_api.status.WrittenBy`). The launcher's keys (``progress``,
+#: ``checkpoint``, ``metrics``, ...) are marked ``LAUNCHER`` and never part of a patch computed here.
+OWNED_KEYS: Final[tuple[str, ...]] = FlashRLJobStatus.keys_written_by("operator")
 #: The attempt keys: kept as they were when a reconcile does not decide them.
 ATTEMPT_KEYS: Final = ("attempt", "attempts", "lostSteps", "nextAttemptTime")
 
