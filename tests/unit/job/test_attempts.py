@@ -121,19 +121,9 @@ def test_an_entry_is_the_apis_attempt_record_and_round_trips_as_stored() -> None
     stored = {
         "attempt": 2,
         "attempts": [
-            {
-                "attempt": 1,
-                "startStep": 0,
-                "endStep": 3,
-                "checkpointStep": 2,
-                "reason": "TrainerFailed",
-                "startTime": "t0",
-                "endTime": "t1",
-                "admitTime": "t0",
-                "releaseTime": "t2",
-                "gpus": 16,
-                "launcher": launcher,
-            },
+            {"attempt": 1, "startStep": 0, "endStep": 3, "checkpointStep": 2, "reason": "TrainerFailed"}
+            | {"startTime": "t0", "endTime": "t1", "admitTime": "t0", "releaseTime": "t2"}
+            | {"gpus": 16, "launcher": launcher},
             {"attempt": 0, "startStep": -1},
             {"attempt": 2, "startStep": 2, "startTime": "t3"},
         ],

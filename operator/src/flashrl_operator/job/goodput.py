@@ -14,7 +14,7 @@ nothing.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -65,10 +65,8 @@ def fold_attempts(
 
 def _launcher_phases(raw: object) -> LauncherPhases | None:
     """``status.launcherPhases`` as read, or ``None`` when absent or not what the launcher writes."""
-    if not isinstance(raw, Mapping):
-        return None
     try:
-        return LauncherPhases.model_validate(raw)
+        return LauncherPhases.model_validate(raw) if raw is not None else None
     except ValidationError:
         return None
 
