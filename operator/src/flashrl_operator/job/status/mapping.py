@@ -13,8 +13,8 @@ the observation or the decisions, and this folder imports nothing else of ``job/
 The operator writes only the keys in :data:`OWNED_KEYS`, the status fields marked as its own on the
 model (:class:`flashrl_api.status.WrittenBy`); ``status.progress``, ``status.checkpoint``,
 ``status.metrics`` and the launcher's other keys belong to the launcher inside the job and are never
-part of a patch computed here. The operator reads ``status.metrics``
-for the mismatch guard (:func:`guard_observation`, over the pure :func:`flashrl_api.guard.evaluate`).
+part of a patch computed here. The operator reads ``status.metrics`` for the mismatch guard
+(:func:`guard_observation`, over the pure :func:`flashrl_api.guard.evaluate`).
 """
 
 from __future__ import annotations
