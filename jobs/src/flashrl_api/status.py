@@ -429,6 +429,10 @@ class ValidationProblems(ApiModel):
     """Per problem id (the first 12 hex digits of the SHA-256 of its prompt): ``[samples, correct]``."""
 
 
+#: Attempts kept in ``status.attempts`` (the operator drops the oldest beyond it).
+MAX_ATTEMPTS: Final = 10
+
+
 class AttemptRecord(ApiModel):
     """One attempt: a Ray cluster that ran (or tried to run) the job."""
 
@@ -551,7 +555,7 @@ class FlashRLJobStatus(ApiModel):
     attempt: Annotated[int | None, OPERATOR] = Field(default=None, ge=1)
     """The current attempt (Ray cluster), from 1; each retry is a new one."""
 
-    attempts: Annotated[list[AttemptRecord] | None, OPERATOR] = Field(default=None, max_length=10)
+    attempts: Annotated[list[AttemptRecord] | None, OPERATOR] = Field(default=None, max_length=MAX_ATTEMPTS)
     """The last attempts, oldest first; the current one last."""
 
     lost_steps: Annotated[int | None, OPERATOR] = Field(default=None, ge=0)

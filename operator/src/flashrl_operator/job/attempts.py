@@ -23,7 +23,7 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
-from flashrl_api.status import AttemptRecord, Reason
+from flashrl_api.status import MAX_ATTEMPTS, AttemptRecord, Reason
 from flashrl_api.times import rfc3339
 from flashrl_operator.job.retry_policy import (
     BACKOFF_BASE_SECONDS,
@@ -35,8 +35,8 @@ from flashrl_operator.job.retry_policy import (
 )
 from flashrl_operator.vocab.kuberay import as_int, as_text
 
-#: Attempts kept in ``status.attempts``.
-MAX_HISTORY: Final = 10
+#: Attempts kept in ``status.attempts`` (the status model's bound).
+MAX_HISTORY: Final = MAX_ATTEMPTS
 
 
 def _int(value: Any, default: int = 0) -> int:
