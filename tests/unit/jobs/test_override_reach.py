@@ -58,7 +58,8 @@ PARENT_PROBES = [
 ]
 
 
-def _job(overrides: list[str]) -> FlashRLJob:
+def _job(**spec: Any) -> FlashRLJob:
+    """A job of a local model and data, with ``spec``'s further fields."""
     return parse_job(
         {
             "apiVersion": "flashrl.dev/v1alpha1",
@@ -67,7 +68,7 @@ def _job(overrides: list[str]) -> FlashRLJob:
             "spec": {
                 "model": {"source": "/models/qwen"},
                 "data": {"train": "/data/t.parquet", "validation": "/data/v.parquet"},
-                "overrides": overrides,
+                **spec,
             },
         }
     )
@@ -122,18 +123,7 @@ def test_the_reserved_environment_is_reachable_through_spec_env_neither(name: st
     from flashrl_api import SpecError
 
     with pytest.raises(SpecError) as caught:
-        parse_job(
-            {
-                "apiVersion": "flashrl.dev/v1alpha1",
-                "kind": "FlashRLJob",
-                "metadata": {"name": "j", "namespace": "rl"},
-                "spec": {
-                    "model": {"source": "/models/qwen"},
-                    "data": {"train": "/data/t.parquet", "validation": "/data/v.parquet"},
-                    "env": [{"name": name, "value": "x"}],
-                },
-            }
-        )
+        _job(env=[{"name": name, "value": "x"}])
     assert [p.path for p in caught.value.problems] == ["spec.env"]
 
 
@@ -147,7 +137,7 @@ def test_the_composed_config_is_compared_whatever_the_spelling() -> None:
     composed comparison directly) is still found, at the override that made it."""
     from flashrl_jobs.verl_config import composed_owned_problems
 
-    generated = generated_overrides(_job([]))
+    generated = generated_overrides(_job(overrides=[]))
     user = [
         (0, "trainer.test_freq=3"),
         (1, "trainer={nnodes:99}"),
@@ -163,7 +153,7 @@ def test_the_composed_config_is_compared_whatever_the_spelling() -> None:
 def test_every_protected_key_is_read_from_the_composed_config() -> None:
     from flashrl_jobs.verl_config import owned_values
 
-    values = owned_values(tuple(generated_overrides(_job([]))))
+    values = owned_values(tuple(generated_overrides(_job(overrides=[]))))
     assert values is not None
     assert set(PROTECTED_KEYS) <= set(values)
     assert values["trainer.nnodes"] == "1"
