@@ -58,20 +58,22 @@ PARENT_PROBES = [
 ]
 
 
-def _job(**spec: Any) -> FlashRLJob:
+def _manifest(**spec: Any) -> dict[str, Any]:
     """A job of a local model and data, with ``spec``'s further fields."""
-    return parse_job(
-        {
-            "apiVersion": "flashrl.dev/v1alpha1",
-            "kind": "FlashRLJob",
-            "metadata": {"name": "j", "namespace": "rl"},
-            "spec": {
-                "model": {"source": "/models/qwen"},
-                "data": {"train": "/data/t.parquet", "validation": "/data/v.parquet"},
-                **spec,
-            },
-        }
-    )
+    return {
+        "apiVersion": "flashrl.dev/v1alpha1",
+        "kind": "FlashRLJob",
+        "metadata": {"name": "j", "namespace": "rl"},
+        "spec": {
+            "model": {"source": "/models/qwen"},
+            "data": {"train": "/data/t.parquet", "validation": "/data/v.parquet"},
+            **spec,
+        },
+    }
+
+
+def _job(**spec: Any) -> FlashRLJob:
+    return parse_job(_manifest(**spec))
 
 
 @pytest.mark.parametrize("probe", HYDRA_PROBES)
@@ -162,16 +164,7 @@ def test_every_protected_key_is_read_from_the_composed_config() -> None:
 def _validate(tmp_path: Path, override: str) -> int:
     """``flashrl validate`` on a job whose second override is ``override``; its exit code."""
     path = tmp_path / "job.yaml"
-    manifest: dict[str, Any] = {
-        "apiVersion": "flashrl.dev/v1alpha1",
-        "kind": "FlashRLJob",
-        "metadata": {"name": "j", "namespace": "rl"},
-        "spec": {
-            "model": {"source": "/models/qwen"},
-            "data": {"train": "/data/t.parquet", "validation": "/data/v.parquet"},
-            "overrides": ["trainer.test_freq=3", override],
-        },
-    }
+    manifest = _manifest(overrides=["trainer.test_freq=3", override])
     path.write_text(yaml.safe_dump(manifest), encoding="utf-8")
     return main(["validate", str(path)])
 
