@@ -162,16 +162,12 @@ def read_lines(label: str, file: Path) -> list[str]:
 
 
 def parse_labelled_argument(option: str, value: str, form: str, example: str) -> tuple[str, str]:
-    """``LABEL=PATH`` as given to ``option`` (``form`` and ``example`` say what is expected)."""
+    """``LABEL=PATH`` as given to ``option`` (``--metrics``, ``--validation``); ``form`` and ``example``
+    say what is expected."""
     label, sep, path = value.partition("=")
     if not sep or not label.strip() or not path.strip():
         raise MetricsInputError(f"{option} {value!r}: expected {form}, e.g. {example}")
     return label.strip(), path.strip()
-
-
-def parse_metrics_argument(value: str) -> tuple[str, str]:
-    """``LABEL=PATH`` as given to ``--metrics``."""
-    return parse_labelled_argument("--metrics", value, "LABEL=PATH", "bf16=runs/bf16.jsonl")
 
 
 __all__ = [
@@ -181,6 +177,5 @@ __all__ = [
     "load_run",
     "parse_labelled_argument",
     "parse_lines",
-    "parse_metrics_argument",
     "read_lines",
 ]

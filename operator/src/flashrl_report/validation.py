@@ -34,7 +34,7 @@ from flashrl_api.validation_summary import (
     parse_summaries,
     summarize_dump,
 )
-from flashrl_report.data import MetricsInputError, parse_labelled_argument, read_lines
+from flashrl_report.data import MetricsInputError, read_lines
 
 #: ``<step>.jsonl`` as verl names its dumps.
 STEP_FILE: Final = re.compile(r"^(?P<step>\d+)\.jsonl$")
@@ -188,11 +188,6 @@ def load_validation(label: str, path: str | Path) -> ValidationSamples:
     return samples
 
 
-def parse_validation_argument(value: str) -> tuple[str, str]:
-    """``LABEL=DIR`` as given to ``--validation``."""
-    return parse_labelled_argument("--validation", value, "LABEL=DIR", "bf16=runs/bf16/validation")
-
-
 __all__ = [
     "ATTEMPT_DIR",
     "CORRECTNESS_FIELDS",
@@ -203,6 +198,5 @@ __all__ = [
     "expand",
     "load_validation",
     "parse_dump",
-    "parse_validation_argument",
     "samples_from_summaries",
 ]
