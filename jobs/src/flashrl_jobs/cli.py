@@ -38,7 +38,7 @@ from flashrl_jobs import contract
 from flashrl_jobs.deadline import ESI_ENV, job_deadline
 from flashrl_jobs.ledger import WRITE_FAILURE_TEXTS, Ledger, free_bytes, probe_writable
 from flashrl_jobs.progress import from_environment
-from flashrl_jobs.ray_gate import connection_abandoned, gate, parse_address
+from flashrl_jobs.ray_gate import connection_abandoned, gate, parse_address, pool_needs
 from flashrl_jobs.run_metrics import FILE_LOGGER_ENV, JsonlTail, RunState
 from flashrl_jobs.run_observer import RunObserver, step_report
 from flashrl_jobs.termination import LaunchError, write_termination_message
@@ -266,10 +266,11 @@ def run(argv: Sequence[str] | None = None) -> int:
     job = load_job(args.spec)
     compose_first(job)
     spec = job.spec
-    required = spec.ray_gpus()
+    needs = pool_needs(spec)
+    required = sum(need.gpus for need in needs)
     timeout = args.timeout if args.timeout is not None else float(spec.lifecycle.gpu_wait_timeout_seconds)
     gate_start = time.time()
-    gate(args.ray_address, required, timeout, log, head_timeout=args.head_timeout)
+    gate(args.ray_address, needs, timeout, log, head_timeout=args.head_timeout)
     clock.gate(gate_start, time.time())
     if args.command == "check" or spec.dry_run:
         log(f"Check passed: verl's config composes and {required} GPU(s) are available; not training")
