@@ -11,8 +11,11 @@ the default label ``ray.io/node-group``: how the gate tells the pools' GPUs apar
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
+
+from flashrl_api.goodput import GoodputPhase, Ledger
 
 if TYPE_CHECKING:
     from flashrl_api.spec import FlashRLJobSpec, Toleration
@@ -74,3 +77,43 @@ def gpu_pools(spec: FlashRLJobSpec) -> tuple[GpuPool, ...]:
             )
         )
     return tuple(pools)
+
+
+def held_gpus(spec: FlashRLJobSpec) -> int:
+    """GPUs an attempt holds: every pool's (the goodput ledger multiplies its phases by this)."""
+    return sum(pool.gpus for pool in gpu_pools(spec))
+
+
+#: What each pool of a separate-async job waits for, and the goodput phases that are that wait. The
+#: trainer's ``timing_s/gen`` is its wait for the rollout pool's samples (verl 0.9.1's V1 trainer times
+#: ``replay_buffer.sample`` under ``gen``, ``trainer/ppo/v1/trainer_base.py`` ``_step_once``); the rollout
+#: servers stop generating while ``timing_s/update_weights`` moves new weights to them.
+POOL_WAITS: Final[dict[str, tuple[str, frozenset[GoodputPhase]]]] = {
+    TRAINER_POOL: ("samples", frozenset({GoodputPhase.GENERATION, GoodputPhase.DISCARDED_GENERATION})),
+    ROLLOUT_POOL: ("weights", frozenset({GoodputPhase.WEIGHT_SYNC})),
+}
+
+
+def pool_goodput(ledger: Ledger, pools: Sequence[tuple[str, int]]) -> list[dict[str, object]]:
+    """``status.goodput.pools``: each pool's share of the ledger (its GPUs over all the pools'), and the
+    GPU-seconds it spent waiting for the other pool (:data:`POOL_WAITS`). Empty for a job of one pool:
+    there the trainer's GPUs generate themselves and nothing waits for another pool."""
+    total = sum(gpus for _, gpus in pools)
+    if len(pools) < 2 or total <= 0:
+        return []
+    out: list[dict[str, object]] = []
+    for name, gpus in pools:
+        share = gpus / total
+        waiting_for, phases = POOL_WAITS[name]
+        waiting = sum(v for p, v in ledger.gpu_seconds.items() if p in phases)
+        out.append(
+            {
+                "name": name,
+                "gpus": gpus,
+                "heldGPUSeconds": round(ledger.held_gpu_seconds * share, 1),
+                "trainingGPUSeconds": round(ledger.training_gpu_seconds * share, 1),
+                "waitingFor": waiting_for,
+                "waitingGPUSeconds": round(waiting * share, 1),
+            }
+        )
+    return out
