@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from flashrl_api import FlashRLJob, SpecError, load_job_file
 from flashrl_api.goodput import LauncherClock
+from flashrl_api.pools import held_gpus
 from flashrl_api.status import Reason
 from flashrl_api.times import compact, rfc3339
 from flashrl_jobs import contract
@@ -355,8 +356,9 @@ def start_exporter(state: RunState, job: FlashRLJob, port: int) -> MetricsServer
         log(f"prometheus-client is not installed ({exc}): no /metrics, status reporting goes on")
         return None
     try:
-        gpus = job.spec.resources.nodes * job.spec.resources.gpus_per_node
-        server = serve(state, job.namespace, job.name, port, gpus=gpus)
+        gpus = held_gpus(job.spec)
+        separate = job.spec.rollout.pool is not None
+        server = serve(state, job.namespace, job.name, port, gpus=gpus, separate_pools=separate)
     except OSError as exc:
         log(f"Cannot serve /metrics on port {port} ({exc}); training goes on without it")
         return None
@@ -398,7 +400,7 @@ def train(
     else:
         log(f"verl's metrics go to {metrics_path}")
     argv = [sys.executable or "python3", "-m", entry_module, *overrides]
-    gpus = job.spec.resources.nodes * job.spec.resources.gpus_per_node
+    gpus = held_gpus(job.spec)
     if clock is None:
         clock = LauncherClock(launched=time.time(), kept_groups=job.spec.training.prompt_batch_size)
     state = RunState(total_steps=job.spec.training.total_steps, clock=clock)
