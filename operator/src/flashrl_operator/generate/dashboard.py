@@ -327,12 +327,12 @@ def async_panels(y: int) -> list[dict[str, Any]]:
         "GPUs per pool, and waiting",
         [
             _target(
-                f"sum by (namespace, job, pool) (rate({_selected(op.POOL_GPU_SECONDS)}[$__rate_interval]))",
+                f"sum by (namespace, job, pool) (rate({_selected(m.POOL_GPU_SECONDS)}[$__rate_interval]))",
                 "{{job}} {{pool}} held",
             ),
             _target(
                 "sum by (namespace, job, pool, waiting_for) "
-                f"(rate({_selected(op.POOL_WAITING_GPU_SECONDS)}[$__rate_interval]))",
+                f"(rate({_selected(m.POOL_WAITING_GPU_SECONDS)}[$__rate_interval]))",
                 "{{job}} {{pool}} waiting for {{waiting_for}}",
             ),
         ],
