@@ -17,6 +17,7 @@ from flashrl_operator.job.preflight import (
     cluster_problems,
     experiment_check,
     gpus_in_use,
+    offline_limits,
     pod_gpus,
     pool_fits,
 )
@@ -206,6 +207,11 @@ def test_the_rollout_pool_is_counted_on_its_own_nodes_and_named_in_its_own_line(
     assert "h20-b: 4 of 8 free" in line and "h20-a" not in line
     free = _facts([_node("h20-a"), _node("h20-b")], [])
     assert _pool_lines(cluster_problems(job, free, "1.7.0")) == []
+    # Offline, `flashrl validate` says what it could not check: both pools' nodes.
+    assert (
+        "1 node(s) with 8 allocatable and free NVIDIA-H20 for the trainer pool; 1 node(s) with 8 "
+        "allocatable and free NVIDIA-H20 for the rollout pool" in offline_limits(job)
+    )
     assert [f.describe() for f in pool_fits(job, free)] == [
         "trainer pool: 1x8 NVIDIA-H20 on the node(s) labelled nvidia.com/gpu.product=NVIDIA-H20: 2 fit",
         "rollout pool: 1x8 NVIDIA-H20 on the node(s) labelled nvidia.com/gpu.product=NVIDIA-H20: 1 fit",
