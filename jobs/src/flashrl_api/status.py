@@ -372,6 +372,29 @@ class PhaseSeconds(ApiModel):
     """Seconds × the GPUs the attempt held (0 for the phases that hold none: staging, queued, backoff)."""
 
 
+class PoolGoodput(ApiModel):
+    """One GPU pool's share of the job's GPU-seconds (separate-async: the trainer's and the rollout's)."""
+
+    name: Literal["trainer", "rollout"]
+    """trainer (spec.resources) or rollout (spec.rollout.pool)."""
+
+    gpus: int = Field(ge=0)
+    """GPUs the pool holds (nodes × gpusPerNode)."""
+
+    held_gpu_seconds: float = Field(default=0.0, ge=0, alias="heldGPUSeconds")
+    """The pool's GPUs × the seconds the job held GPUs."""
+
+    training_gpu_seconds: float = Field(default=0.0, ge=0, alias="trainingGPUSeconds")
+    """The pool's share of trainingGPUSeconds."""
+
+    waiting_for: Literal["samples", "weights"] = Field(alias="waitingFor")
+    """What the pool waits for: the trainer for the rollout pool's samples (verl timing_s/gen), the
+    rollout pool for the trainer's weights (verl timing_s/update_weights)."""
+
+    waiting_gpu_seconds: float = Field(default=0.0, ge=0, alias="waitingGPUSeconds")
+    """The pool's GPU-seconds spent waiting for the other pool."""
+
+
 class Goodput(ApiModel):
     """Where the job's GPU-seconds went, over all its attempts (written by the operator)."""
 
@@ -389,6 +412,10 @@ class Goodput(ApiModel):
 
     by_phase: list[PhaseSeconds] = Field(default_factory=list, max_length=MAX_PHASES)
     """Each phase with time in it, in the order a job goes through them."""
+
+    pools: list[PoolGoodput] = Field(default_factory=list, max_length=2)
+    """separate-async: each GPU pool's share, the trainer's first, with the GPU-seconds it waited for the
+    other pool (a trainer starved of samples, a rollout pool waiting for weights). Empty for one pool."""
 
 
 class LauncherPhases(ApiModel):

@@ -85,3 +85,27 @@ def test_a_retried_job_from_its_status_alone() -> None:
 
 def test_nothing_to_account_for_before_the_first_attempt() -> None:
     assert goodput(Attempts.of({}), [], at(0)) is None
+
+
+def test_a_separate_async_job_splits_its_gpu_seconds_per_pool() -> None:
+    """8 trainer GPUs and 8 rollout GPUs: each pool holds half; the trainer waits for samples in
+    timing_s/gen (60 of each 100 s step), the rollout pool for weights in timing_s/update_weights (10)."""
+    status = {"attempt": 1, "attempts": [{"attempt": 1, "startStep": 0, "startTime": at(0)}]}
+    folded = fold_attempts(Attempts.of(status), report(1, 50, 4, 710), 16, released=[], now=at(10))
+    wire = goodput(folded, [], at(0), [("trainer", 8), ("rollout", 8)])
+    assert wire is not None
+    trainer, rollout = wire["pools"]
+    by_phase = {e["phase"]: e["gpuSeconds"] for e in wire["byPhase"]}
+    assert (trainer["name"], trainer["gpus"], trainer["waitingFor"]) == ("trainer", 8, "samples")
+    assert (rollout["name"], rollout["gpus"], rollout["waitingFor"]) == ("rollout", 8, "weights")
+    assert (
+        trainer["heldGPUSeconds"]
+        == rollout["heldGPUSeconds"]
+        == pytest.approx(wire["heldGPUSeconds"] / 2, abs=0.1)
+    )
+    generation = by_phase["generation"] + by_phase.get("discarded_generation", 0.0)
+    assert trainer["waitingGPUSeconds"] == pytest.approx(generation / 2, abs=0.1)
+    assert rollout["waitingGPUSeconds"] == pytest.approx(by_phase["weight_sync"] / 2, abs=0.1)
+    assert 0 < rollout["waitingGPUSeconds"] < trainer["waitingGPUSeconds"]
+    # One pool: nothing waits for another pool, no split is written.
+    assert "pools" not in (goodput(folded, [], at(0), [("trainer", 16)]) or {})

@@ -324,6 +324,61 @@ def goodput_panels(y: int) -> list[dict[str, Any]]:
     return _rows(y, ("Where the GPU-hours go", 9, [held, hours, productive]))
 
 
+def async_panels(y: int) -> list[dict[str, Any]]:
+    """The row "Rollout pool and asynchrony" (training.mode colocate-async / separate-async): whether the
+    rollout pool keeps the trainer fed, what each pool waits for, how stale the samples are, what the
+    off-policy limit drops and what the parameter sync costs. Empty for sync jobs (no series)."""
+    starving = _panel(
+        "Trainer waiting for samples",
+        [_target(_selected(m.ASYNC_SAMPLE_WAIT_FRACTION))],
+        6,
+        unit="percentunit",
+        description="separate-async: share of the last step the trainer waited for the rollout pool's "
+        "samples (verl timing_s/gen / timing_s/step). FlashRLRolloutPoolStarvesTrainer fires when it "
+        "stays high: the rollout pool is too small to keep the trainer fed.",
+    )
+    pools = _panel(
+        "GPUs per pool, and waiting",
+        [
+            _target(
+                f"sum by (namespace, job, pool) (rate({_selected(m.POOL_GPU_SECONDS)}[$__rate_interval]))",
+                "{{job}} {{pool}} held",
+            ),
+            _target(
+                "sum by (namespace, job, pool, waiting_for) "
+                f"(rate({_selected(m.POOL_WAITING_GPU_SECONDS)}[$__rate_interval]))",
+                "{{job}} {{pool}} waiting for {{waiting_for}}",
+            ),
+        ],
+        6,
+        description="separate-async: GPUs each pool holds and how many of them wait for the other pool "
+        "(status.goodput.pools: the trainer for samples, the rollout pool for weights).",
+    )
+    staleness = _panel(
+        "Sample staleness",
+        [
+            _target(_selected(m.ASYNC_STALENESS_MEAN), "{{job}} mean"),
+            _target(_selected(m.ASYNC_STALENESS_MAX), "{{job}} max"),
+        ],
+        6,
+        description="Model versions the last step's trajectories lag the policy (verl "
+        "training/off_policy/trajectory_staleness); bounded by spec.training.async.maxOffPolicyVersions.",
+    )
+    drops = _panel(
+        "Off-policy drops and parameter sync",
+        [
+            _target(_selected(m.ASYNC_OFF_POLICY_EVICTED), "{{job}} dropped samples"),
+            _target(_selected(m.PHASE_SECONDS, ', phase="update_weights"'), "{{job}} parameter sync"),
+        ],
+        6,
+        description="Samples dropped for exceeding the off-policy limit in the last step (verl "
+        "training/off_policy/evicted_samples, left axis) and the parameter sync's seconds (verl "
+        "timing_s/update_weights, right axis).",
+        overrides=[_unit_override("B", "s", right_axis=True)],
+    )
+    return _rows(y, ("Rollout pool and asynchrony", 8, [starving, pools, staleness, drops]))
+
+
 def _variable(name: str, query: str, label: str) -> dict[str, Any]:
     return {
         "name": name,
@@ -368,7 +423,8 @@ def dashboard() -> dict[str, Any]:
         },
         # Grafana keys panel state (links, repeat, library panels) by id: every panel, rows included.
         "panels": [
-            {"id": number, **panel} for number, panel in enumerate([*panels(), *goodput_panels(44)], 1)
+            {"id": number, **panel}
+            for number, panel in enumerate([*panels(), *goodput_panels(44), *async_panels(54)], 1)
         ],
     }
 

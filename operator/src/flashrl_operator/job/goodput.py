@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from flashrl_api.goodput import AttemptSpan, job_ledger, parse_rfc3339
+from flashrl_api.pools import pool_goodput
 from flashrl_api.status import ConditionType, LauncherPhases, Reason
 from flashrl_operator.job.attempts import Attempt, Attempts
 from flashrl_operator.job.status.conditions import find_condition
@@ -132,11 +133,14 @@ def spans(history: Sequence[Attempt]) -> list[AttemptSpan]:
     return out
 
 
-def goodput(attempts: Attempts, conditions: object, created: str) -> dict[str, Any] | None:
+def goodput(
+    attempts: Attempts, conditions: object, created: str, pools: Sequence[tuple[str, int]] = ()
+) -> dict[str, Any] | None:
     """``status.goodput`` (wire form), or ``None`` while nothing has happened to account for.
 
     Staging runs from the job's creation to the ``Staged`` condition turning True by a staging Job;
-    backoff from an attempt's release (or end) to the next one's start.
+    backoff from an attempt's release (or end) to the next one's start. ``pools``: the job's GPU pools
+    (name, GPUs); with two (separate-async) each gets its share in ``pools``.
     """
     history = spans(attempts.history)
     times = [t for s in history for t in (s.start, s.launched, s.reported, s.end, s.release) if t is not None]
@@ -169,4 +173,8 @@ def goodput(attempts: Attempts, conditions: object, created: str) -> dict[str, A
         if freed is not None and created_next is not None:
             backoff += max(0.0, created_next - freed)
     ledger = job_ledger(history, max(times), staging=staging, backoff=backoff, queued=queued)
-    return ledger.to_wire()
+    wire = ledger.to_wire()
+    split = pool_goodput(ledger, pools)
+    if split:
+        wire["pools"] = split
+    return wire

@@ -54,6 +54,7 @@ from typing import Any, Final, Literal
 
 from flashrl_api import FlashRLJob, FlashRLJobStatus
 from flashrl_api.pins import default_trainer_image
+from flashrl_api.pools import gpu_pools
 from flashrl_api.staging import staging_plan
 from flashrl_api.status import RECOVERABLE_FAILURES, ConditionType, Reason
 from flashrl_api.times import rfc3339
@@ -618,13 +619,14 @@ def with_goodput(o: Observed, obs: Observation, decided: Decided) -> Decided:
     """Fold the launcher's phases and the released clusters into the attempts; ``status.goodput``."""
     assert o.job is not None
     attempts = Attempts.of(decided.attempts if decided.attempts is not None else obs.previous)
-    resources = o.job.spec.resources
     ray_job = decided.ray_job(obs)  # none after a retry: the next attempt's is not created yet
     admitted = ray_job is not None and not ray_job.spec_suspend  # Kueue admitted it
-    gpus = resources.nodes * resources.gpus_per_node
+    pools = gpu_pools(o.job.spec)  # both pools' GPUs are held from the RayJob's creation (separate-async)
+    gpus = sum(pool.gpus for pool in pools)
     launcher = obs.previous.get("launcherPhases")
     folded = fold_attempts(attempts, launcher, gpus, o.released, rfc3339(o.now), admitted)
-    ledger = goodput(folded, obs.previous.get("conditions"), rfc3339(o.created))
+    split = [(pool.name, pool.gpus) for pool in pools]
+    ledger = goodput(folded, obs.previous.get("conditions"), rfc3339(o.created), split)
     # Unchanged attempts stay as the attempt rules left them (a final job's are not rewritten).
     return replace(
         decided, attempts=folded.to_status() if folded != attempts else decided.attempts, goodput=ledger
