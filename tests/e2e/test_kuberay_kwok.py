@@ -264,6 +264,20 @@ def test_a_lost_worker_takes_the_retry_path(e2e: E2E) -> None:
     e2e.assert_nothing_refused()
 
 
+def env_value(pod: dict[str, Any], name: str) -> str | None:
+    """A container variable's value as the kubelet would give it: literal, or a pod label by fieldRef."""
+    for container in pod["spec"]["containers"]:
+        for var in container.get("env") or []:
+            if var["name"] != name:
+                continue
+            if "value" in var:
+                return str(var["value"])
+            path = ((var.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath", "")
+            if path.startswith("metadata.labels['") and path.endswith("']"):
+                return pod["metadata"]["labels"].get(path[len("metadata.labels['") : -2])
+    return None
+
+
 #: The separate-async example's two pools, as an administrator labels and taints them.
 TRAINING_POOL = {"flashrl.dev/pool": "training"}
 ROLLOUT_POOL = {"flashrl.dev/pool": "rollout"}
@@ -322,6 +336,10 @@ def test_the_separate_async_example_lands_each_pool_on_its_own_h20_nodes(e2e: E2
         ),
     )
     placed = {group: [p["spec"]["nodeName"] for p in pods] for group, pods in groups.items()}
+    # KubeRay names each pod's group to Ray (RAY_NODE_TYPE_NAME): Ray labels the node ray.io/node-group
+    # with it (tests/ray/test_ray_pools.py), the one handle a placement group could select a pool by.
+    for group, pods in groups.items():
+        assert env_value(pods[0], "RAY_NODE_TYPE_NAME") == group, json.dumps(pods[0]["spec"]["containers"])
     assert placed == {WORKER_GROUP: ["h20-train"], ROLLOUT_WORKER_GROUP: ["h20-rollout"]}
     products = {
         node["metadata"]["name"]: node["metadata"]["labels"]["nvidia.com/gpu.product"]
