@@ -293,13 +293,15 @@ def test_the_separate_async_example_lands_each_pool_on_its_own_h20_nodes(e2e: E2
     example = REPO / "examples" / "flashrljob-separate-async.yaml"
     job = yaml.safe_load(example.read_text())["metadata"]["name"]
     taint = [ROLLOUT_TAINT]
-    nodes = {
-        "h20-train": gpu_node("h20-train", labels=TRAINING_POOL),
-        "h20-rollout": gpu_node("h20-rollout", labels=ROLLOUT_POOL, taints=taint),
-        "h100-train": gpu_node("h100-train", DECOY_PRODUCT, labels=TRAINING_POOL),
-        "h100-rollout": gpu_node("h100-rollout", DECOY_PRODUCT, labels=ROLLOUT_POOL, taints=taint),
-    }
-    add_nodes(plane, list(nodes.values()))
+    add_nodes(
+        plane,
+        [
+            gpu_node("h20-train", labels=TRAINING_POOL),
+            gpu_node("h20-rollout", labels=ROLLOUT_POOL, taints=taint),
+            gpu_node("h100-train", DECOY_PRODUCT, labels=TRAINING_POOL),
+            gpu_node("h100-rollout", DECOY_PRODUCT, labels=ROLLOUT_POOL, taints=taint),
+        ],
+    )
     plane.kubectl("apply", "-f", str(example))
 
     # Staging (the same model as the first test's job: it may find it staged already).
@@ -323,17 +325,10 @@ def test_the_separate_async_example_lands_each_pool_on_its_own_h20_nodes(e2e: E2
             groups.setdefault(pod["metadata"]["labels"][kuberay.GROUP_LABEL], []).append(pod)
         return groups
 
+    one_each = {WORKER_GROUP: 1, ROLLOUT_WORKER_GROUP: 1}
     groups = e2e.wait(
         "both worker groups running",
-        lambda: (
-            (g := running_workers())
-            and {k: len(v) for k, v in g.items()}
-            == {
-                WORKER_GROUP: 1,
-                ROLLOUT_WORKER_GROUP: 1,
-            }
-            and g
-        ),
+        lambda: (g := running_workers()) and {k: len(v) for k, v in g.items()} == one_each and g,
     )
     placed = {group: [p["spec"]["nodeName"] for p in pods] for group, pods in groups.items()}
     # KubeRay names each pod's group to Ray (RAY_NODE_TYPE_NAME): Ray labels the node ray.io/node-group
