@@ -15,7 +15,7 @@ whether a new attempt may pass, and its severity. The launcher's exit codes
 (``flashrl_jobs.contract``), the operator's reading of a Ray job message
 (``flashrl_operator.job.status.launcher_failure``), its retry policy
 (``flashrl_operator.job.retry_policy.NON_RETRYABLE``), the CRD's description of ``status.reason`` and
-the table in docs/operator.md all come from it (``tests/unit/api/test_launcher_failures.py``).
+the table in docs/operator.md all come from it (``tests/unit/api/test_status_launcher_failures.py``).
 
 KubeRay's own failure reasons (``DeadlineExceeded``, ``SubmissionFailed``, ...) are copied verbatim
 into ``status.reason`` and are not members: KubeRay owns that list
