@@ -130,7 +130,7 @@ def build_report(
     for run, summary in zip(runs, summaries, strict=True):
         if (spent := costs.get(run.label)) is not None:
             reached = spent.reached.last_step if spent.reached is not None else None
-            summary.cost = run_cost(run, spent.held_hours, spent.hours_to_score, reached)
+            summary.cost = run_cost(run, spent.ledger, spent.hours_to_score, reached)
     plots = [
         line_plot(
             runs,

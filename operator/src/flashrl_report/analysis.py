@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from flashrl_api import verl_metrics as vm
+from flashrl_api.goodput import UNHELD, Ledger
 from flashrl_report.data import RunMetrics
 from flashrl_report.intervals import LEVEL, Interval, mean_interval
 
@@ -267,8 +268,7 @@ class RunCost:
     second pool: sync and separate-async side by side in one table."""
 
     held_gpu_hours: float
-    #: GPU-hours held per pool when the run has two (the trainer's and the rollout pool's): both groups'
-    #: workers are held for the whole attempt, so the held hours split by each pool's GPU count.
+    #: GPU-hours held per pool when the run has two (the trainer's and the rollout pool's).
     by_pool: dict[str, float]
     #: GPU-hours held up to the common validation score (prorated by step time), when reached.
     gpu_hours_to_score: float | None = None
@@ -277,19 +277,26 @@ class RunCost:
 
 
 def run_cost(
-    run: RunMetrics, held_gpu_hours: float, gpu_hours_to_score: float | None, reached_step: int | None
+    run: RunMetrics, ledger: Ledger, gpu_hours_to_score: float | None, reached_step: int | None
 ) -> RunCost:
-    """The run's :class:`RunCost` from its goodput figures (held hours, hours to the common score and
-    the step the score was reached at)."""
-    total = sum(run.pools.values())
+    """The run's :class:`RunCost` from its goodput ledger, the GPU-hours to the common score (prorated
+    from the ledger's) and the step the score was reached at.
+
+    With two pools, each pool's GPU-hours are the time the ledger holds GPUs × that pool's GPUs: both
+    worker groups are held for the whole attempt. That holds whether the ledger's GPU-seconds count the
+    rollout pool (the steps' own ledger, built with both pools' GPUs) or only the trainer's (the
+    operator's ``status.goodput`` before it accounts per pool), and the total is their sum."""
+    ledger_hours = ledger.held_gpu_seconds / 3600
+    held_seconds = sum(v for p, v in ledger.seconds.items() if p not in UNHELD)
     by_pool = (
-        {pool: held_gpu_hours * gpus / total for pool, gpus in run.pools.items()}
-        if len(run.pools) > 1 and total > 0
-        else {}
+        {pool: held_seconds * gpus / 3600 for pool, gpus in run.pools.items()} if len(run.pools) > 1 else {}
     )
+    held = sum(by_pool.values()) if by_pool else ledger_hours
+    if gpu_hours_to_score is not None and ledger_hours > 0:
+        gpu_hours_to_score *= held / ledger_hours
     hours = wall_hours(run).get(reached_step) if reached_step is not None else None
     to_score = (hours, reached_step) if hours is not None and reached_step is not None else None
-    return RunCost(held_gpu_hours, by_pool, gpu_hours_to_score, to_score)
+    return RunCost(held, by_pool, gpu_hours_to_score, to_score)
 
 
 @dataclass

@@ -31,10 +31,12 @@ def _job(name: str, spec: dict[str, Any]) -> dict[str, Any]:
     return {"metadata": {"name": name}, "spec": {**base, **spec}, "status": {"phase": "Succeeded"}}
 
 
+SEPARATE = {"training": {"mode": "separate-async"}, "rollout": {"pool": POOL}}
+
+
 def _report() -> Any:
-    separate = {"training": {"mode": "separate-async"}, "rollout": {"pool": POOL}}
     objects = [
-        JobObjects("async-fp8", "x-async-fp8", _job("x-async-fp8", separate), _history("blockwise-fp8")),
+        JobObjects("async-fp8", "x-async-fp8", _job("x-async-fp8", SEPARATE), _history("blockwise-fp8")),
         JobObjects("sync-fp8", "x-sync-fp8", _job("x-sync-fp8", {}), _history("blockwise-fp8")),
     ]
     runs = runs_from_objects("rl", objects)
@@ -94,3 +96,27 @@ def test_the_summary_table_shows_the_columns_side_by_side() -> None:
         f'<td>{held:.1f}<span class="sub">trainer {half:.1f}</span>'
         f'<span class="sub">rollout pool {half:.1f}</span></td>'
     ) in report.html
+
+
+def test_a_ledger_counting_only_the_trainers_gpus_still_splits_by_the_time_held() -> None:
+    """The operator's status.goodput counts the trainer's GPUs only until it accounts per pool: an hour
+    held on the trainer's 8 GPUs. The hour is held by both groups: 8 GPU-hours each, 16 in all."""
+    goodput = {
+        "byPhase": [
+            {"phase": "generation", "seconds": 2400.0, "gpuSeconds": 2400.0 * 8},
+            {"phase": "actor_update", "seconds": 1200.0, "gpuSeconds": 1200.0 * 8},
+        ]
+    }
+    raw = _job("x-async", SEPARATE)
+    raw["status"]["goodput"] = goodput
+    objects = [
+        JobObjects("async", "x-async", raw, _history("blockwise-fp8")),
+        JobObjects("sync", "x-sync", _job("x-sync", {}), _history("blockwise-fp8")),
+    ]
+    report = build_report(runs_from_objects("rl", objects), baseline="sync")
+    separate = report.summaries[0].cost
+    assert separate is not None
+    assert separate.by_pool == {TRAINER_POOL: pytest.approx(8.0), ROLLOUT_POOL: pytest.approx(8.0)}
+    assert separate.held_gpu_hours == pytest.approx(16.0)
+    (held_by_ledger,) = [g.held_hours for g in report.goodput if g.label == "async"]
+    assert held_by_ledger == pytest.approx(8.0), "the goodput section shows the ledger as it is"
