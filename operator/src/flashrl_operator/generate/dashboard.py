@@ -68,6 +68,19 @@ def _panel(
     }
 
 
+def _series_panel(
+    title: str,
+    metric: str,
+    width: int,
+    unit: str = "short",
+    kind: str = "timeseries",
+    description: str = "",
+    labels: str = "",
+) -> dict[str, Any]:
+    """A panel of one metric's series of the selected jobs (``labels``: more matchers), one line a job."""
+    return _panel(title, [_target(_selected(metric, labels))], width, unit, kind, description)
+
+
 def _rows(y: int, *rows: tuple[str, int, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """Rows from ``y`` down, each a (title, height, panels): its header, then its panels side by side,
     left to right, as tall as the row."""
@@ -112,9 +125,9 @@ def panels() -> list[dict[str, Any]]:
             unit="percent",
             description="Completed training steps over the run's total.",
         ),
-        _panel(
+        _series_panel(
             "Time left",
-            [_target(_selected(m.TRAINING_REMAINING_SECONDS))],
+            m.TRAINING_REMAINING_SECONDS,
             6,
             unit="s",
             kind="stat",
@@ -157,25 +170,26 @@ def panels() -> list[dict[str, Any]]:
             6,
             description="Response tokens per step (verl response_length/mean and /max).",
         ),
-        _panel(
+        _series_panel(
             "Responses cut at the maximum length",
-            [_target(_selected(m.RESPONSE_LENGTH, ', stat="clip_ratio"'))],
+            m.RESPONSE_LENGTH,
             6,
+            labels=', stat="clip_ratio"',
             unit="percentunit",
             description="verl response_length/clip_ratio.",
         ),
     ]
     speed = [
-        _panel(
+        _series_panel(
             "Throughput per GPU",
-            [_target(_selected(m.THROUGHPUT))],
+            m.THROUGHPUT,
             8,
             unit=TOKENS_PER_SECOND,
             description="verl perf/throughput: prompt and response tokens per second per GPU, whole step.",
         ),
-        _panel(
+        _series_panel(
             "Step time",
-            [_target(_selected(m.TRAINING_STEP_SECONDS))],
+            m.TRAINING_STEP_SECONDS,
             8,
             unit="s",
             description="verl timing_s/step.",
@@ -190,15 +204,15 @@ def panels() -> list[dict[str, Any]]:
         ),
     ]
     mismatch = [
-        _panel(
+        _series_panel(
             "Mismatch KL",
-            [_target(_selected(m.MISMATCH_KL))],
+            m.MISMATCH_KL,
             8,
             description="verl rollout_corr/kl; verl's docs warn above |0.1|. Watch for upward drift.",
         ),
-        _panel(
+        _series_panel(
             "IS effective sample size",
-            [_target(_selected(m.IS_ESS))],
+            m.IS_ESS,
             8,
             unit="percentunit",
             description="verl rollout_corr/rollout_is_eff_sample_size; verl's docs warn below 0.3.",

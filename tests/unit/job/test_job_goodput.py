@@ -1,4 +1,4 @@
-"""status.goodput from the status's own data (flashrl_operator.job.status.goodput): no clock, no I/O."""
+"""status.goodput from the status's own data (flashrl_operator.job.goodput): no clock, no I/O."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from flashrl_api.goodput import LauncherClock, launcher_phases, parse_rfc3339
 from flashrl_api.times import rfc3339_millis as rfc3339
 from flashrl_operator.job.attempts import Attempts
-from flashrl_operator.job.status.goodput import fold_attempts, goodput, unreleased
+from flashrl_operator.job.goodput import fold_attempts, goodput, unreleased
 
 T0 = parse_rfc3339("2026-01-01T00:00:00Z") or 0.0
 
@@ -51,7 +51,7 @@ def test_a_retried_job_from_its_status_alone() -> None:
     first = fold_attempts(attempts, report(1, 250, 3, 760), 16, released=[1], now=at(830), admitted=False)
     assert [e.attempt for e in unreleased(first)] == []
     assert first.history[0].release_time == at(830) and first.history[0].gpus == 16
-    assert first.history[0].launcher is not None and first.history[0].launcher["steps"] == 3
+    assert first.history[0].launcher is not None and first.history[0].launcher.steps == 3
     queued = fold_attempts(first, None, 16, released=[], now=at(920), admitted=False)
     assert queued.history[1].admit_time is None
     assert goodput(queued, [], at(0)) is not None
@@ -60,7 +60,7 @@ def test_a_retried_job_from_its_status_alone() -> None:
     # Attempt 2's launcher: folded into attempt 2, attempt 1's copy kept.
     second = fold_attempts(admitted, report(2, 1000, 2, 1500), 16, released=[], now=at(1500))
     assert second.history[0].launcher == first.history[0].launcher
-    assert second.history[1].launcher is not None and second.history[1].launcher["attempt"] == 2
+    assert second.history[1].launcher is not None and second.history[1].launcher.attempt == 2
     # An older report never replaces a newer one.
     assert fold_attempts(second, report(2, 1000, 1, 1300), 16, [], at(1500)) == second
 
