@@ -152,14 +152,14 @@ def test_an_experiment_checks_each_variant_and_the_variants_run_at_once() -> Non
     assert one_at_a_time.ok and one_at_a_time.at_once == 1
     together = experiment_check(variants, None, one_node, "1.7.0")
     assert not together.ok and together.at_once == 3
-    assert together.capacity is not None
-    assert together.capacity.startswith("GPUs too few: 1 of the 3 GPU pod(s) of 8 nvidia.com/gpu")
+    (too_few,) = together.capacity
+    assert too_few.startswith("GPUs too few: 1 of the 3 GPU pod(s) of 8 nvidia.com/gpu of 3 variants")
     three_nodes = _facts([_node("h20-a"), _node("h20-b"), _node("h20-c")], [_pod("h20-c", 1)])
     busy_one = experiment_check(variants, None, three_nodes, "1.7.0")
-    assert busy_one.capacity is not None
-    assert busy_one.capacity.startswith("GPUs in use: 2 of the 3 GPU pod(s)")
-    assert "h20-c: 7 of 8 free" in busy_one.capacity
-    assert together.capacity.endswith("spec.parallelism: 1 runs them one after another")
+    (in_use,) = busy_one.capacity
+    assert in_use.startswith("GPUs in use: 2 of the 3 GPU pod(s)")
+    assert "h20-c: 7 of 8 free" in in_use
+    assert too_few.endswith("spec.parallelism: 1 runs them one after another")
     busy = experiment_check(variants, 1, _facts([_node("h20-a")], [_pod("h20-a", 8)]), "1.7.0")
     assert [line[:12] for line in busy.shared] == ["GPUs in use:"]
     assert busy.variants == {"a": [], "b": [], "c": []}
@@ -171,15 +171,16 @@ def test_nodes_the_user_may_not_list_are_a_note_not_a_missing_gpu_node() -> None
     assert cluster_notes(blind) == ["not checked: GPU nodes and their GPUs (your user may not list nodes)"]
 
 
-def _separate_async(pool: dict[str, Any]) -> FlashRLJob:
+def _separate_async(pool: dict[str, Any], name: str = "sa", **resources: Any) -> FlashRLJob:
     return parse_job(
         {
             "apiVersion": "flashrl.dev/v1alpha1",
             "kind": "FlashRLJob",
-            "metadata": {"name": "sa", "namespace": "rl"},
+            "metadata": {"name": name, "namespace": "rl"},
             "spec": {
                 "training": {"mode": "separate-async", "async": {"parameterSyncStep": 1}},
                 "rollout": {"pool": pool},
+                **({"resources": resources} if resources else {}),
             },
         }
     )
@@ -216,3 +217,49 @@ def test_the_rollout_pool_is_counted_on_its_own_nodes_and_named_in_its_own_line(
         "trainer pool: 1x8 NVIDIA-H20 on the node(s) labelled nvidia.com/gpu.product=NVIDIA-H20: 2 fit",
         "rollout pool: 1x8 NVIDIA-H20 on the node(s) labelled nvidia.com/gpu.product=NVIDIA-H20: 1 fit",
     ]
+
+
+def _labelled(name: str, pool: str, gpus: int = 8) -> dict[str, Any]:
+    node = _node(name, gpus)
+    node["metadata"]["labels"] = {**H20, "flashrl.dev/pool": pool}
+    return node
+
+
+def test_variants_run_at_once_count_both_pools_of_a_separate_async_variant() -> None:
+    """A sync variant and a separate-async one at once: the async variant's rollout pod counts beside
+    the trainer pods when the pools share nodes, and on its own nodes when its selector has some."""
+    shared = [("sync", _job("e-sync")), ("async", _separate_async({"nodes": 1, "gpusPerNode": 8}, "e-async"))]
+    two = _facts([_node("h20-a"), _node("h20-b")], [])
+    (line,) = experiment_check(shared, None, two, "1.7.0").capacity
+    # Each variant alone fits on two nodes; together they need three pods of 8: the rollout pod counts.
+    assert line.startswith(
+        "GPUs too few: 2 of the 3 GPU pod(s) of 8 nvidia.com/gpu of the trainer and rollout pools of 2 "
+        "variants run at once (spec.parallelism) fit in the allocatable GPUs of the node(s) labelled "
+        "nvidia.com/gpu.product=NVIDIA-H20"
+    )
+    assert experiment_check(shared, None, _facts([*two.nodes, _node("h20-c")], []), "1.7.0").ok
+
+    # The rollout pool on nodes of its own (selector flashrl.dev/pool=rollout): counted there, per shape.
+    apart = _separate_async(
+        {"nodes": 2, "gpusPerNode": 4, "nodeSelector": {"flashrl.dev/pool": "rollout"}},
+        "e-apart",
+        nodeSelector={"flashrl.dev/pool": "training"},
+    )
+    variants = [("a", apart), ("b", apart.model_copy(update={"metadata": {**apart.metadata, "name": "e-b"}}))]
+    nodes = [
+        _labelled("train-a", "training"),
+        _labelled("train-b", "training"),
+        _labelled("roll-a", "rollout"),
+    ]
+    busy = _facts(nodes, [_pod("roll-a", 2)])
+    (rollout,) = experiment_check(variants, None, busy, "1.7.0").capacity
+    # Four rollout pods of 4 GPUs: one 8-GPU rollout node holds two; the trainers' nodes are not counted.
+    assert rollout.startswith(
+        "GPUs too few: 2 of the 4 GPU pod(s) of 4 nvidia.com/gpu of the rollout pool of 2 variants run at "
+        "once (spec.parallelism) fit in the allocatable GPUs of the node(s) labelled "
+        "nvidia.com/gpu.product=NVIDIA-H20, flashrl.dev/pool=rollout"
+    )
+    more = _facts([*nodes, _labelled("roll-b", "rollout")], [_pod("roll-a", 2)])
+    (free,) = experiment_check(variants, None, more, "1.7.0").capacity
+    assert free.startswith("GPUs in use: 3 of the 4 GPU pod(s) of 4 nvidia.com/gpu of the rollout pool of 2")
+    assert "roll-a: 6 of 8 free, roll-b: 8 of 8 free" in free and "train-a" not in free

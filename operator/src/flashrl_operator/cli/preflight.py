@@ -124,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
 
     from flashrl_api import SpecError
     from flashrl_api.pins import load_pins
+    from flashrl_api.pools import gpu_pools
     from flashrl_operator.job.preflight import cluster_notes, cluster_problems, experiment_check, pool_fits
 
     try:
@@ -173,8 +174,8 @@ def run(args: argparse.Namespace) -> int:
     for variant, lines in check.variants.items():
         for line in lines:
             print(f"variant {variant}: {line}", file=sys.stderr)
-    if check.capacity:
-        print(check.capacity, file=sys.stderr)
+    for line in check.capacity:
+        print(line, file=sys.stderr)
     verdict = "has" if check.ok else "lacks"
     out = sys.stdout if check.ok else sys.stderr
     print(
@@ -183,9 +184,12 @@ def run(args: argparse.Namespace) -> int:
         file=out,
     )
     for (variant, job), lines in zip(variants, check.variants.values(), strict=True):
-        r = job.spec.resources
         state = "ok" if not lines and not check.shared else f"{len(lines) + len(check.shared)} problem(s)"
-        shape = f"{r.nodes}x{r.gpus_per_node} {r.gpu_product}"
+        pools = gpu_pools(job.spec)
+        shape = " + ".join(
+            f"{p.nodes}x{p.gpus_per_node} {p.gpu_product}" + (f" ({p.name})" if len(pools) > 1 else "")
+            for p in pools
+        )
         print(f"  variant {variant} (FlashRLJob {job.name}): {shape}: {state}", file=out)
     return 0 if check.ok else 1
 

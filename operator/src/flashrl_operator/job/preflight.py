@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flashrl_api import FlashRLJob
-from flashrl_api.pools import ROLLOUT_POOL, GpuPool, gpu_pools
+from flashrl_api.pools import ROLLOUT_POOL, GpuPool, gpu_pools, held_gpus
 from flashrl_api.spec import GPU_PRODUCT_LABEL
 from flashrl_api.staging import staging_plan
 from flashrl_api.times import parse_rfc3339
@@ -252,15 +252,42 @@ def _free_problem(pool: GpuPool, nodes: Sequence[GpuNode], needed: int, what: st
     )
 
 
-def free_gpu_problem(jobs: Sequence[FlashRLJob], facts: ClusterFacts, what: str) -> str | None:
-    """A line when the trainer pods of ``jobs``, started together, do not fit in the GPUs that are free
-    now on their matching nodes (``what`` names them in the line); ``None`` when they fit or pods could not
-    be read. The jobs share one GPU product, selector and GPUs per node (an experiment's variants)."""
-    if not jobs or facts.gpus_in_use is None or not facts.nodes_readable:
-        return None
-    pool = gpu_pools(jobs[0].spec)[0]
-    needed = sum(j.spec.resources.nodes for j in jobs)
-    return _free_problem(pool, pool_nodes(pool, facts), needed, what)
+def _shape(pool: GpuPool) -> tuple[str, tuple[tuple[str, str], ...], int]:
+    """What decides where a pool's pods can go: its node labels (GPU product, selector) and pod size."""
+    return (pool.gpu_product, tuple(sorted(pool.node_selector.items())), pool.gpus_per_node)
+
+
+def capacity_problems(jobs: Sequence[FlashRLJob], facts: ClusterFacts, who: str) -> list[str]:
+    """A line per pod shape (GPU product, node selector, GPUs per pod) whose pods, summed over every
+    pool of ``jobs`` started together, do not fit in the allocatable GPUs of their matching nodes, or fit
+    there but not in the GPUs free now (``who`` names the jobs in the line). Both pools of a
+    separate-async job count, each on the nodes of its own labels, as :func:`cluster_problems` counts one
+    job's; two pools of one shape (the same labels and pod size) share those nodes. Shapes are counted
+    apart: a node matching two shapes' labels is counted for each (pure)."""
+    if not jobs or not facts.nodes_readable:
+        return []
+    shapes: dict[tuple[str, tuple[tuple[str, str], ...], int], tuple[GpuPool, int, list[str]]] = {}
+    for job in jobs:
+        for pool in gpu_pools(job.spec):
+            first, needed, names = shapes.get(_shape(pool), (pool, 0, []))
+            shapes[_shape(pool)] = (first, needed + pool.nodes, list(dict.fromkeys([*names, pool.name])))
+    two_pools = any(len(gpu_pools(job.spec)) > 1 for job in jobs)
+    problems: list[str] = []
+    for pool, needed, names in shapes.values():
+        plural = "s" if len(names) > 1 else ""
+        what = f"of the {' and '.join(names)} pool{plural} of {who}" if two_pools else f"of {who}"
+        nodes = pool_nodes(pool, facts)
+        slots = sum(_slots(n.allocatable, pool.gpus_per_node) for n in nodes)
+        if slots < needed:
+            problems.append(
+                f"GPUs too few: {slots} of the {needed} GPU pod(s) of {pool.gpus_per_node} {GPU_RESOURCE} "
+                f"{what} fit in the allocatable GPUs of the node(s) labelled {_labels(pool)}"
+            )
+        elif facts.gpus_in_use is not None:
+            busy = _free_problem(pool, nodes, needed, what)
+            if busy:
+                problems.append(busy)
+    return problems
 
 
 @dataclass(frozen=True)
@@ -456,14 +483,15 @@ class ExperimentCheck:
     shared: list[str]
     #: Variant name -> the problems only that variant has.
     variants: dict[str, list[str]]
-    capacity: str | None
+    #: One line per pod shape whose pods, of the variants run at once, do not fit (:func:`capacity_problems`).
+    capacity: list[str]
     #: How many variants run at once.
     at_once: int
 
     @property
     def ok(self) -> bool:
         """Nothing would stop the experiment."""
-        return not self.shared and not any(self.variants.values()) and self.capacity is None
+        return not self.shared and not any(self.variants.values()) and not self.capacity
 
 
 def experiment_check(
@@ -473,25 +501,16 @@ def experiment_check(
     kuberay_version: str,
 ) -> ExperimentCheck:
     """Each variant's problems (a line every variant has is shown once), and, when several variants run
-    at once, whether the largest ``parallelism`` of them fit in the free GPUs together (pure)."""
+    at once, whether the ``parallelism`` of them holding the most GPUs (both pools' for separate-async)
+    fit in the allocatable and the free GPUs together (:func:`capacity_problems`) (pure)."""
     each = {name: cluster_problems(job, facts, kuberay_version) for name, job in variants}
     shared = [p for p in next(iter(each.values()), []) if all(p in lines for lines in each.values())]
     own = {name: [p for p in lines if p not in shared] for name, lines in each.items()}
     at_once = min(parallelism or len(variants), len(variants))
-    capacity = None
+    capacity: list[str] = []
     if at_once > 1:
-        jobs = sorted((job for _, job in variants), key=lambda j: -j.spec.resources.nodes)[:at_once]
-        what = f"of {at_once} variants run at once (spec.parallelism)"
-        pool = gpu_pools(jobs[0].spec)[0]
-        needed = sum(j.spec.resources.nodes for j in jobs)
-        slots = sum(_slots(n.allocatable, pool.gpus_per_node) for n in pool_nodes(pool, facts))
-        if facts.nodes_readable and slots < needed:
-            capacity = (
-                f"GPUs too few: {slots} of the {needed} GPU pod(s) of {pool.gpus_per_node} {GPU_RESOURCE} "
-                f"{what} fit in the allocatable GPUs of the node(s) labelled {_labels(pool)}"
-            )
-        else:
-            capacity = free_gpu_problem(jobs, facts, what)
+        jobs = sorted((job for _, job in variants), key=lambda j: -held_gpus(j.spec))[:at_once]
+        capacity = capacity_problems(jobs, facts, f"{at_once} variants run at once (spec.parallelism)")
         if capacity:
-            capacity += "; spec.parallelism: 1 runs them one after another"
+            capacity[-1] += "; spec.parallelism: 1 runs them one after another"
     return ExperimentCheck(shared, own, capacity, at_once)
