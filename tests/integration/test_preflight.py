@@ -202,6 +202,20 @@ def test_preflight_names_each_missing_piece_then_passes(empty_cluster: ControlPl
             f"flashrl.dev/pool={label}: 1 fit"
             for pool, label in (("trainer", "training"), ("rollout", "rollout"))
         ]
+        # The async experiment, two variants at once (the two async ones, holding the most GPUs): each
+        # alone fits, together every pool counts (rollout pods on the rollout nodes), a line per pod shape.
+        both = preflight(config, example="flashrlexperiment-async.yaml")
+        assert both.returncode == 1
+        lines = both.stderr.strip().splitlines()
+        assert [line.split(" fit in")[0] for line in lines[:2]] == [
+            f"GPUs too few: 1 of the 2 GPU pod(s) of 8 nvidia.com/gpu of the {pool} pool of 2 variants run "
+            "at once (spec.parallelism)"
+            for pool in ("trainer", "rollout")
+        ]
+        assert (
+            "  variant async-fp8 (FlashRLJob async-vs-sync-fp8-async-fp8): 1x8 NVIDIA-H20 (trainer) + 1x8 "
+            "NVIDIA-H20 (rollout): ok" in lines
+        )
     finally:
         kuberay.stop()
 
