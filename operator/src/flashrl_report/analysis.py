@@ -282,15 +282,20 @@ def run_cost(
     """The run's :class:`RunCost` from its goodput ledger, the GPU-hours to the common score (prorated
     from the ledger's) and the step the score was reached at.
 
-    With two pools, each pool's GPU-hours are the time the ledger holds GPUs × that pool's GPUs: both
-    worker groups are held for the whole attempt. That holds whether the ledger's GPU-seconds count the
-    rollout pool (the steps' own ledger, built with both pools' GPUs) or only the trainer's (the
-    operator's ``status.goodput`` before it accounts per pool), and the total is their sum."""
+    With two pools, each pool's GPU-hours are the operator's own (``status.goodput.pools``'
+    ``heldGPUSeconds``, :attr:`RunMetrics.pool_held_gpu_seconds`) when the run's status has them, else
+    the time the ledger holds GPUs × that pool's GPUs: both worker groups are held for the whole attempt.
+    That fallback holds whether the ledger's GPU-seconds count the rollout pool (the steps' own ledger,
+    built with both pools' GPUs) or only the trainer's (the operator's ``status.goodput`` before it
+    accounts per pool), and the total is their sum."""
     ledger_hours = ledger.held_gpu_seconds / 3600
     held_seconds = sum(v for p, v in ledger.seconds.items() if p not in UNHELD)
-    by_pool = (
-        {pool: held_seconds * gpus / 3600 for pool, gpus in run.pools.items()} if len(run.pools) > 1 else {}
-    )
+    if len(run.pool_held_gpu_seconds) > 1:
+        by_pool = {pool: seconds / 3600 for pool, seconds in run.pool_held_gpu_seconds.items()}
+    elif len(run.pools) > 1:
+        by_pool = {pool: held_seconds * gpus / 3600 for pool, gpus in run.pools.items()}
+    else:
+        by_pool = {}
     held = sum(by_pool.values()) if by_pool else ledger_hours
     if gpu_hours_to_score is not None and ledger_hours > 0:
         gpu_hours_to_score *= held / ledger_hours

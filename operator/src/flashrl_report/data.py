@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from flashrl_api import pools as job_pools
 from flashrl_api.goodput import Ledger
 
 #: The launcher's per-attempt file names inside a job's metrics directory.
@@ -54,6 +55,25 @@ def pool_gpus(spec: Mapping[str, object]) -> dict[str, int]:
     return {pool: gpus for pool, gpus in found.items() if gpus is not None}
 
 
+#: ``status.goodput.pools[].name`` (:mod:`flashrl_api.pools`) -> the report's name of that pool.
+STATUS_POOLS: Final = {job_pools.TRAINER_POOL: TRAINER_POOL, job_pools.ROLLOUT_POOL: ROLLOUT_POOL}
+
+
+def pool_held_gpu_seconds(goodput: object) -> dict[str, float]:
+    """Each pool's held GPU-seconds as the operator accounted them (``status.goodput.pools[]``,
+    ``heldGPUSeconds``), by the report's pool names; empty when the status has no per-pool split (one
+    pool, an operator before it, a malformed entry), and the report computes the split itself."""
+    entries = goodput.get("pools") if isinstance(goodput, Mapping) else None
+    out: dict[str, float] = {}
+    for entry in entries if isinstance(entries, list) else []:
+        name = STATUS_POOLS.get(entry.get("name")) if isinstance(entry, Mapping) else None
+        held = _number(entry.get("heldGPUSeconds")) if name is not None else None
+        if name is None or held is None:
+            return {}
+        out[name] = held
+    return out
+
+
 @dataclass
 class RunMetrics:
     """Every numeric metric of one run, by step."""
@@ -72,6 +92,9 @@ class RunMetrics:
     gpus: int | None = None
     #: GPUs per pool (:data:`TRAINER_POOL`, and :data:`ROLLOUT_POOL` with separate-async), when known.
     pools: dict[str, int] = field(default_factory=dict)
+    #: GPU-seconds held per pool as ``status.goodput.pools`` states them (:func:`pool_held_gpu_seconds`),
+    #: when the run was read from a cluster whose operator accounts per pool.
+    pool_held_gpu_seconds: dict[str, float] = field(default_factory=dict)
 
     def names(self) -> set[str]:
         """Every metric name logged at any step."""
@@ -203,5 +226,6 @@ __all__ = [
     "load_run",
     "parse_labelled_argument",
     "parse_lines",
+    "pool_held_gpu_seconds",
     "read_lines",
 ]

@@ -11,7 +11,7 @@ from flashrl_api.history import HISTORY_KEY, add_step
 from flashrl_report import build_report
 from flashrl_report.analysis import wall_hours
 from flashrl_report.cluster import JobObjects, runs_from_objects
-from flashrl_report.data import ROLLOUT_POOL, TRAINER_POOL, pool_gpus
+from flashrl_report.data import ROLLOUT_POOL, TRAINER_POOL, pool_gpus, pool_held_gpu_seconds
 from flashrl_report.html import HEADERS
 from flashrl_report.synthetic import records
 
@@ -120,3 +120,41 @@ def test_a_ledger_counting_only_the_trainers_gpus_still_splits_by_the_time_held(
     assert separate.held_gpu_hours == pytest.approx(16.0)
     (held_by_ledger,) = [g.held_hours for g in report.goodput if g.label == "async"]
     assert held_by_ledger == pytest.approx(8.0), "the goodput section shows the ledger as it is"
+
+
+def test_the_operators_per_pool_goodput_is_the_split_when_the_status_has_it() -> None:
+    """status.goodput.pools (an operator that accounts per pool) gives each pool's GPU-hours as it
+    states them; a status without it, or with an entry the report cannot read, falls back to time held
+    x the pool's GPUs."""
+    ledger = [{"phase": "actor_update", "seconds": 3600.0, "gpuSeconds": 3600.0 * 16}]
+    pools = [
+        {"name": "trainer", "gpus": 8, "heldGPUSeconds": 36000.0, "trainingGPUSeconds": 36000.0},
+        {"name": "rollout", "gpus": 8, "heldGPUSeconds": 21600.0, "waitingFor": "weights"},
+    ]
+    assert pool_held_gpu_seconds({"byPhase": ledger, "pools": pools}) == {
+        TRAINER_POOL: 36000.0,
+        ROLLOUT_POOL: 21600.0,
+    }
+    assert pool_held_gpu_seconds({"byPhase": ledger}) == {}
+    assert pool_held_gpu_seconds({"pools": [*pools[:1], {"name": "rollout"}]}) == {}, "all or none"
+    assert pool_held_gpu_seconds({"pools": [{"name": "other", "heldGPUSeconds": 1.0}]}) == {}
+
+    def by_pool(goodput: dict[str, Any]) -> dict[str, float]:
+        raw = _job("x-async", SEPARATE)
+        raw["status"]["goodput"] = goodput
+        objects = [
+            JobObjects("async", "x-async", raw, _history("blockwise-fp8")),
+            JobObjects("sync", "x-sync", _job("x-sync", {}), _history("blockwise-fp8")),
+        ]
+        runs = runs_from_objects("rl", objects)
+        # What the cluster reader does with the job's status.goodput.
+        runs[0].pool_held_gpu_seconds = pool_held_gpu_seconds(goodput)
+        cost = build_report(runs, baseline="sync").summaries[0].cost
+        assert cost is not None
+        assert cost.held_gpu_hours == pytest.approx(sum(cost.by_pool.values()))
+        return cost.by_pool
+
+    stated = by_pool({"byPhase": ledger, "pools": pools})
+    assert stated == {TRAINER_POOL: pytest.approx(10.0), ROLLOUT_POOL: pytest.approx(6.0)}
+    computed = by_pool({"byPhase": ledger})
+    assert computed == {TRAINER_POOL: pytest.approx(8.0), ROLLOUT_POOL: pytest.approx(8.0)}
