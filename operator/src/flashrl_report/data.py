@@ -66,7 +66,7 @@ def pool_held_gpu_seconds(goodput: object) -> dict[str, float]:
     entries = goodput.get("pools") if isinstance(goodput, Mapping) else None
     out: dict[str, float] = {}
     for entry in entries if isinstance(entries, list) else []:
-        name = STATUS_POOLS.get(entry.get("name")) if isinstance(entry, Mapping) else None
+        name = STATUS_POOLS.get(str(entry.get("name"))) if isinstance(entry, Mapping) else None
         held = _number(entry.get("heldGPUSeconds")) if name is not None else None
         if name is None or held is None:
             return {}
