@@ -119,10 +119,13 @@ async def test_sources_already_staged_on_the_claims_skip_the_job(
     await cluster.wait_for(BATCH_JOBS_RESOURCE, "first-stage")
     await staging.succeed(NAMESPACE, "first-stage")
     await cluster.wait_for(RAY_JOBS_RESOURCE, "first")
+    # The reconcile that creates the RayJob records the claims, then writes the status: the phase
+    # says the records are there (the RayJob alone does not; a loaded machine showed the gap).
+    await cluster.wait_phase("first", "Pending")
 
     await cluster.api.create(JOBS_RESOURCE, job_manifest("second", hf_sources=True))
     await cluster.wait_for(RAY_JOBS_RESOURCE, "second")
-    status = await cluster.status("second")
+    status = await cluster.wait_phase("second", "Pending")
     assert conditions(status)["Staged"] == ("True", "AlreadyStaged")
     assert await cluster.api.get(BATCH_JOBS_RESOURCE, NAMESPACE, "second-stage") is None
     assert ("jobs", NAMESPACE, "second-stage") not in cluster.creations()
