@@ -112,17 +112,20 @@ async def test_a_failure_after_a_checkpoint_starts_attempt_2_from_it(
 async def test_a_wake_up_whose_reconcile_fails_transiently_is_retried(
     cluster: Cluster, start_operator: StartOperator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # No resync to fall back on: only the retry of the failed wake-up can start attempt 2.
+    # No resync to fall back on (it would reconcile the job anyway, a minute later at most).
     op = await start_operator(retry_backoff=5.0, retry_delay=0.2, resync_interval=3600.0)
     intake, reconciler = op.context.require_intake(), op.context.require_reconciler()
     key = (NAMESPACE, "r8")
     crashed = False
     armed: list[tuple[str, str]] = []
-    failed_wakeups: list[tuple[str, str]] = []
+    failed: list[tuple[str, str]] = []  # the wake-up whose reconcile failed
+    retried: list[tuple[str, str]] = []  # the queue's next reconcile of the job, asked for later
     due, original = intake._due, reconciler._reconcile
 
-    def wake_up(woken: tuple[str, str]) -> None:  # the backoff's end: its reconcile will fail once
-        if crashed and woken == key and not failed_wakeups:
+    def wake_up(woken: tuple[str, str]) -> None:  # a reconcile of the job asked for later is due
+        if woken == key and failed:
+            retried.append(woken)
+        elif crashed and woken == key:  # the wake-up the retry's backoff asked for: it fails once
             armed.append(woken)
         due(woken)
 
@@ -130,7 +133,7 @@ async def test_a_wake_up_whose_reconcile_fails_transiently_is_retried(
         meta = body["metadata"]
         if (meta["namespace"], meta["name"]) in armed:
             armed.clear()
-            failed_wakeups.append(key)
+            failed.append(key)
             raise TransientError("the API server answered 503 (injected)", delay=0.2)
         return await original(body, token)
 
@@ -143,7 +146,8 @@ async def test_a_wake_up_whose_reconcile_fails_transiently_is_retried(
     await cluster.kuberay.set_status(NAMESPACE, "r8", crash(5))
     second = await cluster.wait_for(RAY_JOBS_RESOURCE, "r8-2")
     assert second["metadata"]["labels"]["flashrl.dev/attempt"] == "2"
-    assert failed_wakeups == [key]  # attempt 2 came from the retry of the wake-up that failed
+    assert failed == [key]
+    assert retried  # the failed wake-up was retried: the queue reconciled the job again by itself
 
 
 async def test_repeated_failure_without_a_new_checkpoint_is_no_progress(
