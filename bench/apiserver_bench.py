@@ -380,7 +380,7 @@ def _reading(now: dict[str, Any], before: dict[str, Any] | None) -> list[str]:
         "`MALLOC_ARENA_MAX=2` (159 and "
         "160 MiB, against 160 and 161 MiB).",
         "* A new job's reconcile duration is its work once admitted by that bound (the wait before it "
-        "is not in the histogram); an unchanged resync reconciles eight jobs at a time.",
+        "is not in the histogram); an unchanged resync goes through the same queue and bound.",
         "",
     ]
     if before is not None:

@@ -11,11 +11,12 @@ test is stopped in teardown, and every wait has a deadline.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import ssl
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 from envtest.audit import TEST_NAMESPACES, AuditLog
@@ -41,6 +42,15 @@ NAMESPACE = TEST_NAMESPACES[0]
 #: a duration asserted. On a saturated machine one reconcile can take seconds, and a request that timed
 #: out is only retried at the next resync (30 s).
 WAIT_S = 120.0
+
+T = TypeVar("T")
+
+
+async def on_operator(op: OperatorThread, coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` in the operator's own loop (its clients and intakes live there) and wait for it."""
+    assert op.context.resync_task is not None
+    loop = op.context.resync_task.get_loop()
+    return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
 
 
 @dataclasses.dataclass

@@ -66,7 +66,12 @@ async def test_the_server_refuses_an_immutable_edit_and_a_mutable_one_reaches_th
     after = await ray_job_spec(cluster, "imm")
     assert after["entrypoint"] == before["entrypoint"]
     assert after["rayClusterSpec"] == before["rayClusterSpec"]
-    status = await cluster.status("imm")
+
+    async def observed() -> dict[str, Any] | None:  # the status is written after the RayJob
+        status = await cluster.status("imm")
+        return status if status.get("observedGeneration") == 2 else None
+
+    status = await eventually(observed, "observedGeneration 2")
     assert status["phase"] == "Running" and status["observedGeneration"] == 2
 
 

@@ -11,19 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
-from operator_harness import NAMESPACE, WAIT_S, Cluster, StartOperator
+from operator_harness import NAMESPACE, WAIT_S, Cluster, StartOperator, on_operator
 
 from envtest.control_plane import OPERATOR_USER
 from flashrl_api.times import now_rfc3339
 from flashrl_operator.job.reconciler import Reconciler, Token
-from flashrl_operator.run.runner import OperatorThread
 from flashrl_operator.sim import JOBS_RESOURCE, RAY_JOBS_RESOURCE, SUCCEEDED, TRAINING, eventually
-
-T = TypeVar("T")
 
 #: A job's children and the name each gets (``job_manifest``: local sources, no staging Job).
 CHILDREN = (
@@ -74,9 +71,9 @@ def hold_reconcile(
             await hold.here()
         return result
 
-    async def reconcile(body: Any, token: Token) -> None:
+    async def reconcile(body: Any, token: Token) -> float | None:
         try:
-            await original_reconcile(body, token)
+            return await original_reconcile(body, token)
         finally:
             if hold.reached.is_set():
                 hold.finished.set()
@@ -84,13 +81,6 @@ def hold_reconcile(
     monkeypatch.setattr(reconciler, point, step)
     monkeypatch.setattr(reconciler, "_reconcile", reconcile)
     return hold
-
-
-async def on_operator(op: OperatorThread, coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` in the operator's own loop (its clients live there) and wait for it."""
-    assert op.context.resync_task is not None
-    loop = op.context.resync_task.get_loop()
-    return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
 
 
 async def events(cluster: Cluster, name: str, reason: str) -> int:

@@ -7,6 +7,8 @@ from typing import Any
 import pytest
 from operator_harness import NAMESPACE, WAIT_S, Cluster, StartOperator, job_manifest
 
+from flashrl_operator.client.errors import TransientError
+from flashrl_operator.job.reconciler import Token
 from flashrl_operator.sim import (
     JOBS_RESOURCE,
     RAY_JOBS_RESOURCE,
@@ -105,6 +107,47 @@ async def test_a_failure_after_a_checkpoint_starts_attempt_2_from_it(
     status = await cluster.wait_phase("r1", "Succeeded")
     assert status["attempt"] == 2 and status["lostSteps"] == 2
     assert status["attempts"][-1]["endStep"] == 20 and status["attempts"][-1]["endTime"]
+
+
+async def test_a_wake_up_whose_reconcile_fails_transiently_is_retried(
+    cluster: Cluster, start_operator: StartOperator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No resync to fall back on (it would reconcile the job anyway, a minute later at most).
+    op = await start_operator(retry_backoff=5.0, retry_delay=0.2, resync_interval=3600.0)
+    intake, reconciler = op.context.require_intake(), op.context.require_reconciler()
+    key = (NAMESPACE, "r8")
+    crashed = False
+    armed: list[tuple[str, str]] = []
+    failed: list[tuple[str, str]] = []  # the wake-up whose reconcile failed
+    retried: list[tuple[str, str]] = []  # the queue's next reconcile of the job, asked for later
+    due, original = intake._due, reconciler._reconcile
+
+    def wake_up(woken: tuple[str, str]) -> None:  # a reconcile of the job asked for later is due
+        if woken == key and failed:
+            retried.append(woken)
+        elif crashed and woken == key:  # the wake-up the retry's backoff asked for: it fails once
+            armed.append(woken)
+        due(woken)
+
+    async def reconcile(body: Any, token: Token) -> float | None:
+        meta = body["metadata"]
+        if (meta["namespace"], meta["name"]) in armed:
+            armed.clear()
+            failed.append(key)
+            raise TransientError("the API server answered 503 (injected)", delay=0.2)
+        return await original(body, token)
+
+    monkeypatch.setattr(intake, "_due", wake_up)
+    monkeypatch.setattr(reconciler, "_reconcile", reconcile)
+    await cluster.api.create(JOBS_RESOURCE, job_manifest("r8", {"lifecycle": {"maxRestarts": 2}}))
+    await cluster.wait_for(RAY_JOBS_RESOURCE, "r8")
+    await train(cluster, "r8", "r8", 1, range(1, 6))
+    crashed = True
+    await cluster.kuberay.set_status(NAMESPACE, "r8", crash(5))
+    second = await cluster.wait_for(RAY_JOBS_RESOURCE, "r8-2")
+    assert second["metadata"]["labels"]["flashrl.dev/attempt"] == "2"
+    assert failed == [key]
+    assert retried  # the failed wake-up was retried: the queue reconciled the job again by itself
 
 
 async def test_repeated_failure_without_a_new_checkpoint_is_no_progress(
@@ -219,6 +262,10 @@ async def test_with_no_retries_a_deleted_ray_job_fails_the_job(
     await cluster.api.delete(RAY_JOBS_RESOURCE, NAMESPACE, "r7")
     status = await cluster.wait_phase("r7", "Failed")
     assert status["reason"] == "RayJobDeleted"
-    warnings = [e for e in await cluster.events_for("r7") if e["type"] == "Warning"]
-    assert any(e["reason"] == "RayJobDeleted" for e in warnings)
+
+    async def announced() -> bool:  # Events are posted after the status is written
+        warnings = [e for e in await cluster.events_for("r7") if e["type"] == "Warning"]
+        return any(e["reason"] == "RayJobDeleted" for e in warnings)
+
+    await eventually(announced, "the RayJobDeleted Warning", WAIT_S)
     assert cluster.creations()[("rayjobs", NAMESPACE, "r7")] == 1

@@ -7,11 +7,10 @@ the test writes the end of its pod as the kubelet would (``staging``), and the s
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
-from operator_harness import NAMESPACE, Cluster, StartOperator, job_manifest
+from operator_harness import NAMESPACE, Cluster, StartOperator, job_manifest, on_operator
 
 from flashrl_operator.sim import BATCH_JOBS_RESOURCE, JOBS_RESOURCE, RAY_JOBS_RESOURCE, StagingStandIn
 
@@ -87,7 +86,7 @@ async def test_a_failed_staging_job_fails_the_job_with_its_cause_and_no_rayjob(
     cluster: Cluster, start_operator: StartOperator, staging: StagingStandIn
 ) -> None:
     await make_claims(cluster)
-    await start_operator()
+    op = await start_operator()
     await cluster.api.create(JOBS_RESOURCE, job_manifest("delta", hf_sources=True))
     await cluster.wait_for(BATCH_JOBS_RESOURCE, "delta-stage")
     cause = "GatedRepository: Qwen/Qwen3-8B-Base is gated: accept its terms on the Hub and provide a token"
@@ -97,7 +96,15 @@ async def test_a_failed_staging_job_fails_the_job_with_its_cause_and_no_rayjob(
     assert cause in status["message"]
     assert conditions(status)["Staged"] == ("False", "StagingFailed")
     assert conditions(status)["Failed"][0] == "True"
-    await asyncio.sleep(0.5)  # a reconcile after the failure must not create the RayJob either
+
+    # A reconcile after the failure must not create the RayJob either: one more goes through the
+    # operator's work queue, and the queue has drained (that reconcile, and any it led to, ended).
+    async def reconciled_again() -> None:
+        intake = op.context.require_intake()
+        intake.submit(NAMESPACE, "delta", None)
+        await intake.drain()
+
+    await on_operator(op, reconciled_again())
     assert await cluster.api.get(RAY_JOBS_RESOURCE, NAMESPACE, "delta") is None
     events = await cluster.events_for("delta")
     assert any(e["reason"] == "StagingFailed" and e["type"] == "Warning" for e in events)
@@ -112,10 +119,13 @@ async def test_sources_already_staged_on_the_claims_skip_the_job(
     await cluster.wait_for(BATCH_JOBS_RESOURCE, "first-stage")
     await staging.succeed(NAMESPACE, "first-stage")
     await cluster.wait_for(RAY_JOBS_RESOURCE, "first")
+    # The reconcile that creates the RayJob records the claims, then writes the status: the phase
+    # says the records are there (the RayJob alone does not; a loaded machine showed the gap).
+    await cluster.wait_phase("first", "Pending")
 
     await cluster.api.create(JOBS_RESOURCE, job_manifest("second", hf_sources=True))
     await cluster.wait_for(RAY_JOBS_RESOURCE, "second")
-    status = await cluster.status("second")
+    status = await cluster.wait_phase("second", "Pending")
     assert conditions(status)["Staged"] == ("True", "AlreadyStaged")
     assert await cluster.api.get(BATCH_JOBS_RESOURCE, NAMESPACE, "second-stage") is None
     assert ("jobs", NAMESPACE, "second-stage") not in cluster.creations()

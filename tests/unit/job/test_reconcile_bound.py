@@ -1,6 +1,6 @@
 """``--max-concurrent-reconciles``: however many jobs arrive at once, no more reconciles than the bound
 are under way together (the operator's memory under a burst depends on it), and each job still gets
-its reconcile."""
+its reconcile. The bound is the work queue's (``run/intake.py``): the reconciler keeps none."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from flashrl_operator.job.reconciler import Reconciler, Token
+from flashrl_operator.run.handlers import OperatorConfig, OperatorContext, job_intake
 from flashrl_operator.vocab.metrics import OperatorMetrics
 
 
@@ -22,7 +23,7 @@ async def test_no_more_reconciles_than_the_bound_run_at_once(
     most = 0
     done: list[str] = []
 
-    async def work(self: Reconciler, body: Mapping[str, Any], _token: Token) -> None:
+    async def work(self: Reconciler, body: Mapping[str, Any], _token: Token) -> float | None:
         nonlocal most
         name = body["metadata"]["name"]
         running.append(name)
@@ -31,12 +32,15 @@ async def test_no_more_reconciles_than_the_bound_run_at_once(
         await asyncio.sleep(0)
         running.remove(name)
         done.append(name)
+        return None
 
     monkeypatch.setattr(Reconciler, "_reconcile", work)
-    reconciler = Reconciler(object(), OperatorMetrics(), max_concurrent=bound)  # type: ignore[arg-type]
+    ctx = OperatorContext(OperatorConfig(max_concurrent_reconciles=bound))
+    intake = ctx.intake = job_intake(ctx)
+    ctx.reconciler = Reconciler(object(), OperatorMetrics(), intake.submit)  # type: ignore[arg-type]
     jobs = [f"job-{i}" for i in range(10)]
-    await asyncio.gather(
-        *(reconciler.reconcile("team-a", j, {"metadata": {"name": j, "namespace": "team-a"}}) for j in jobs)
-    )
+    for j in jobs:
+        intake.submit("team-a", j, {"metadata": {"name": j, "namespace": "team-a"}})
+    await intake.drain()
     assert sorted(done) == sorted(jobs)
     assert most == bound

@@ -67,7 +67,9 @@ async def _everything(ctx: OperatorContext) -> None:
     ctx.require_experiment_intake().submit("rl", "cmp", None)
     await ctx.require_experiment_intake().drain()
     await record_history(ctx, job)
-    await resync_all(ctx)
+    resync_all(ctx)  # through the intakes, as every reconcile
+    await ctx.require_intake().drain()
+    await ctx.require_experiment_intake().drain()
 
 
 async def test_a_follower_reconciles_nothing_and_writes_no_history() -> None:

@@ -1,7 +1,8 @@
-"""The job intake: handlers hand a job over and return; at most ``limit`` reconciles run at once; a job
-waits at most once, from its newest event; what waits is compact (no managedFields); a transient
-failure gives its turn back and comes again after its backoff; a deleted job's retry is dropped,
-and a deleted job that still waits is read first."""
+"""The job intake, the operator's one work queue: handlers hand a job over and return; at most ``limit``
+reconciles run at once, never two of one job; a job waits at most once, from its newest event; what
+waits is compact (no managedFields); the wake-up a reconcile returns is scheduled; every failure gives
+its turn back and comes again after its backoff (a failed wake-up too); a deleted job's retry is
+dropped, and a deleted job that still waits is read first."""
 
 from __future__ import annotations
 
@@ -28,8 +29,12 @@ def job(name: str, generation: int = 1) -> dict[str, Any]:
     }
 
 
-def no_backoff(namespace: str, name: str, attempt: int, exc: TransientError) -> float:
+def no_backoff(namespace: str, name: str, attempt: int, exc: Exception) -> float:
     return 0.0
+
+
+def long_backoff(namespace: str, name: str, attempt: int, exc: Exception) -> float:
+    return 3600.0  # a retry the test sees scheduled, and never waits for
 
 
 class Calls:
@@ -42,19 +47,28 @@ class Calls:
         self.release = asyncio.Event()
         self.release.set()
         self.fail: dict[str, int] = {}
+        #: Per job, the wake-ups its next reconciles return (then ``None``).
+        self.again: dict[str, list[float]] = {}
+        self.running_jobs: list[str] = []
+        self.overlapped = False
 
-    async def __call__(self, namespace: str, name: str, body: Mapping[str, Any] | None) -> None:
+    async def __call__(self, namespace: str, name: str, body: Mapping[str, Any] | None) -> float | None:
         self.calls.append((name, body))
         self.running += 1
         self.most = max(self.most, self.running)
+        self.overlapped |= name in self.running_jobs
+        self.running_jobs.append(name)
         try:
             await self.release.wait()
             await asyncio.sleep(0)
             if self.fail.get(name, 0) > 0:
                 self.fail[name] -= 1
                 raise TransientError("the API server answered 503")
+            wakeups = self.again.get(name)
+            return wakeups.pop(0) if wakeups else None
         finally:
             self.running -= 1
+            self.running_jobs.remove(name)
 
 
 def test_pack_drops_managed_fields_and_keeps_the_rest() -> None:
@@ -113,12 +127,79 @@ async def test_an_event_while_reconciling_brings_one_more_reconcile() -> None:
     assert [body["metadata"]["generation"] for _, body in calls.calls if body] == [1, 2]
 
 
+async def test_two_reconciles_of_one_job_never_run_at_once_though_turns_are_free() -> None:
+    calls = Calls()
+    calls.release.clear()
+    intake = Intake(calls, 4, no_backoff, kind="FlashRLJob")
+    intake.submit("team-a", "a", job("a", 1))
+    intake.submit("team-a", "b", job("b"))
+    await asyncio.sleep(0)  # "a" and "b" both hold a turn
+    for generation in (2, 3):  # while "a" runs: it waits for it, once, from the newest
+        intake.submit("team-a", "a", job("a", generation))
+        await asyncio.sleep(0)
+    assert calls.running == 2
+    calls.release.set()
+    await intake.drain()
+    assert not calls.overlapped
+    assert [body["metadata"]["generation"] for name, body in calls.calls if name == "a" and body] == [1, 3]
+
+
+async def test_the_wake_up_a_reconcile_returns_is_scheduled_and_reads_the_job() -> None:
+    calls = Calls()
+    calls.again["a"] = [0.01]
+    intake = Intake(calls, 1, long_backoff, kind="FlashRLJob")
+    intake.submit("team-a", "a", job("a"))
+    await intake.drain()
+    assert intake.scheduled("team-a", "a")
+    while len(calls.calls) < 2:
+        await asyncio.sleep(0.01)
+        await intake.drain()
+    assert calls.calls[1] == ("a", None)
+    assert not intake.scheduled("team-a", "a")  # the second reconcile asked for nothing more
+
+
+async def test_a_wake_up_whose_reconcile_fails_transiently_is_retried_after_the_backoff() -> None:
+    calls = Calls()
+    calls.again["waking"] = [0.01]  # e.g. a failed attempt's retry backoff ending
+    asked: list[tuple[int, str]] = []
+
+    def backoff(namespace: str, name: str, attempt: int, exc: Exception) -> float:
+        asked.append((attempt, str(exc)))
+        return 0.01
+
+    intake = Intake(calls, 1, backoff, kind="FlashRLJob")
+    intake.submit("team-a", "waking", job("waking"))
+    await intake.drain()
+    calls.fail["waking"] = 1  # the API server answers 503 to the wake-up's reconcile
+    while len(calls.calls) < 3:
+        await asyncio.sleep(0.01)
+        await intake.drain()
+    assert [name for name, _ in calls.calls] == ["waking"] * 3
+    assert asked == [(0, "the API server answered 503")]  # the wake-up failed and was retried
+    assert calls.fail["waking"] == 0 and not intake.scheduled("team-a", "waking")
+    await intake.close()
+
+
+async def test_an_event_does_what_a_scheduled_wake_up_would_have() -> None:
+    calls = Calls()
+    calls.again["a"] = [3600.0]
+    intake = Intake(calls, 1, long_backoff, kind="FlashRLJob")
+    intake.submit("team-a", "a", job("a", 1))
+    await intake.drain()
+    assert intake.scheduled("team-a", "a")
+    intake.submit("team-a", "a", job("a", 2))
+    await intake.drain()
+    # The event's reconcile asked for no wake-up: the one before is not kept for it.
+    assert not intake.scheduled("team-a", "a")
+    assert len(calls.calls) == 2
+
+
 async def test_a_transient_failure_gives_the_turn_back_and_retries_after_the_backoff() -> None:
     calls = Calls()
     calls.fail["flaky"] = 2
     asked: list[int] = []
 
-    def backoff(namespace: str, name: str, attempt: int, exc: TransientError) -> float:
+    def backoff(namespace: str, name: str, attempt: int, exc: Exception) -> float:
         asked.append(attempt)
         return 0.01
 
@@ -141,7 +222,7 @@ async def test_a_deleted_job_is_not_retried() -> None:
     calls = Calls()
     calls.fail["gone"] = 1
 
-    def backoff(namespace: str, name: str, attempt: int, exc: TransientError) -> float:
+    def backoff(namespace: str, name: str, attempt: int, exc: Exception) -> float:
         return 0.05
 
     intake = Intake(calls, 1, backoff, kind="FlashRLJob")
@@ -166,27 +247,31 @@ async def test_a_job_deleted_while_waiting_is_read_first_not_reconciled_from_its
     assert calls.calls[1] == ("doomed", None)  # the reconcile reads the job (and finds it gone)
 
 
-async def test_other_failures_are_logged_and_not_retried(caplog: pytest.LogCaptureFixture) -> None:
+async def test_other_failures_are_logged_and_retried(caplog: pytest.LogCaptureFixture) -> None:
     async def broken(namespace: str, name: str, body: Mapping[str, Any] | None) -> None:
         raise KeyError("spec")
 
-    intake = Intake(broken, 1, no_backoff, kind="FlashRLJob")
+    intake = Intake(broken, 1, long_backoff, kind="FlashRLJob")
     intake.submit("team-a", "bug", job("bug"))
     await intake.drain()
     assert "FlashRLJob team-a/bug: reconcile failed" in caplog.text
     assert intake.waiting == 0
+    assert intake.scheduled("team-a", "bug")  # every failure is retried, after the backoff
+    await intake.close()
 
 
 async def test_an_api_refusal_is_one_line_without_a_traceback(caplog: pytest.LogCaptureFixture) -> None:
     async def refused(namespace: str, name: str, body: Mapping[str, Any] | None) -> None:
         raise RejectedError("get RayJob team-a/j", 403, "Forbidden", "rayjobs is forbidden")
 
-    intake = Intake(refused, 1, no_backoff, kind="FlashRLJob")
+    intake = Intake(refused, 1, long_backoff, kind="FlashRLJob")
     intake.submit("team-a", "j", job("j"))
     await intake.drain()
     (record,) = [r for r in caplog.records if "reconcile failed" in r.getMessage()]
     assert "HTTP 403 Forbidden: rayjobs is forbidden" in record.getMessage()
     assert record.exc_info is None
+    assert intake.scheduled("team-a", "j")
+    await intake.close()
 
 
 def test_a_limit_under_one_is_refused() -> None:

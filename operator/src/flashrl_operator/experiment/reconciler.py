@@ -81,24 +81,19 @@ def _comparable(status: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 class ExperimentReconciler:
-    """Converges FlashRLExperiments; one per operator, in the operator's event loop."""
+    """Converges FlashRLExperiments; one per operator, in the operator's event loop.
+
+    It keeps no per-experiment state, no lock and no timer: the operator's work queue
+    (:mod:`flashrl_operator.run.intake`) runs one reconcile of an experiment at a time, bounds them,
+    and retries a failed one.
+    """
 
     def __init__(self, kube: KubeClient, now: Callable[[], str] = now_rfc3339) -> None:
         self._kube = kube
         self._now = now
-        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
 
-    async def reconcile(self, namespace: str, name: str, body: Mapping[str, Any] | None = None) -> None:
+    async def reconcile(self, namespace: str, name: str) -> None:
         """Bring one experiment's jobs and status up to date (idempotent)."""
-        lock = self._locks.setdefault((namespace, name), asyncio.Lock())
-        async with lock:
-            await self._reconcile(namespace, name)
-
-    def forget(self, namespace: str, name: str) -> None:
-        """Drop per-experiment state after a deletion."""
-        self._locks.pop((namespace, name), None)
-
-    async def _reconcile(self, namespace: str, name: str) -> None:
         raw = await self._kube.get(FLASHRL_EXPERIMENT, namespace, name)
         if raw is None or (raw.get("metadata") or {}).get("deletionTimestamp"):
             return

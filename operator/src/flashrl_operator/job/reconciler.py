@@ -18,7 +18,11 @@ events change nothing. Each reconcile
    staged sources on their claims, deletes a failed attempt's RayJob;
 4. **writes** the status once (only the keys the operator owns, only when changed), then the job's
    spec when the step patches it (the mismatch guard's Suspend), and then posts the Events, so an
-   Event never announces a status that was not written.
+   Event never announces a status that was not written;
+5. **returns** when it wants to run again (the step's wake-up, or at once after a refused write), as
+   controller-runtime's ``ctrl.Result{RequeueAfter}``: the operator's one work queue
+   (:mod:`flashrl_operator.run.intake`) schedules it, bounds how many reconciles run at once, runs one
+   reconcile per job at a time and retries every failure. This module keeps no lock, bound or timer.
 
 The I/O goes through :class:`~flashrl_operator.client.kube.KubeClient`. No method here decides
 anything of its own: what to read next it asks of the pure predicates, everything else of ``next_step``.
@@ -95,7 +99,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
@@ -149,11 +153,6 @@ REREAD_SECONDS: Final = 0.1
 #: Versions of a job one reconcile computes its step from at most (each newer than the last) before
 #: it gives its turn back as a transient failure: a job written to that often is retried later.
 MAX_VIEWS: Final = 4
-
-
-def _log_failure(task: asyncio.Task[None]) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        logger.warning("A scheduled reconcile failed: %s", task.exception())
 
 
 def override_problems(job: FlashRLJob, cancel: threading.Event | None = None) -> list[str]:
@@ -216,7 +215,7 @@ def _with_version(body: Mapping[str, Any], version: str | None) -> dict[str, Any
 
 
 class _CheckUnderWay(Exception):  # noqa: N818 (a signal, not an error)
-    """The job's verl check runs in the background; its end reconciles the job again."""
+    """The job's verl check runs in the background; its end submits the job again."""
 
 
 @dataclass(frozen=True)
@@ -228,40 +227,41 @@ class Halt:
     under its name (read next)."""
 
 
+#: Asks for a reconcile of ``namespace/name`` from the body given (``None``: read it first); the
+#: operator's work queue (:meth:`flashrl_operator.run.intake.Intake.submit`).
+Submit = Callable[[str, str, Mapping[str, Any] | None], None]
+
+
 class Reconciler:
-    """Converges FlashRLJobs; one instance per operator, living in the operator's event loop."""
+    """Converges FlashRLJobs; one instance per operator, living in the operator's event loop.
+
+    ``submit`` is how the end of a verl check (which runs beside the reconciles, see :meth:`_checked`)
+    asks for the reconciles of the jobs that waited for it: through the work queue, like a watch event.
+    """
 
     def __init__(
         self,
         kube: KubeClient,
         metrics: OperatorMetrics,
+        submit: Submit,
         *,
         check_overrides: bool = True,
         retry_backoff: float = BACKOFF_BASE_SECONDS,
         policy: AdminPolicy | None = None,
         network: NetworkSettings | None = None,
         default_trainer_image: str | None = None,
-        max_concurrent: int = 16,
         check_slots: int = DEFAULT_SLOTS,
     ) -> None:
         self._kube = kube
-        #: Reconciles under way at once, over all jobs. A burst of new jobs (1,000 applied at once)
-        #: gets a watch event each at once; unbounded, each holds its body, rendered children and
-        #: responses while waiting for the event loop, and the peak stays in the process (CPython
-        #: rarely returns freed memory). The work is CPU-bound on the operator and the API server, so
-        #: a bound costs no throughput once it keeps both busy.
-        self._gate = asyncio.Semaphore(max_concurrent)
+        self._submit = submit
         self._policy = policy or AdminPolicy()
         self._network = network or NetworkSettings()
         self._default_trainer_image = default_trainer_image
         self._retry_backoff = retry_backoff
-        #: Reconciles scheduled for when a retry's backoff ends, one per job.
-        self._wakeups: dict[tuple[str, str], asyncio.TimerHandle] = {}
         #: A child the API server rejected, by job: (the job's generation, why), until reported.
         self._rejections: dict[tuple[str, str], tuple[int | None, str]] = {}
         self._metrics = metrics
         self._check_overrides = check_overrides
-        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
         self._first_seen: dict[str, datetime.datetime] = {}
         self._override_cache: dict[str, list[str]] = {}
         #: verl checks under way, by spec hash: the jobs to reconcile again at its end.
@@ -277,56 +277,58 @@ class Reconciler:
         #: The cancellation tokens of the reconciles under way, by job.
         self._tokens: dict[tuple[str, str], set[Token]] = {}
 
-    async def reconcile(self, namespace: str, name: str, body: Mapping[str, Any] | None = None) -> None:
-        """Reconcile the job ``namespace/name`` if it still exists.
+    async def reconcile(
+        self, namespace: str, name: str, body: Mapping[str, Any] | None = None
+    ) -> float | None:
+        """Reconcile the job ``namespace/name`` if it still exists; returns the seconds after which it
+        wants to be reconciled again (``None``: only when something changes).
 
         ``body`` is the job as a watch event just delivered it (saves a read); without it the job
-        is read first. Serialised per job: watch events for the job and for its RayJob may race.
+        is read first. The caller runs one reconcile of a job at a time (watch events for the job and
+        for its RayJob may race): the operator's work queue does.
         """
         key = (namespace, name)
-        lock = self._locks.setdefault(key, asyncio.Lock())
-        async with lock, self._gate:
-            started = time.perf_counter()
-            token = Token()
-            self._tokens.setdefault(key, set()).add(token)
-            try:
-                await self._views(namespace, name, body, token)
-            except _CheckUnderWay:
-                # The job waits for its verl check holding neither this reconcile's turn nor the gate:
-                # other jobs, other namespaces' among them, reconcile meanwhile. The check's end
-                # reconciles it again.
-                return
-            except TransientError:
-                self._metrics.reconcile_errors.labels(reason="Temporary").inc()
-                raise
-            except Exception as exc:
-                self._metrics.reconcile_errors.labels(reason=type(exc).__name__).inc()
-                raise
-            finally:
-                tokens = self._tokens.get(key)
-                if tokens is not None:
-                    tokens.discard(token)
-                    if not tokens:
-                        del self._tokens[key]
-                self._metrics.reconcile_duration.observe(time.perf_counter() - started)
+        started = time.perf_counter()
+        token = Token()
+        self._tokens.setdefault(key, set()).add(token)
+        try:
+            return await self._views(namespace, name, body, token)
+        except _CheckUnderWay:
+            # The job waits for its verl check without holding a turn: other jobs, other namespaces'
+            # among them, reconcile meanwhile. The check's end submits it again.
+            return None
+        except TransientError:
+            self._metrics.reconcile_errors.labels(reason="Temporary").inc()
+            raise
+        except Exception as exc:
+            self._metrics.reconcile_errors.labels(reason=type(exc).__name__).inc()
+            raise
+        finally:
+            tokens = self._tokens.get(key)
+            if tokens is not None:
+                tokens.discard(token)
+                if not tokens:
+                    del self._tokens[key]
+            self._metrics.reconcile_duration.observe(time.perf_counter() - started)
 
-    async def _views(self, namespace: str, name: str, body: Mapping[str, Any] | None, token: Token) -> None:
+    async def _views(
+        self, namespace: str, name: str, body: Mapping[str, Any] | None, token: Token
+    ) -> float | None:
         """Reconcile from ``body`` (or a read), and again from each newer version a check finds."""
         for _ in range(MAX_VIEWS):
             if body is None:
                 body = await self._kube.get(FLASHRL_JOB, namespace, name)
             meta = (body or {}).get("metadata") or {}
             if body is None or meta.get("deletionTimestamp"):
-                return
+                return None
             token.uid = str(meta.get("uid") or "") or None
             try:
-                await self._reconcile(body, token)
-                return
+                return await self._reconcile(body, token)
             except StaleViewError as stale:
                 body = stale.fresh
             except JobGoneError as gone:
                 logger.info("FlashRLJob %s/%s: %s; nothing more is written for it", namespace, name, gone)
-                return
+                return None
         raise TransientError(
             f"FlashRLJob {namespace}/{name} changed {MAX_VIEWS} times while it was reconciled", REREAD_SECONDS
         )
@@ -337,20 +339,17 @@ class Reconciler:
         for token in self._tokens.get((namespace, name), ()):
             if uid is None or token.uid in (None, uid):
                 token.cancelled = True
-        self._locks.pop((namespace, name), None)
         self._rejections.pop((namespace, name), None)
-        wakeup = self._wakeups.pop((namespace, name), None)
-        if wakeup is not None:
-            wakeup.cancel()
         self._metrics.forget_goodput(namespace, name)
         if uid:
             self._first_seen.pop(uid, None)
             self._created_first.discard(uid)
             self._metrics.forget(uid)
 
-    async def _reconcile(self, body: Mapping[str, Any], token: Token) -> None:
-        """Read, decide (once), check the job is still this version, act, write; then the Events,
-        then the next wake-up. Raises :class:`StaleViewError` or :class:`JobGoneError` from a check."""
+    async def _reconcile(self, body: Mapping[str, Any], token: Token) -> float | None:
+        """Read, decide (once), check the job is still this version, act, write; then the Events.
+        Returns the seconds until the next wake-up the step asks for (at once after a refused write).
+        Raises :class:`StaleViewError` or :class:`JobGoneError` from a check."""
         observed = await self._observe(body)
         step = next_step(observed)
         key = (observed.namespace, observed.name)
@@ -362,12 +361,10 @@ class Reconciler:
         if halt is not None:
             if halt.rejected is not None:
                 self._rejections[key] = (observed.generation, halt.rejected)
-            self._wake_in(key, REREAD_SECONDS)
-            return
+            return REREAD_SECONDS
         await self._act(observed, step, token)
         await self._write(body, observed, step, token)
-        if step.wake_after is not None:
-            self._wake_in(key, step.wake_after)
+        return step.wake_after
 
     async def _current(self, body: Mapping[str, Any], token: Token) -> None:
         """Read the job again: :class:`JobGoneError` when it is gone, being deleted or another job
@@ -516,8 +513,8 @@ class Reconciler:
         and resyncs ask, and asks during the check join the one under way (a restarted operator lists
         every job; an experiment's variants share most of a spec). The check runs in the background,
         in a child process, bounded and fair between namespaces
-        (:class:`~flashrl_operator.job.fair.FairSlots`); its end reconciles every job that asked, from
-        the body it last asked with (as a watch event would hand it: no read).
+        (:class:`~flashrl_operator.job.fair.FairSlots`); its end submits every job that asked to the work
+        queue, with the body it last asked with (as a watch event would hand it: no read).
         """
         wire = json.dumps(job.spec.to_wire(), sort_keys=True, separators=(",", ":"))
         key = hashlib.sha256(wire.encode()).hexdigest()
@@ -536,7 +533,7 @@ class Reconciler:
         raise _CheckUnderWay
 
     def _check_done(self, key: str, task: asyncio.Future[list[str]]) -> None:
-        """Remember the verdict and reconcile the jobs that wait for it."""
+        """Remember the verdict and submit the jobs that wait for it."""
         self._check_tasks.discard(task)
         waiting = self._override_pending.pop(key, {})
         if task.cancelled():
@@ -550,10 +547,8 @@ class Reconciler:
             if len(self._override_cache) >= _CONFIG_CACHE_SIZE:
                 self._override_cache.pop(next(iter(self._override_cache)))
             self._override_cache[key] = task.result()
-        loop = asyncio.get_running_loop()
         for (namespace, name), body in waiting.items():
-            again = loop.create_task(self.reconcile(namespace, name, body))
-            again.add_done_callback(_log_failure)
+            self._submit(namespace, name, body)
 
     async def _compose(self, job: FlashRLJob, namespace: str) -> list[str]:
         async with self._checks.slot(namespace):
@@ -712,20 +707,6 @@ class Reconciler:
             log = logger.warning if event.type == "Warning" else logger.info
             log("FlashRLJob %s/%s: %s: %s", namespace, name, event.reason, event.message)
             await self._kube.create_event(involved, event.type, event.reason, event.message)
-
-    def _wake_in(self, key: tuple[str, str], delay: float) -> None:
-        """Reconcile the job again after ``delay`` seconds (the resync would, later)."""
-        old = self._wakeups.pop(key, None)
-        if old is not None:
-            old.cancel()
-        loop = asyncio.get_running_loop()
-
-        def fire() -> None:
-            self._wakeups.pop(key, None)
-            task = loop.create_task(self.reconcile(*key))
-            task.add_done_callback(_log_failure)
-
-        self._wakeups[key] = loop.call_later(delay, fire)
 
     def _refused_once(self, what: str, exc: RejectedError, consequence: str) -> None:
         """A refused optional read costs only detail: say so once per kind of read, not per job."""

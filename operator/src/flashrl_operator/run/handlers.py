@@ -7,10 +7,12 @@ bodies do nothing but find the job and call :meth:`Reconciler.reconcile`.
 
 Only kopf's event handlers are used (no ``on.create``/``on.update``/``on.resume``): the reconcile is
 level-based, so kopf's per-object bookkeeping (annotations it would patch after every handler) buys
-nothing and costs a write per change. Which events reconcile is :func:`needs_reconcile`. A job's
-reconcile, and an experiment's, is handed to an :class:`~flashrl_operator.run.intake.Intake` (bounded,
-one per object, retried after transient failures) and the handler returns at once, so a burst of events
-does not keep kopf's events alive while they wait, and a job's handler never waits for its experiment.
+nothing and costs a write per change. Which events reconcile is a job decision,
+:func:`~flashrl_operator.job.triggers.needs_reconcile`. A job's reconcile, and an experiment's, is
+handed to an :class:`~flashrl_operator.run.intake.Intake` (the one work queue: bounded, one reconcile
+per object at a time, wake-ups the reconcile asks for, every failure retried) and the handler returns at
+once, so a burst of events does not keep kopf's events alive while they wait, and a job's handler never
+waits for its experiment. The periodic resync submits to the same intakes.
 No handler needs a finalizer, so deleting a FlashRLJob never waits for the operator.
 """
 
@@ -18,10 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +30,6 @@ import kopf
 
 from flashrl_api import GROUP, KIND, PLURAL, VERSION
 from flashrl_api.experiment import EXPERIMENT_KIND
-from flashrl_api.status import ConditionType
 from flashrl_operator.client.errors import TransientError
 from flashrl_operator.client.kube import KubeClient
 from flashrl_operator.client.login import CredentialError, Credentials
@@ -43,8 +43,7 @@ from flashrl_operator.job.fair import DEFAULT_SLOTS
 from flashrl_operator.job.policy import AdminPolicy
 from flashrl_operator.job.reconciler import Reconciler
 from flashrl_operator.job.retry_policy import jittered
-from flashrl_operator.job.status.conditions import find_condition
-from flashrl_operator.job.status.staging import progress_line
+from flashrl_operator.job.triggers import needs_reconcile
 from flashrl_operator.render import JOB_LABEL, MANAGED_BY
 from flashrl_operator.render.children import owner_name
 from flashrl_operator.render.labels import MANAGED_BY_LABEL
@@ -97,8 +96,9 @@ class OperatorConfig:
     """Seconds between periodic reconciles of every job (catches missed events)."""
 
     max_concurrent_reconciles: int = 16
-    """Job reconciles under way at once (``--max-concurrent-reconciles``): bounds the operator's memory
-    when many jobs arrive at once (docs/benchmarks.md)."""
+    """Job reconciles under way at once, and as many experiment reconciles (``--max-concurrent-reconciles``,
+    the operator's one bound on reconciles, kept by its intakes): bounds the operator's memory when many
+    jobs arrive at once (docs/benchmarks.md)."""
 
     scanning: bool = True
     """Let kopf scan CRDs and namespaces (off against emulators, which serve no CRD objects)."""
@@ -192,60 +192,28 @@ def backoff_delay(base: float, retry: int, cap: float, key: str = "") -> float:
     return jittered(float(min(cap, base * 2 ** min(retry, 16))), key, retry)
 
 
-def needs_reconcile(event_type: str | None, body: Mapping[str, Any]) -> bool:
-    """Whether a FlashRLJob watch event calls for a reconcile (pure).
-
-    Every job listed when the operator starts (``event_type`` None) is reconciled, as is any job
-    whose ``metadata.generation`` the status has not observed yet: a new job or a spec edit.
-    Changes to the status (the operator's own writes, the launcher's progress) and to metadata do
-    not; the RayJob's changes and the periodic resync cover the rest (the mismatch guard judges the
-    launcher's ``status.metrics`` at each of those reconciles: a step takes minutes, the resync one).
-    The job itself carries the only bookkeeping there is (``status.observedGeneration``): kopf stores
-    nothing on it.
-    """
-    if event_type == "DELETED":
-        return False
-    if event_type is None:
-        return True
-    meta = body.get("metadata") or {}
-    if meta.get("deletionTimestamp"):
-        return False
-    status = body.get("status") or {}
-    if status.get("observedGeneration") != meta.get("generation"):
-        return True
-    return staging_progress_unshown(status)
-
-
-def staging_progress_unshown(status: Mapping[str, Any]) -> bool:
-    """The stage command reported progress the Staged condition does not show yet (pure): the one
-    status change from inside the job that the operator re-reads, so the condition tracks it."""
-    if status.get("phase") != "Staging":
-        return False
-    line = progress_line(status.get("staging"))
-    staged = find_condition(status.get("conditions") or [], ConditionType.STAGED) or {}
-    return bool(line) and line not in str(staged.get("message") or "")
-
-
 def retry_backoff(config: OperatorConfig) -> Backoff:
-    """Seconds before the next try of an object whose ``attempt``-th reconcile failed transiently:
+    """Seconds before the next try of an object whose ``attempt``-th reconcile in a row failed:
     :func:`backoff_delay` from the operator's settings, never shorter than the server's Retry-After
     (in :attr:`TransientError.delay`)."""
 
-    def backoff(namespace: str, name: str, attempt: int, exc: TransientError) -> float:
+    def backoff(namespace: str, name: str, attempt: int, exc: Exception) -> float:
         delay = backoff_delay(config.retry_delay, attempt, config.max_retry_delay, f"{namespace}/{name}")
-        return max(exc.delay, delay)
+        return max(exc.delay, delay) if isinstance(exc, TransientError) else delay
 
     return backoff
 
 
 def job_intake(ctx: OperatorContext) -> Intake:
     """The operator's job :class:`Intake`: ``--max-concurrent-reconciles`` turns, the reconciler behind
-    them, :func:`retry_backoff` (a retry reads the job again: it may have changed). A replica that stops
-    leading stops reconciling; the new leader resyncs everything when it takes over."""
+    them, its wake-ups scheduled and its failures retried after :func:`retry_backoff` (a retry reads the
+    job again: it may have changed). A replica that stops leading stops reconciling; the new leader
+    resyncs everything when it takes over."""
 
-    async def reconcile(namespace: str, name: str, body: Mapping[str, Any] | None) -> None:
-        if ctx.may_reconcile:
-            await ctx.require_reconciler().reconcile(namespace, name, body)
+    async def reconcile(namespace: str, name: str, body: Mapping[str, Any] | None) -> float | None:
+        if not ctx.may_reconcile:
+            return None
+        return await ctx.require_reconciler().reconcile(namespace, name, body)
 
     return Intake(reconcile, ctx.config.max_concurrent_reconciles, retry_backoff(ctx.config), kind=KIND)
 
@@ -275,38 +243,19 @@ async def resync_forever(ctx: OperatorContext) -> None:
     """
     while True:
         await asyncio.sleep(ctx.config.resync_interval)
-        await resync_all(ctx)
+        resync_all(ctx)
 
 
-async def resync_all(ctx: OperatorContext) -> None:
-    """Reconcile every known job once (at most eight at a time); nothing when another replica leads."""
-    limit = asyncio.Semaphore(8)
-
-    async def one(kind: str, namespace: str, name: str, reconcile: Callable[[], Awaitable[None]]) -> None:
-        async with limit:
-            if not ctx.may_reconcile:
-                return
-            try:
-                await reconcile()
-            except Exception as exc:  # One object's trouble must not stop the others' resync.
-                logger.warning("Resync of %s %s/%s failed: %s", kind, namespace, name, exc)
-
-    async def job(namespace: str, name: str) -> None:
-        await ctx.require_reconciler().reconcile(namespace, name)
-
-    async def experiment(namespace: str, name: str) -> None:
-        if ctx.experiments is not None:
-            await ctx.experiments.reconcile(namespace, name)
-
-    await asyncio.gather(
-        *(one(KIND, ns, name, functools.partial(job, ns, name)) for ns, name in sorted(ctx.known_jobs))
-    )
-    await asyncio.gather(
-        *(
-            one(EXPERIMENT_KIND, ns, name, functools.partial(experiment, ns, name))
-            for ns, name in sorted(ctx.known_experiments)
-        )
-    )
+def resync_all(ctx: OperatorContext) -> None:
+    """Submit every known job, then every known experiment, to its intake (read first: the resync's
+    point is what the watch may have missed); nothing when another replica leads. The intakes bound
+    them like any other reconcile, run one per object at a time, and retry a failed one."""
+    if not ctx.may_reconcile:
+        return
+    for namespace, name in sorted(ctx.known_jobs):
+        ctx.require_intake().submit(namespace, name, None)
+    for namespace, name in sorted(ctx.known_experiments):
+        ctx.require_experiment_intake().submit(namespace, name, None)
 
 
 async def record_history(ctx: OperatorContext, body: Mapping[str, Any]) -> None:
@@ -351,18 +300,18 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
             )
         except CredentialError as exc:
             raise kopf.PermanentError(str(exc)) from exc
+        ctx.intake = job_intake(ctx)
         ctx.reconciler = Reconciler(
             ctx.kube,
             ctx.metrics,
+            ctx.intake.submit,
             check_overrides=config.check_overrides,
             policy=config.policy,
             network=config.network,
             retry_backoff=config.retry_backoff,
             default_trainer_image=config.default_trainer_image,
-            max_concurrent=config.max_concurrent_reconciles,
             check_slots=config.check_slots,
         )
-        ctx.intake = job_intake(ctx)
         ctx.experiments = ExperimentReconciler(ctx.kube)
         ctx.experiment_intake = experiment_intake(ctx)
         ctx.history = HistoryRecorder(ctx.kube)
@@ -374,7 +323,7 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
         if config.leader_election:
 
             async def elected() -> None:
-                await resync_all(ctx)  # the previous leader may have left work undone
+                resync_all(ctx)  # the previous leader may have left work undone
 
             ctx.leadership = Leadership(
                 credentials,
@@ -435,8 +384,6 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
         if type == "DELETED":
             # Its FlashRLJobs go with it: they are owned by it (Kubernetes' garbage collector).
             ctx.known_experiments.discard(key)
-            if ctx.experiments is not None:
-                ctx.experiments.forget(*key)
             if ctx.experiment_intake is not None:
                 ctx.experiment_intake.forget(*key)
             return

@@ -14,7 +14,7 @@ from flashrl_operator.job.status.mapping import (
     status_events,
 )
 from flashrl_operator.job.status.staging import StagingObservation
-from flashrl_operator.run.handlers import needs_reconcile
+from flashrl_operator.job.triggers import needs_reconcile
 from flashrl_operator.vocab.kuberay import RayJobView
 
 NOW = "2026-01-01T00:00:00Z"
