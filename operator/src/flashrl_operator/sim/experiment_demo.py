@@ -19,6 +19,7 @@ from typing import Any, Final, TextIO
 from flashrl_api.history import HISTORY_KEY, history_name, parse_history
 from flashrl_api.validation_summary import VALIDATION_KEY, parse_summaries
 from flashrl_jobs.validation_watch import ValidationWatch
+from flashrl_operator.client.report_runs import load_cluster_runs
 from flashrl_operator.sim.apiserver import (
     CONFIG_MAPS_RESOURCE,
     EVENTS_RESOURCE,
@@ -32,7 +33,6 @@ from flashrl_operator.sim.harness import EmulatedCluster
 from flashrl_operator.sim.staging import BATCH_JOBS_RESOURCE
 from flashrl_operator.sim.standins import SUCCEEDED, TRAINING
 from flashrl_report import build_report, write_report
-from flashrl_report.cluster import load_cluster_runs
 from flashrl_report.synthetic import records, validation_rows, validation_steps
 
 NAMESPACE: Final = "rl"
