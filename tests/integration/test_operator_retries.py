@@ -15,16 +15,17 @@ from flashrl_operator.sim import (
     eventually,
     failed,
 )
+from flashrl_operator.vocab.kuberay import entrypoint_failed_message
 
 CKPT = "/checkpoints/DAPO-1/{job}/global_step_{step}"
 
 
 def crash(step: int, code: int = 1) -> dict[str, Any]:
     """KubeRay's status when verl crashed (the launcher's last line, as Ray's job message carries it)."""
-    message = (
-        f"Job entrypoint command failed with exit code {code}, last available logs (truncated to 20,000 "
-        f"chars):\nRuntimeError: NCCL watchdog timeout\nflashrl-launch: verl exited with code {code} on its "
-        f"own at step {step}"
+    message = entrypoint_failed_message(
+        code,
+        "RuntimeError: NCCL watchdog timeout",
+        f"flashrl-launch: verl exited with code {code} on its own at step {step}",
     )
     return failed("AppFailed", message)
 
@@ -115,10 +116,7 @@ async def test_a_non_retryable_failure_is_not_retried(
     await cluster.wait_for(RAY_JOBS_RESOURCE, "r3")
     await train(cluster, "r3", "r3", 1, range(1, 3))
     line = "checkpoint directory /checkpoints/r3 is not writable: Read-only file system (OSError errno 30)"
-    message = (
-        "Job entrypoint command failed with exit code 73, last available logs (truncated to 20,000 chars):\n"
-        f"flashrl-launch: {line}"
-    )
+    message = entrypoint_failed_message(73, f"flashrl-launch: {line}")
     await cluster.kuberay.set_status(NAMESPACE, "r3", failed("AppFailed", message))
     status = await cluster.wait_phase("r3", "Failed")
     assert status["reason"] == "CheckpointUnwritable"
@@ -136,10 +134,7 @@ async def test_verl_exiting_0_before_the_last_step_is_not_success(
     await cluster.wait_for(RAY_JOBS_RESOURCE, "r4")
     await train(cluster, "r4", "r4", 1, range(1, 6))
     line = "verl stopped early: it exited 0 at step 5 of 20 (last step line 5, newest checkpoint 5)"
-    message = (
-        "Job entrypoint command failed with exit code 70, last available logs (truncated to 20,000 chars):\n"
-        f"flashrl-launch: {line}"
-    )
+    message = entrypoint_failed_message(70, f"flashrl-launch: {line}")
     await cluster.kuberay.set_status(NAMESPACE, "r4", failed("AppFailed", message))
     status = await cluster.wait_phase("r4", "Failed")
     assert status["reason"] == "StoppedEarly" and line in status["message"]

@@ -60,7 +60,7 @@ from flashrl_operator.sim.standins import (
     unschedulable,
     verl_step_metrics,
 )
-from flashrl_operator.vocab.kuberay import DeletionPolicy, KubeRayReason
+from flashrl_operator.vocab.kuberay import DeletionPolicy, KubeRayReason, entrypoint_failed_message
 
 #: The example FlashRLJob shipped with the package (``examples/flashrljob.yaml`` in the repository).
 EXAMPLE: Final[Traversable] = resources.files("flashrl_operator.sim") / "example.yaml"
@@ -375,10 +375,10 @@ async def _play(
             await until(f"progress step {step}", lambda s, n=step: (s.get("progress") or {}).get("step") == n)
 
     await run_steps(1, range(1, fails_after + 1))
-    crash = (
-        "Job entrypoint command failed with exit code 1, last available logs (truncated to 20,000 chars):\n"
-        "RuntimeError: NCCL watchdog timeout (a GPU node was lost)\n"
-        f"flashrl-launch: verl exited with code 1 on its own at step {fails_after}"
+    crash = entrypoint_failed_message(
+        1,
+        "RuntimeError: NCCL watchdog timeout (a GPU node was lost)",
+        f"flashrl-launch: verl exited with code 1 on its own at step {fails_after}",
     )
     timeline.say(
         KUBERAY, f"the Ray job failed after step {fails_after} (NCCL timeout): jobDeploymentStatus=Failed"
