@@ -145,6 +145,28 @@ def _lend(job: FlashRLJob) -> bool:
     return bool(a is not None and a.lend_idle_trainer_gpus)
 
 
+def _quantization(quantization: str, key: str, value: str, append: bool = False) -> VerlKey:
+    """A key only a ``spec.rollout.quantization`` writes (and owns)."""
+    return VerlKey(
+        key,
+        _const(value),
+        "rollout.quantization",
+        protected=True,
+        when=lambda spec: spec.rollout.quantization == quantization,
+        append=append,
+    )
+
+
+#: The training modes that run verl's asynchronous V1 trainers, and the one with a rollout pool.
+_ASYNC_MODES: Final = ("colocate-async", "separate-async")
+_SEPARATE: Final = ("separate-async",)
+
+
+def _mode_key(modes: tuple[str, ...], key: str, value: Callable[[FlashRLJob], Value], field: str) -> VerlKey:
+    """A key only these training modes write; its typed field owns it (and the rules check it)."""
+    return VerlKey(key, value, field, protected=True, when=_in_mode(*modes))
+
+
 _ACTOR = "actor_rollout_ref.actor."
 _REF = "actor_rollout_ref.ref."
 _MODEL = "actor_rollout_ref.model."
@@ -377,30 +399,11 @@ _ROLLOUT_KEYS: Final = (
     VerlKey(_ROLLOUT + "seed", lambda j: j.spec.training.seed, "training.seed"),
     # verl's own path: SGLang is told the model is 128x128-block FP8 and the trainer quantizes the bf16
     # weights at every sync. load_format stays "dummy": weights arrive from the trainer.
-    VerlKey(
-        _ROLLOUT + "quantization",
-        _const("fp8"),
-        "rollout.quantization",
-        protected=True,
-        when=lambda spec: spec.rollout.quantization == "blockwise-fp8",
-    ),
+    _quantization("blockwise-fp8", _ROLLOUT + "quantization", "fp8"),
     # SGLang's flash_rl loader: loads bf16, quantizes per output channel inside SGLang and re-quantizes
     # every update_weights_from_tensor into the same FP8 storage.
-    VerlKey(
-        _ROLLOUT + "load_format",
-        _const("flash_rl"),
-        "rollout.quantization",
-        protected=True,
-        when=lambda spec: spec.rollout.quantization == "channel-fp8",
-    ),
-    VerlKey(
-        _ROLLOUT + "engine_kwargs.sglang.quantization",
-        _const("fp8"),
-        "rollout.quantization",
-        protected=True,
-        when=lambda spec: spec.rollout.quantization == "channel-fp8",
-        append=True,
-    ),
+    _quantization("channel-fp8", _ROLLOUT + "load_format", "flash_rl"),
+    _quantization("channel-fp8", _ROLLOUT + "engine_kwargs.sglang.quantization", "fp8", append=True),
 )
 
 _TIS: Final = (
@@ -426,8 +429,6 @@ _TIS: Final = (
 # (``trainer.use_v1: true``, ``trainer_mode: sync``) are the origin recipe, and its command stays as it
 # was. Every mode runs the same entry point (``verl.trainer.main_ppo`` picks the trainer class from
 # ``trainer.v1.trainer_mode``). The typed fields own these keys (and the rules check them).
-_ASYNC_MODES = _in_mode("colocate-async", "separate-async")
-_SEPARATE = _in_mode("separate-async")
 _MODE: Final = (
     VerlKey(
         "trainer.use_v1",
@@ -435,82 +436,67 @@ _MODE: Final = (
         protected=True,
         owner="training.mode",
         why="verl's V1 trainer runs every mode",
-        when=_ASYNC_MODES,
+        when=_in_mode(*_ASYNC_MODES),
     ),
-    VerlKey(
+    _mode_key(
+        _ASYNC_MODES,
         "trainer.v1.trainer_mode",
         lambda j: VERL_TRAINER_MODES[j.spec.training.mode],
         "training.mode",
-        protected=True,
-        when=_ASYNC_MODES,
     ),
     *(
-        VerlKey(
+        _mode_key(
+            (mode,),
             f"trainer.v1.{VERL_TRAINER_MODES[mode]}.num_warmup_batches",
             lambda j: float(a.warmup_batches) if (a := _async(j)) else 1.0,
             "training.async.warmupBatches",
-            protected=True,
-            when=_in_mode(mode),
         )
-        for mode in ("colocate-async", "separate-async")
+        for mode in _ASYNC_MODES
     ),
-    VerlKey(
+    _mode_key(
+        _ASYNC_MODES,
         "trainer.v1.sampler.max_off_policy_threshold",
         lambda j: a.max_off_policy_versions if (a := _async(j)) else 8,
         "training.async.maxOffPolicyVersions",
-        protected=True,
-        when=_ASYNC_MODES,
     ),
-    VerlKey(
+    _mode_key(
+        _ASYNC_MODES,
         "trainer.v1.sampler.max_off_policy_strategy",
         lambda j: a.off_policy_strategy if (a := _async(j)) else "drop",
         "training.async.offPolicyStrategy",
-        protected=True,
-        when=_ASYNC_MODES,
     ),
-    VerlKey(
+    _mode_key(
+        _SEPARATE,
         "trainer.v1.separate_async.parameter_sync_step",
         lambda j: sync_step(j.spec),
         "training.async.parameterSyncStep",
-        protected=True,
-        when=_SEPARATE,
     ),
-    VerlKey(
+    _mode_key(
+        _SEPARATE,
         "trainer.v1.separate_async.hybrid_rollout.enable_switch",
         _lend,
         "training.async.lendIdleTrainerGpus",
-        protected=True,
-        when=_SEPARATE,
     ),
     # Without lending, no rollout replica lives on the trainer's GPUs: the standalone pool serves every
     # rollout (verl's trainer_separate_async.py).
-    VerlKey(
-        "actor_rollout_ref.hybrid_engine",
-        _lend,
-        "training.async.lendIdleTrainerGpus",
-        protected=True,
-        when=_SEPARATE,
-    ),
-    VerlKey(
+    _mode_key(_SEPARATE, "actor_rollout_ref.hybrid_engine", _lend, "training.async.lendIdleTrainerGpus"),
+    _mode_key(
+        _SEPARATE,
         _ROLLOUT + "nnodes",
         lambda j: pool.nodes if (pool := j.spec.rollout.pool) else 0,
         "rollout.pool.nodes",
-        protected=True,
-        when=_SEPARATE,
     ),
-    VerlKey(
+    _mode_key(
+        _SEPARATE,
         _ROLLOUT + "n_gpus_per_node",
         lambda j: pool.gpus_per_node if (pool := j.spec.rollout.pool) else 0,
         "rollout.pool.gpusPerNode",
-        protected=True,
-        when=_SEPARATE,
     ),
-    VerlKey(
+    _mode_key(
+        _SEPARATE,
         _ROLLOUT + "checkpoint_engine.backend",
         lambda j: (a.checkpoint_engine if (a := _async(j)) else None) or DEFAULT_SEPARATE_CHECKPOINT_ENGINE,
         "training.async.checkpointEngine",
-        protected=True,
-        when=_SEPARATE,
     ),
 )
 
