@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "ray"))
 
 from local_ray import LocalRay
 
-from flashrl_jobs.ray_gate import connect, gate, gpu_count
+from flashrl_jobs.ray_gate import connect, gate, one_pool, pool_counts
 
 GPUS = 8
 ORIGIN_SLEEP = 5.0
@@ -57,7 +57,7 @@ def _origin(delay: float) -> dict[str, float]:
             at_start: float | None = None
             ready: float | None = None
             while True:
-                count = gpu_count(ray).available
+                count = pool_counts(ray, one_pool(GPUS)).available
                 elapsed = time.monotonic() - t0
                 if ready is None and count >= GPUS:
                     ready = elapsed
@@ -86,13 +86,13 @@ def _gated(delay: float) -> dict[str, float]:
         late = threading.Timer(delay, lambda: workers.append(cluster.start_worker(num_gpus=GPUS)))
         workers: list[Any] = []
         late.start()
-        result = gate(cluster.address, GPUS, 120.0, _quiet, poll_interval=0.1)
+        result = gate(cluster.address, one_pool(GPUS), 120.0, _quiet, poll_interval=0.1)
         driver_start = time.monotonic() - t0
         late.join()
         cluster.wait_worker(workers[0])
         return {
             "driver_start": driver_start,
-            "gpus_at_start": result.count.available,
+            "gpus_at_start": result.counts.available,
             "all_registered": driver_start,
         }
     finally:

@@ -26,8 +26,8 @@ from typing import Any
 from flashrl_devcluster.chart import NAMESPACE as CHART_NAMESPACE
 from flashrl_devcluster.chart import install
 from flashrl_devcluster.control_plane import (
+    KWOK_CLUSTER,
     REPO,
-    REQUIRED,
     ControlPlane,
     ControlPlaneError,
     Process,
@@ -93,7 +93,7 @@ def _healthy(port: int) -> bool:
 
 def up(state: Path, nodes: int) -> int:
     """Start everything; print the ``export KUBECONFIG=`` line."""
-    missing = missing_binaries((*REQUIRED, "helm", "kuberay-operator", "kwok"))
+    missing = missing_binaries(KWOK_CLUSTER)
     if missing:
         print(f"dev-cluster: missing {', '.join(missing)}: run `make tools`", file=sys.stderr)
         return 1

@@ -77,6 +77,8 @@ def find_binary(name: str) -> Path | None:
 
 
 REQUIRED = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+#: What a dev cluster (and the kwok e2e tests) runs besides the control plane: the chart, KubeRay, kwok.
+KWOK_CLUSTER = (*REQUIRED, "helm", "kuberay-operator", "kwok")
 
 
 def missing_binaries(names: Sequence[str] = REQUIRED) -> list[str]:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from envtest.control_plane import REPO, REQUIRED, TOOLS, missing_binaries
+from envtest.control_plane import KWOK_CLUSTER, REPO, TOOLS, require_binaries
 from flashrl_devcluster.__main__ import STORAGE_CLASS
 from flashrl_devcluster.control_plane import recorded
 
@@ -90,12 +90,7 @@ def _processes_under(state: Path) -> list[str]:
 
 @pytest.fixture
 def dev_cluster(tmp_path: Path) -> Iterator[tuple[Path, str]]:
-    missing = missing_binaries((*REQUIRED, "helm", "kuberay-operator", "kwok"))
-    if missing:
-        message = f"make dev-cluster needs {', '.join(missing)}: run `make tools`"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+    require_binaries(KWOK_CLUSTER, "make dev-cluster")
     state = tmp_path / "dev-cluster"
     try:
         up = _devcluster(state, "up")

@@ -22,7 +22,6 @@ the other real-control-plane tests are, except under ``CI=true``, where it fails
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -33,7 +32,7 @@ import pytest
 import yaml
 
 from envtest.chart import install
-from envtest.control_plane import REPO, REQUIRED, ControlPlane, missing_binaries, running
+from envtest.control_plane import KWOK_CLUSTER, REPO, ControlPlane, require_binaries, running
 from envtest.operator import OperatorProcess
 from flashrl_devcluster.kuberay_kwok import (
     EXIT_LABEL,
@@ -149,12 +148,7 @@ def e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
 def kwok_cluster(root: Path, nodes: tuple[str, ...]) -> Iterator[E2E]:
     """The control plane, kwok with ``nodes`` (8 x H20 each), KubeRay's operator, the chart, the claims
     and our operator; everything started is stopped on the way out (skipped without the binaries)."""
-    missing = missing_binaries((*REQUIRED, "helm", "kuberay-operator", "kwok"))
-    if missing:
-        message = f"the kwok e2e needs {', '.join(missing)}: run `make tools`"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+    require_binaries(KWOK_CLUSTER, "the kwok e2e")
     with running(root / "control-plane") as plane:
         dashboard = RayDashboard().start()
         processes: dict[str, Any] = {}

@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 import pytest
 
 from flashrl_devcluster.control_plane import (
     CONTROLLERS,
+    KWOK_CLUSTER,
     OPERATOR_USER,
     READY_DEADLINE_S,
     REPO,
@@ -25,6 +27,7 @@ from flashrl_devcluster.control_plane import (
 
 __all__ = [
     "CONTROLLERS",
+    "KWOK_CLUSTER",
     "OPERATOR_USER",
     "READY_DEADLINE_S",
     "REPO",
@@ -41,12 +44,12 @@ __all__ = [
 ]
 
 
-def require_binaries() -> None:
-    """Skip the test when the control plane's binaries are missing (``make tools`` builds them), but
-    fail under ``CI=true``: CI must never pass without the real API server."""
-    missing = missing_binaries()
+def require_binaries(names: Sequence[str] = REQUIRED, what: str = "the real control plane") -> None:
+    """Skip the test when binaries ``what`` needs are missing (``make tools`` builds them), but fail
+    under ``CI=true``: CI must never pass without the real API server (or KubeRay, or kwok)."""
+    missing = missing_binaries(names)
     if missing:
-        message = f"the real control plane needs {', '.join(missing)}: run `make tools`"
+        message = f"{what} needs {', '.join(missing)}: run `make tools`"
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)

@@ -11,7 +11,6 @@ which (``tests/unit/project`` checks that every such mark gives one).
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -31,6 +30,7 @@ from envtest.control_plane import OPERATOR_USER, ControlPlane
 from flashrl_operator.run.handlers import OperatorConfig
 from flashrl_operator.run.runner import OperatorThread
 from flashrl_operator.sim import EmulatedCluster, StagingStandIn, eventually
+from flashrl_operator.sim.harness import loopback_config
 
 #: Resources whose watch an operator opens at its start: it is ready once all three are open.
 WATCHED = ("flashrljobs", "rayjobs", "flashrlexperiments")
@@ -62,18 +62,12 @@ def real_operator_config(plane: ControlPlane, **overrides: Any) -> OperatorConfi
     """An operator on the real server as the tests run it: its own user (the audit log tells its
     requests apart), loopback, short delays, the tests' namespaces only (other modules' jobs are left
     to their own operators)."""
-    config = OperatorConfig(
+    return loopback_config(
         kubeconfig=str(plane.operator_kubeconfig),
         namespaces=TEST_NAMESPACES,
-        bind_host="127.0.0.1",
-        metrics_port=0,
-        health_port=None,
-        retry_delay=0.2,
         request_timeout=10.0,
-        resync_interval=30.0,
-        check_overrides=False,
+        **overrides,
     )
-    return dataclasses.replace(config, **overrides)
 
 
 @pytest.fixture

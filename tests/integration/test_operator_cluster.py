@@ -50,13 +50,17 @@ async def wait_cluster_ready(
     return await eventually(probe, f"ClusterReady={state} ({reason}) saying {message_part!r}")
 
 
+async def cluster_starting(cluster: Cluster, start_operator: StartOperator, name: str) -> None:
+    """The operator runs and ``name`` is submitted; KubeRay says its Ray cluster is being created."""
+    await start_operator()
+    await cluster.submit(name)
+    await cluster.kuberay.set_status(NAMESPACE, name, CLUSTER_STARTING)
+
+
 async def test_cluster_ready_shows_pod_progress_then_turns_true(
     cluster: Cluster, start_operator: StartOperator
 ) -> None:
-    await start_operator()
-    await cluster.submit("kappa")
-
-    await cluster.kuberay.set_status(NAMESPACE, "kappa", CLUSTER_STARTING)
+    await cluster_starting(cluster, start_operator, "kappa")
     status = await wait_cluster_ready(
         cluster, "kappa", "False", "ClusterStarting", "head pod not created yet, 0/1 GPU workers ready"
     )
@@ -108,9 +112,7 @@ async def test_cluster_ready_shows_pod_progress_then_turns_true(
 async def test_replica_failure_shows_kuberays_message_until_the_pods_come_up(
     cluster: Cluster, start_operator: StartOperator
 ) -> None:
-    await start_operator()
-    await cluster.submit("lambda")
-    await cluster.kuberay.set_status(NAMESPACE, "lambda", CLUSTER_STARTING)
+    await cluster_starting(cluster, start_operator, "lambda")
     await cluster.kuberay.cluster_pods(NAMESPACE, "lambda", head_ready=True, ready_workers=0)
     await wait_cluster_ready(cluster, "lambda", "False", "ClusterStarting", "head pod ready")
 

@@ -43,7 +43,14 @@ CKPT = "/checkpoints/DAPO-1/{job}/global_step_{step}"
 
 
 async def attempt(
-    cluster: Cluster, job: str, ray_job: str, number: int, steps: range, saves: set[int]
+    cluster: Cluster,
+    job: str,
+    ray_job: str,
+    number: int,
+    steps: range,
+    saves: set[int],
+    gpus: int = GPUS,
+    separate_async: bool = False,
 ) -> RunState:
     """The attempt's cluster comes up, the launcher gates and starts verl, verl runs ``steps``."""
     await cluster.kuberay.set_status(NAMESPACE, ray_job, TRAINING)
@@ -61,7 +68,9 @@ async def attempt(
         # (0.1 GPU-second) even with only two of the eight kept steps: 0.3 s x 0.02 x 8 GPUs each.
         await asyncio.sleep(0.3)
         now = time.time()
-        values = timed_verl_step(now - last, save=step in saves, validate=step % 4 == 0)
+        values = timed_verl_step(
+            now - last, save=step in saves, validate=step % 4 == 0, separate_async=separate_async
+        )
         state.add(Record(step, values), now)
         checkpoint = None
         if step in saves:
@@ -70,7 +79,7 @@ async def attempt(
                 "time": "2026-01-01T00:00:00Z",
                 "path": CKPT.format(job=job, step=step),
             }
-        await cluster.kuberay.report_goodput_step(NAMESPACE, job, state, now, number, GPUS, checkpoint)
+        await cluster.kuberay.report_goodput_step(NAMESPACE, job, state, now, number, gpus, checkpoint)
         last = now
     return state
 
@@ -88,14 +97,14 @@ def held_seconds(status: dict[str, Any], since: str = "start") -> float:
     return total
 
 
-def scrape(url: str) -> dict[tuple[str, str], float]:
+def scrape(url: str, name: str = names.GPU_SECONDS, label: str = "phase") -> dict[tuple[str, str], float]:
     with urllib.request.urlopen(url, timeout=10) as response:
         text = response.read().decode()
     found = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            if sample.name == names.GPU_SECONDS:
-                found[(sample.labels["job"], sample.labels["phase"])] = sample.value
+            if sample.name == name:
+                found[(sample.labels["job"], sample.labels[label])] = sample.value
     return found
 
 
@@ -194,3 +203,66 @@ async def test_a_retried_run_accounts_for_every_gpu_second(
     assert summary.whole and summary.held_hours * 3600 == pytest.approx(held_seconds(status), rel=0.02)
     # byPhase is rounded to 0.1 GPU-s: the fraction read back agrees within that rounding.
     assert summary.ledger.productive_fraction == pytest.approx(goodput["productiveFraction"], rel=0.02)
+
+
+#: The example's separate-async job: 8 trainer GPUs and a rollout pool of 8.
+SEPARATE_ASYNC = {
+    "training": {
+        "mode": "separate-async",
+        "promptBatchSize": 32,
+        "generationBatchSize": 32,
+        "miniBatchSize": 8,
+        "async": {"parameterSyncStep": 4},
+    },
+    "rollout": {"pool": {"nodes": 1, "gpusPerNode": 8}},
+}
+
+
+async def test_a_separate_async_run_shows_each_pools_gpu_seconds(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    """One attempt of a separate-async job played by the stand-in launcher: both pools' 16 GPUs are held,
+    status.goodput.pools splits them (the trainer waiting for samples, the rollout pool for weights),
+    status.metrics carries verl's async figures and the operator exports the per-pool counters."""
+    operator = await start_operator()
+    await cluster.api.create(JOBS_RESOURCE, job_manifest("sa", SEPARATE_ASYNC))
+    await cluster.wait_for(RAY_JOBS_RESOURCE, "sa")
+    await attempt(cluster, "sa", "sa", 1, range(1, 4), saves=set(), gpus=16, separate_async=True)
+    await cluster.kuberay.set_status(NAMESPACE, "sa", SUCCEEDED)
+    await cluster.wait_phase("sa", "Succeeded")
+
+    async def split() -> dict[str, Any] | None:
+        status = await cluster.status("sa")
+        entries = status.get("attempts") or []
+        folded = entries and (entries[0].get("launcher") or {}).get("steps") == 3
+        return status if folded and (status.get("goodput") or {}).get("pools") else None
+
+    status = await eventually(split, "status.goodput.pools with the launcher's three steps", WAIT_S)
+    goodput = status["goodput"]
+    assert status["attempts"][0]["gpus"] == 16
+    trainer, rollout = goodput["pools"]
+    by_phase = {e["phase"]: e["gpuSeconds"] for e in goodput["byPhase"]}
+    assert (trainer["name"], trainer["gpus"], trainer["waitingFor"]) == ("trainer", 8, "samples")
+    assert (rollout["name"], rollout["gpus"], rollout["waitingFor"]) == ("rollout", 8, "weights")
+    assert trainer["heldGPUSeconds"] + rollout["heldGPUSeconds"] == pytest.approx(
+        goodput["heldGPUSeconds"], abs=0.2
+    )
+    generation = by_phase["generation"] + by_phase.get("discarded_generation", 0.0)
+    assert trainer["waitingGPUSeconds"] == pytest.approx(generation / 2, abs=0.2) and generation > 0
+    assert rollout["waitingGPUSeconds"] == pytest.approx(by_phase["weight_sync"] / 2, abs=0.2)
+    metrics = {e["name"]: e["value"] for e in status["metrics"]}
+    assert metrics["training/off_policy/trajectory_staleness/mean"] == 1.4
+    assert metrics["training/off_policy/evicted_samples"] == 2.0
+
+    assert operator.metrics_url is not None
+    url = operator.metrics_url
+
+    async def exported() -> dict[tuple[str, str], float] | None:
+        found = await asyncio.to_thread(scrape, url, names.POOL_GPU_SECONDS, names.POOL_LABEL)
+        return found if found.get(("sa", "rollout")) == rollout["heldGPUSeconds"] else None
+
+    held = await eventually(exported, "the operator's per-pool counters to match the status", WAIT_S)
+    assert held[("sa", "trainer")] == trainer["heldGPUSeconds"]
+    waiting = await asyncio.to_thread(scrape, url, names.POOL_WAITING_GPU_SECONDS, names.WAITING_FOR_LABEL)
+    assert waiting[("sa", "samples")] == trainer["waitingGPUSeconds"]
+    assert waiting[("sa", "weights")] == rollout["waitingGPUSeconds"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from operator_harness import NAMESPACE, WAIT_S, Cluster, StartOperator, job_manifest
 
 from flashrl_operator.sim import (
@@ -20,14 +21,18 @@ from flashrl_operator.vocab.kuberay import entrypoint_failed_message
 CKPT = "/checkpoints/DAPO-1/{job}/global_step_{step}"
 
 
+def exited(code: int, *log_lines: str) -> dict[str, Any]:
+    """KubeRay's status when the entrypoint exited with ``code`` (Ray's job message ends with its logs)."""
+    return failed("AppFailed", entrypoint_failed_message(code, *log_lines))
+
+
 def crash(step: int, code: int = 1) -> dict[str, Any]:
     """KubeRay's status when verl crashed (the launcher's last line, as Ray's job message carries it)."""
-    message = entrypoint_failed_message(
+    return exited(
         code,
         "RuntimeError: NCCL watchdog timeout",
         f"flashrl-launch: verl exited with code {code} on its own at step {step}",
     )
-    return failed("AppFailed", message)
 
 
 async def train(cluster: Cluster, job: str, ray_job: str, attempt: int, steps: range, every: int = 5) -> None:
@@ -44,6 +49,18 @@ async def train(cluster: Cluster, job: str, ray_job: str, attempt: int, steps: r
         return ((await cluster.status(job)).get("progress") or {}).get("step") == steps[-1]
 
     await eventually(reported, f"step {steps[-1]} in the status", WAIT_S)
+
+
+async def first_attempt(
+    cluster: Cluster, start_operator: StartOperator, job: str, last_step: int, max_restarts: int | None = None
+) -> None:
+    """The operator runs, ``job`` is created (``maxRestarts``, or the default), and its first attempt trains
+    steps 1 to ``last_step``."""
+    await start_operator(retry_backoff=0.1)
+    spec = None if max_restarts is None else {"lifecycle": {"maxRestarts": max_restarts}}
+    await cluster.api.create(JOBS_RESOURCE, job_manifest(job, spec))
+    await cluster.wait_for(RAY_JOBS_RESOURCE, job)
+    await train(cluster, job, job, 1, range(1, last_step + 1))
 
 
 async def test_a_failure_after_a_checkpoint_starts_attempt_2_from_it(
@@ -90,10 +107,7 @@ async def test_a_failure_after_a_checkpoint_starts_attempt_2_from_it(
 async def test_repeated_failure_without_a_new_checkpoint_is_no_progress(
     cluster: Cluster, start_operator: StartOperator
 ) -> None:
-    await start_operator(retry_backoff=0.1)
-    await cluster.api.create(JOBS_RESOURCE, job_manifest("r2", {"lifecycle": {"maxRestarts": 5}}))
-    await cluster.wait_for(RAY_JOBS_RESOURCE, "r2")
-    await train(cluster, "r2", "r2", 1, range(1, 8))
+    await first_attempt(cluster, start_operator, "r2", 7, max_restarts=5)
     await cluster.kuberay.set_status(NAMESPACE, "r2", crash(7))
     # Attempts 2 and 3 resume from step 5 and crash after step 7 again, saving nothing newer.
     for attempt in (2, 3):
@@ -108,39 +122,46 @@ async def test_repeated_failure_without_a_new_checkpoint_is_no_progress(
     assert await cluster.api.get(RAY_JOBS_RESOURCE, NAMESPACE, "r2-4") is None
 
 
-async def test_a_non_retryable_failure_is_not_retried(
-    cluster: Cluster, start_operator: StartOperator
+@pytest.mark.parametrize(
+    ("job", "last_step", "code", "line", "reason"),
+    [
+        pytest.param(
+            "r3",
+            2,
+            73,
+            "checkpoint directory /checkpoints/r3 is not writable: Read-only file system (OSError errno 30)",
+            "CheckpointUnwritable",
+            id="checkpoint-unwritable",
+        ),
+        pytest.param(
+            "r4",
+            5,
+            70,
+            "verl stopped early: it exited 0 at step 5 of 20 (last step line 5, newest checkpoint 5)",
+            "StoppedEarly",
+            id="stopped-early-is-not-success",
+        ),
+    ],
+)
+async def test_a_non_retryable_launcher_failure_fails_the_job_without_a_retry(
+    cluster: Cluster,
+    start_operator: StartOperator,
+    job: str,
+    last_step: int,
+    code: int,
+    line: str,
+    reason: str,
 ) -> None:
-    await start_operator(retry_backoff=0.1)
-    await cluster.api.create(JOBS_RESOURCE, job_manifest("r3", {"lifecycle": {"maxRestarts": 3}}))
-    await cluster.wait_for(RAY_JOBS_RESOURCE, "r3")
-    await train(cluster, "r3", "r3", 1, range(1, 3))
-    line = "checkpoint directory /checkpoints/r3 is not writable: Read-only file system (OSError errno 30)"
-    message = entrypoint_failed_message(73, f"flashrl-launch: {line}")
-    await cluster.kuberay.set_status(NAMESPACE, "r3", failed("AppFailed", message))
-    status = await cluster.wait_phase("r3", "Failed")
-    assert status["reason"] == "CheckpointUnwritable"
+    await first_attempt(cluster, start_operator, job, last_step, max_restarts=3)
+    await cluster.kuberay.set_status(NAMESPACE, job, exited(code, f"flashrl-launch: {line}"))
+    status = await cluster.wait_phase(job, "Failed")
+    assert status["reason"] == reason
     assert line in status["message"] and "not retryable" in status["message"]
-    assert status["attempt"] == 1
-    assert not [e for e in await cluster.events_for("r3") if e["reason"] == "Retrying"]
-    assert await cluster.api.get(RAY_JOBS_RESOURCE, NAMESPACE, "r3-2") is None
-
-
-async def test_verl_exiting_0_before_the_last_step_is_not_success(
-    cluster: Cluster, start_operator: StartOperator
-) -> None:
-    await start_operator(retry_backoff=0.1)
-    await cluster.api.create(JOBS_RESOURCE, job_manifest("r4", {"lifecycle": {"maxRestarts": 3}}))
-    await cluster.wait_for(RAY_JOBS_RESOURCE, "r4")
-    await train(cluster, "r4", "r4", 1, range(1, 6))
-    line = "verl stopped early: it exited 0 at step 5 of 20 (last step line 5, newest checkpoint 5)"
-    message = entrypoint_failed_message(70, f"flashrl-launch: {line}")
-    await cluster.kuberay.set_status(NAMESPACE, "r4", failed("AppFailed", message))
-    status = await cluster.wait_phase("r4", "Failed")
-    assert status["reason"] == "StoppedEarly" and line in status["message"]
     conditions = {c["type"]: c["status"] for c in status["conditions"]}
     assert conditions["Succeeded"] == "False" and conditions["Failed"] == "True"
     assert status["attempt"] == 1
+    assert not [e for e in await cluster.events_for(job) if e["reason"] == "Retrying"]
+    assert await cluster.api.get(RAY_JOBS_RESOURCE, NAMESPACE, f"{job}-2") is None
 
 
 async def test_kueue_preemption_resumes_the_same_attempt_and_is_not_a_failure(
@@ -171,10 +192,7 @@ async def test_kueue_preemption_resumes_the_same_attempt_and_is_not_a_failure(
 async def test_a_deleted_ray_job_of_a_running_job_is_a_failed_attempt(
     cluster: Cluster, start_operator: StartOperator
 ) -> None:
-    await start_operator(retry_backoff=0.1)
-    await cluster.api.create(JOBS_RESOURCE, job_manifest("r6", {"lifecycle": {"maxRestarts": 1}}))
-    await cluster.wait_for(RAY_JOBS_RESOURCE, "r6")
-    await train(cluster, "r6", "r6", 1, range(1, 7))
+    await first_attempt(cluster, start_operator, "r6", 6, max_restarts=1)
     await cluster.api.delete(RAY_JOBS_RESOURCE, NAMESPACE, "r6")
     # Counted against maxRestarts 1: one retry, announced, from the checkpoint of step 5.
     await cluster.wait_for(RAY_JOBS_RESOURCE, "r6-2")
@@ -194,10 +212,7 @@ async def test_a_deleted_ray_job_of_a_running_job_is_a_failed_attempt(
 async def test_with_no_retries_a_deleted_ray_job_fails_the_job(
     cluster: Cluster, start_operator: StartOperator
 ) -> None:
-    await start_operator(retry_backoff=0.1)
-    await cluster.api.create(JOBS_RESOURCE, job_manifest("r7"))  # maxRestarts 0, the default
-    await cluster.wait_for(RAY_JOBS_RESOURCE, "r7")
-    await train(cluster, "r7", "r7", 1, range(1, 3))
+    await first_attempt(cluster, start_operator, "r7", 2)  # maxRestarts 0, the default
     await cluster.api.delete(RAY_JOBS_RESOURCE, NAMESPACE, "r7")
     status = await cluster.wait_phase("r7", "Failed")
     assert status["reason"] == "RayJobDeleted"

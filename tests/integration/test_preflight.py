@@ -180,6 +180,28 @@ def test_preflight_names_each_missing_piece_then_passes(empty_cluster: ControlPl
         assert lines[0].startswith("GPUs in use: 0 of the 1 GPU pod(s)")  # said once, for every variant
         assert sum(line.startswith("GPUs in use") for line in lines) == 1
         assert "  variant bf16 (FlashRLJob origin-fp8-vs-bf16-bf16): 1x8 NVIDIA-H20: 1 problem(s)" in lines
+
+        # separate-async: each pool counted on the nodes of its own selector, each named in its own line.
+        pools = preflight(config, example="flashrljob-separate-async.yaml")
+        assert pools.returncode == 1
+        assert [line.split(":")[0] for line in pools.stderr.strip().splitlines()] == [
+            "trainer pool (resources)",
+            "rollout pool (rollout.pool)",
+        ]
+        assert "labelled nvidia.com/gpu.product=NVIDIA-H20, flashrl.dev/pool=rollout" in pools.stderr
+        for name, pool in (("h20-train", "training"), ("h20-rollout", "rollout")):
+            labels = {"nvidia.com/gpu.product": "NVIDIA-H20", "flashrl.dev/pool": pool}
+            plane.apply_json(
+                {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
+            )
+            set_status(plane, "node", name, {"capacity": GPUS, "allocatable": GPUS})
+        fed = preflight(config, example="flashrljob-separate-async.yaml")
+        assert fed.returncode == 0, fed.stderr
+        assert fed.stdout.splitlines()[1:] == [
+            f"  {pool} pool: 1x8 NVIDIA-H20 on the node(s) labelled nvidia.com/gpu.product=NVIDIA-H20, "
+            f"flashrl.dev/pool={label}: 1 fit"
+            for pool, label in (("trainer", "training"), ("rollout", "rollout"))
+        ]
     finally:
         kuberay.stop()
 

@@ -114,8 +114,10 @@ class LocalRay:
         self._finish(self._spawn(argv, self._env(single_node=True), "head.log"), "head.log", timeout)
         return self.address
 
-    def start_worker(self, num_gpus: int) -> subprocess.Popen[bytes]:
-        """Begin joining a worker node; returns at once (see :meth:`wait_worker`)."""
+    def start_worker(self, num_gpus: int, group: str | None = None) -> subprocess.Popen[bytes]:
+        """Begin joining a worker node; returns at once (see :meth:`wait_worker`). ``group``: the KubeRay
+        worker group the node plays, set as KubeRay sets it (``RAY_NODE_TYPE_NAME``, which Ray turns into
+        the node label ``ray.io/node-group``)."""
         name = f"worker-{len(self._groups)}.log"
         argv = [
             sys.executable,
@@ -125,7 +127,10 @@ class LocalRay:
             f"--address={self.address}",
             *self._common(num_gpus),
         ]
-        proc = self._spawn(argv, self._env(single_node=False), name)
+        env = self._env(single_node=False)
+        if group is not None:
+            env["RAY_NODE_TYPE_NAME"] = group
+        proc = self._spawn(argv, env, name)
         self._pending.append(proc)
         return proc
 

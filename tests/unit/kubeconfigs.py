@@ -1,11 +1,15 @@
-"""Kubeconfig files for the client's unit tests: one context, one cluster, one user."""
+"""What the client's unit tests connect to: kubeconfig files (one context, one cluster, one user) and
+HTTP servers on loopback that play an API server or a proxy."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import yaml
+from aiohttp import web
 
 
 def kubeconfig(path: Path, cluster: dict[str, Any], user: dict[str, Any]) -> Path:
@@ -23,3 +27,17 @@ def kubeconfig(path: Path, cluster: dict[str, Any], user: dict[str, Any]) -> Pat
         )
     )
     return path
+
+
+@asynccontextmanager
+async def serving(app: web.Application) -> AsyncIterator[str]:
+    """Serves ``app`` on a free loopback port while the block runs; yields its URL."""
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        await runner.cleanup()

@@ -79,6 +79,26 @@ IS_MEAN: Final = "flashrl_rollout_is_mean"
 IS_CLIPPED_FRACTION: Final = "flashrl_rollout_is_clipped_fraction"
 PROBS_DIFF_MEAN: Final = "flashrl_rollout_probs_diff_mean"
 
+# --- asynchronous training (training.mode colocate-async / separate-async) --------------------------------
+
+ASYNC_STALENESS_MEAN: Final = "flashrl_async_staleness_mean_versions"
+ASYNC_STALENESS_MAX: Final = "flashrl_async_staleness_max_versions"
+ASYNC_OFF_POLICY_EVICTED: Final = "flashrl_async_off_policy_evicted_samples"
+ASYNC_TRAINER_IDLE: Final = "flashrl_async_trainer_idle"
+#: separate-async only: the share of the last step the trainer waited for the rollout pool's samples
+#: (verl ``timing_s/gen`` / ``timing_s/step``; in the async trainers ``gen`` times the replay buffer's
+#: ``sample``). The alert FlashRLRolloutPoolStarvesTrainer watches it.
+ASYNC_SAMPLE_WAIT_FRACTION: Final = "flashrl_async_sample_wait_fraction"
+
+# --- GPU pools (written by the operator from status.goodput.pools, separate-async) ---------------------
+
+#: GPU-seconds each pool held (label ``pool``: ``trainer`` or ``rollout``).
+POOL_GPU_SECONDS: Final = "flashrl_pool_gpu_seconds_total"
+#: GPU-seconds each pool waited for the other (labels ``pool`` and ``waiting_for``: samples or weights).
+POOL_WAITING_GPU_SECONDS: Final = "flashrl_pool_waiting_gpu_seconds_total"
+POOL_LABEL: Final = "pool"
+WAITING_FOR_LABEL: Final = "waiting_for"
+
 # --- everything else ------------------------------------------------------------------------------------
 
 #: Every other numeric verl metric, under its verl name in the label ``key``: nothing is lost when verl
@@ -109,6 +129,25 @@ DIRECT: Final[dict[str, tuple[str, str]]] = {
         PROBS_DIFF_MEAN,
         "Mean |p_rollout - p_trainer| over response tokens (verl training/rollout_probs_diff_mean).",
     ),
+    verl.STALENESS_MEAN: (
+        ASYNC_STALENESS_MEAN,
+        "Model versions the last step's trajectories lag the policy, mean "
+        "(verl training/off_policy/trajectory_staleness/mean).",
+    ),
+    verl.STALENESS_MAX: (
+        ASYNC_STALENESS_MAX,
+        "Model versions the last step's trajectories lag the policy, max "
+        "(verl training/off_policy/trajectory_staleness/max).",
+    ),
+    verl.OFF_POLICY_EVICTED: (
+        ASYNC_OFF_POLICY_EVICTED,
+        "Samples dropped in the last step for being too off-policy "
+        "(verl training/off_policy/evicted_samples).",
+    ),
+    verl.TRAINER_IDLE: (
+        ASYNC_TRAINER_IDLE,
+        "1 when the trainer idled waiting for samples in the last step (verl separate_async/switch/idle).",
+    ),
 }
 
 #: Every family name the launcher can export (the dashboard test reads this).
@@ -124,6 +163,7 @@ ALL: Final[frozenset[str]] = frozenset(
         VALIDATION_SCORE,
         RESPONSE_LENGTH,
         VERL_METRIC,
+        ASYNC_SAMPLE_WAIT_FRACTION,
         *(name for name, _ in DIRECT.values()),
     }
 )
@@ -142,4 +182,8 @@ STATUS_METRICS: Final[tuple[str, ...]] = (
     verl.IS_MEAN,
     verl.IS_CLIP_FRACTION,
     verl.PROBS_DIFF_MEAN,
+    verl.STALENESS_MEAN,
+    verl.STALENESS_MAX,
+    verl.OFF_POLICY_EVICTED,
+    verl.TRAINER_IDLE,
 )

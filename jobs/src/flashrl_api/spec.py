@@ -799,14 +799,6 @@ class FlashRLJobSpec(ApiModel):
     """Extra verl Hydra overrides (key=value), applied last; checked against the pinned verl config.
     Values are printable ASCII; interpolations (${...}) are refused."""
 
-    def ray_gpus(self) -> int:
-        """GPUs the job's Ray cluster holds: the trainer's worker group, plus the rollout pool's with
-        separate-async. verl places both pools' workers before its first step, so the launcher's gate
-        waits for all of them."""
-        pool = self.rollout.pool
-        trainer = self.resources.nodes * self.resources.gpus_per_node
-        return trainer + (pool.nodes * pool.gpus_per_node if pool is not None else 0)
-
     @field_validator("env")
     @classmethod
     def _env_names_unique(cls, env: list[EnvVar]) -> list[EnvVar]:

@@ -15,7 +15,7 @@ whether a new attempt may pass, and its severity. The launcher's exit codes
 (``flashrl_jobs.contract``), the operator's reading of a Ray job message
 (``flashrl_operator.job.status.launcher_failure``), its retry policy
 (``flashrl_operator.job.retry_policy.NON_RETRYABLE``), the CRD's description of ``status.reason`` and
-the table in docs/operator.md all come from it (``tests/unit/api/test_launcher_failures.py``).
+the table in docs/operator.md all come from it (``tests/unit/api/test_status_launcher_failures.py``).
 
 KubeRay's own failure reasons (``DeadlineExceeded``, ``SubmissionFailed``, ...) are copied verbatim
 into ``status.reason`` and are not members: KubeRay owns that list
@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Final, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import Field
 
@@ -372,6 +372,29 @@ class PhaseSeconds(ApiModel):
     """Seconds × the GPUs the attempt held (0 for the phases that hold none: staging, queued, backoff)."""
 
 
+class PoolGoodput(ApiModel):
+    """One GPU pool's share of the job's GPU-seconds (separate-async: the trainer's and the rollout's)."""
+
+    name: Literal["trainer", "rollout"]
+    """trainer (spec.resources) or rollout (spec.rollout.pool)."""
+
+    gpus: int = Field(ge=0)
+    """GPUs the pool holds (nodes × gpusPerNode)."""
+
+    held_gpu_seconds: float = Field(default=0.0, ge=0, alias="heldGPUSeconds")
+    """The pool's GPUs × the seconds the job held GPUs."""
+
+    training_gpu_seconds: float = Field(default=0.0, ge=0, alias="trainingGPUSeconds")
+    """The pool's share of trainingGPUSeconds."""
+
+    waiting_for: Literal["samples", "weights"] = Field(alias="waitingFor")
+    """What the pool waits for: the trainer for the rollout pool's samples (verl timing_s/gen), the
+    rollout pool for the trainer's weights (verl timing_s/update_weights)."""
+
+    waiting_gpu_seconds: float = Field(default=0.0, ge=0, alias="waitingGPUSeconds")
+    """The pool's GPU-seconds spent waiting for the other pool."""
+
+
 class Goodput(ApiModel):
     """Where the job's GPU-seconds went, over all its attempts (written by the operator)."""
 
@@ -389,6 +412,10 @@ class Goodput(ApiModel):
 
     by_phase: list[PhaseSeconds] = Field(default_factory=list, max_length=MAX_PHASES)
     """Each phase with time in it, in the order a job goes through them."""
+
+    pools: list[PoolGoodput] = Field(default_factory=list, max_length=2)
+    """separate-async: each GPU pool's share, the trainer's first, with the GPU-seconds it waited for the
+    other pool (a trainer starved of samples, a rollout pool waiting for weights). Empty for one pool."""
 
 
 class LauncherPhases(ApiModel):
@@ -429,6 +456,10 @@ class ValidationProblems(ApiModel):
     """Per problem id (the first 12 hex digits of the SHA-256 of its prompt): ``[samples, correct]``."""
 
 
+#: Attempts kept in ``status.attempts`` (the operator drops the oldest beyond it).
+MAX_ATTEMPTS: Final = 10
+
+
 class AttemptRecord(ApiModel):
     """One attempt: a Ray cluster that ran (or tried to run) the job."""
 
@@ -467,80 +498,116 @@ class AttemptRecord(ApiModel):
     """The launcher's newest status.launcherPhases of this attempt, kept when it ended."""
 
 
+Writer = Literal["operator", "launcher"]
+
+
+@dataclass(frozen=True)
+class WrittenBy:
+    """Who writes a status key, marked on its field of :class:`FlashRLJobStatus` (``Annotated``; the
+    generated CRD does not see it).
+
+    The operator writes its keys in one merge patch per reconcile, and only those
+    (``flashrl_operator.job.status.mapping.OWNED_KEYS`` is derived from these marks), so a patch
+    never clears what the launcher in the job's pods reported; the launcher PATCHes its own keys.
+    Every field carries exactly one mark (``tests/unit/api/test_status_writers.py``): a new status
+    field is one field here, written by whoever its mark names.
+    """
+
+    writer: Writer
+
+
+OPERATOR: Final = WrittenBy("operator")
+LAUNCHER: Final = WrittenBy("launcher")
+
+
+# Each field is marked with who writes it (WrittenBy; the docstring below is the CRD's description).
 class FlashRLJobStatus(ApiModel):
     """Observed state of a FlashRLJob, written by the operator."""
 
-    phase: Phase | None = None
+    phase: Annotated[Phase | None, OPERATOR] = None
     """Pending, Starting, Running, Succeeded, Failed or Suspended."""
 
-    progress: Progress | None = None
+    progress: Annotated[Progress | None, LAUNCHER] = None
     """Training progress."""
 
-    staging: StagingProgress | None = None
+    staging: Annotated[StagingProgress | None, LAUNCHER] = None
     """Model and data download progress, while the staging Job runs."""
 
-    conditions: list[Condition] = Field(default_factory=list, description=f"{', '.join(ConditionType)}.")
+    conditions: Annotated[list[Condition], OPERATOR] = Field(
+        default_factory=list, description=f"{', '.join(ConditionType)}."
+    )
 
-    observed_generation: int | None = None
+    observed_generation: Annotated[int | None, OPERATOR] = None
     """The metadata.generation this status describes."""
 
-    ray_job_name: str | None = None
+    ray_job_name: Annotated[str | None, OPERATOR] = None
     """The KubeRay RayJob that runs this job."""
 
-    ray_cluster_name: str | None = None
+    ray_cluster_name: Annotated[str | None, OPERATOR] = None
     """The RayCluster KubeRay created for it."""
 
-    dashboard_url: str | None = None
+    dashboard_url: Annotated[str | None, OPERATOR] = None
     """Ray dashboard address (reachable in-cluster or via kubectl port-forward)."""
 
-    start_time: str | None = None
+    start_time: Annotated[str | None, OPERATOR] = None
     """When verl started running (RFC 3339)."""
 
-    completion_time: str | None = None
+    completion_time: Annotated[str | None, OPERATOR] = None
     """When the job finished (RFC 3339)."""
 
-    reason: str | None = Field(default=None, description=_reason_description())
+    reason: Annotated[str | None, OPERATOR] = Field(default=None, description=_reason_description())
 
-    message: str | None = None
+    message: Annotated[str | None, OPERATOR] = None
     """Human-readable detail for the phase or failure."""
 
-    checkpoint: CheckpointRecord | None = None
+    checkpoint: Annotated[CheckpointRecord | None, LAUNCHER] = None
     """The newest checkpoint, reported by the launcher after each step (a retry resumes from it)."""
 
-    metrics: list[MetricValue] = Field(default_factory=list, max_length=64)
+    metrics: Annotated[list[MetricValue], LAUNCHER] = Field(default_factory=list, max_length=64)
     """Newest values of a curated set of verl metrics, reported by the launcher after each step:
     validation scores (``val-core/.../mean@N``), response length, throughput, step and phase times,
     and the rollout/trainer mismatch (``rollout_corr/*``, ``training/rollout_probs_diff_mean``).
     Every metric is on the job's Prometheus endpoint (docs/observability.md)."""
 
-    mismatch_guard_step: int | None = Field(default=None, ge=0)
+    mismatch_guard_step: Annotated[int | None, OPERATOR] = Field(default=None, ge=0)
     """The newest step of status.metrics the mismatch guard has judged."""
 
-    mismatch_guard: list[GuardStreak] | None = Field(default=None, max_length=8)
+    mismatch_guard: Annotated[list[GuardStreak] | None, OPERATOR] = Field(default=None, max_length=8)
     """Metrics of spec.correction.guard currently out of bounds, and since which step (the operator
     keeps them here so a restart does not forget a streak)."""
 
-    validation_score: MetricValue | None = None
+    validation_score: Annotated[MetricValue | None, LAUNCHER] = None
     """The headline validation score: the first ``val-core/<data source>/<variable>/mean@N``."""
 
-    attempt: int | None = Field(default=None, ge=1)
+    attempt: Annotated[int | None, OPERATOR] = Field(default=None, ge=1)
     """The current attempt (Ray cluster), from 1; each retry is a new one."""
 
-    attempts: list[AttemptRecord] | None = Field(default=None, max_length=10)
+    attempts: Annotated[list[AttemptRecord] | None, OPERATOR] = Field(default=None, max_length=MAX_ATTEMPTS)
     """The last attempts, oldest first; the current one last."""
 
-    lost_steps: int | None = Field(default=None, ge=0)
+    lost_steps: Annotated[int | None, OPERATOR] = Field(default=None, ge=0)
     """Training steps all failures so far cost: completed after the newest checkpoint, then redone."""
 
-    next_attempt_time: str | None = None
+    next_attempt_time: Annotated[str | None, OPERATOR] = None
     """While a retry waits out its backoff: when the next attempt's Ray cluster will be created."""
 
-    launcher_phases: LauncherPhases | None = None
+    launcher_phases: Annotated[LauncherPhases | None, LAUNCHER] = None
     """The current attempt's launcher: its wall-clock split by phase (the operator reads it)."""
 
-    validation_problems: list[ValidationProblems] | None = Field(default=None, max_length=STATUS_VALIDATIONS)
+    validation_problems: Annotated[list[ValidationProblems] | None, LAUNCHER] = Field(
+        default=None, max_length=STATUS_VALIDATIONS
+    )
     """The newest validations' per-problem counts, reported by the launcher after each validation;
     the operator keeps every one in the job's ``<job>-metrics`` ConfigMap (docs/observability.md)."""
 
-    goodput: Goodput | None = None
+    goodput: Annotated[Goodput | None, OPERATOR] = None
     """Where the GPU-seconds went, by phase, over every attempt (docs/observability.md)."""
+
+    @classmethod
+    def keys_written_by(cls, writer: Writer) -> tuple[str, ...]:
+        """The keys (wire names, in field order) whose :class:`WrittenBy` mark names ``writer``."""
+        return tuple(
+            field.alias or name
+            for name, field in cls.model_fields.items()
+            if WrittenBy(writer) in field.metadata
+        )

@@ -62,6 +62,26 @@ TIMING_PHASES: Final[tuple[tuple[str, str], ...]] = (
 TIMING_GEN: Final = "timing_s/gen"
 TIMING_UPDATE_WEIGHTS: Final = "timing_s/update_weights"
 
+# --- the asynchronous V1 trainers (trainer.v1.trainer_mode colocate_async / separate_async) ---------------
+
+#: Model versions a trajectory lags behind the current policy (``trainer/ppo/v1/trainer_base.py``, the
+#: off-policy staleness metrics of ``_compute_rollout_metrics``; the lower bound, from the freshest weights
+#: it used): how stale the samples a step trained on were.
+STALENESS_MEAN: Final = "training/off_policy/trajectory_staleness/mean"
+STALENESS_MAX: Final = "training/off_policy/trajectory_staleness/max"
+#: Samples the replay buffer dropped for exceeding ``max_off_policy_threshold`` versions
+#: (``trainer/ppo/v1/replay_buffer.py``, ``max_off_policy_strategy: drop``).
+OFF_POLICY_EVICTED: Final = "training/off_policy/evicted_samples"
+#: 1 when the trainer waited for sampleable prompts longer than the buffer's poll interval in the step
+#: (``trainer/ppo/v1/trainer_separate_async.py`` ``on_step_end``; logged with ``enable_switch``).
+TRAINER_IDLE: Final = "separate_async/switch/idle"
+#: Samples the trainer was short of when it began sampling, summed over the step (same place).
+WAIT_SAMPLES: Final = "separate_async/switch/wait_samples"
+#: In the async trainers ``timing_s/gen`` times ``replay_buffer.sample`` (``trainer_base.py``
+#: ``_step_once``): the trainer's wait for samples, not generation itself (the rollout servers generate
+#: meanwhile). ``timing_s/update_weights`` is the parameter sync to them.
+TIMING_SAMPLE_WAIT: Final = TIMING_GEN
+
 # --- trainer/ppo/rollout_corr_helper.py (compute_offpolicy_metrics, compute_rollout_correction_weights) -----
 
 #: mean(log pi_rollout - log pi_train) over response tokens: the rollout/trainer mismatch.

@@ -32,13 +32,14 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from flashrl_api import FlashRLJob, SpecError, load_job_file
 from flashrl_api.goodput import LauncherClock
+from flashrl_api.pools import held_gpus
 from flashrl_api.status import Reason
 from flashrl_api.times import compact, rfc3339
 from flashrl_jobs import contract
 from flashrl_jobs.deadline import ESI_ENV, job_deadline
 from flashrl_jobs.ledger import WRITE_FAILURE_TEXTS, Ledger, free_bytes, probe_writable
 from flashrl_jobs.progress import from_environment
-from flashrl_jobs.ray_gate import connection_abandoned, gate, parse_address
+from flashrl_jobs.ray_gate import connection_abandoned, gate, parse_address, pool_needs
 from flashrl_jobs.run_metrics import FILE_LOGGER_ENV, JsonlTail, RunState
 from flashrl_jobs.run_observer import RunObserver, step_report
 from flashrl_jobs.termination import LaunchError, write_termination_message
@@ -266,10 +267,11 @@ def run(argv: Sequence[str] | None = None) -> int:
     job = load_job(args.spec)
     compose_first(job)
     spec = job.spec
-    required = spec.ray_gpus()
+    needs = pool_needs(spec)
+    required = sum(need.gpus for need in needs)
     timeout = args.timeout if args.timeout is not None else float(spec.lifecycle.gpu_wait_timeout_seconds)
     gate_start = time.time()
-    gate(args.ray_address, required, timeout, log, head_timeout=args.head_timeout)
+    gate(args.ray_address, needs, timeout, log, head_timeout=args.head_timeout)
     clock.gate(gate_start, time.time())
     if args.command == "check" or spec.dry_run:
         log(f"Check passed: verl's config composes and {required} GPU(s) are available; not training")
@@ -354,8 +356,9 @@ def start_exporter(state: RunState, job: FlashRLJob, port: int) -> MetricsServer
         log(f"prometheus-client is not installed ({exc}): no /metrics, status reporting goes on")
         return None
     try:
-        gpus = job.spec.resources.nodes * job.spec.resources.gpus_per_node
-        server = serve(state, job.namespace, job.name, port, gpus=gpus)
+        gpus = held_gpus(job.spec)
+        separate = job.spec.rollout.pool is not None
+        server = serve(state, job.namespace, job.name, port, gpus=gpus, separate_pools=separate)
     except OSError as exc:
         log(f"Cannot serve /metrics on port {port} ({exc}); training goes on without it")
         return None
@@ -397,7 +400,7 @@ def train(
     else:
         log(f"verl's metrics go to {metrics_path}")
     argv = [sys.executable or "python3", "-m", entry_module, *overrides]
-    gpus = job.spec.resources.nodes * job.spec.resources.gpus_per_node
+    gpus = held_gpus(job.spec)
     if clock is None:
         clock = LauncherClock(launched=time.time(), kept_groups=job.spec.training.prompt_batch_size)
     state = RunState(total_steps=job.spec.training.total_steps, clock=clock)

@@ -39,10 +39,18 @@ class RunCollector(Collector):
     """Yields the job's metric families from the run state at each scrape."""
 
     def __init__(
-        self, state: RunState, namespace: str, job: str, gpus: int = 0, now: Callable[[], float] = time.time
+        self,
+        state: RunState,
+        namespace: str,
+        job: str,
+        gpus: int = 0,
+        now: Callable[[], float] = time.time,
+        separate_pools: bool = False,
     ) -> None:
         self._state = state
         self._now = now
+        #: separate-async: the trainer's ``timing_s/gen`` is its wait for the rollout pool's samples.
+        self._separate_pools = separate_pools
         #: The attempt's GPUs: the goodput counter's seconds × this (0: no counter).
         self._gpus = gpus
         self._ids = {names.NAMESPACE_LABEL: namespace, names.JOB_LABEL: job}
@@ -123,6 +131,15 @@ class RunCollector(Collector):
         for stat, key in names.RESPONSE_LENGTH_STATS:
             if key in latest:
                 lengths.add_metric([*ids, stat], latest[key][0])
+        wait, step_seconds = latest.get(verl.TIMING_SAMPLE_WAIT), latest.get(verl.TIMING_STEP)
+        if self._separate_pools and wait is not None and step_seconds is not None and step_seconds[0] > 0:
+            fam = gauge(
+                names.ASYNC_SAMPLE_WAIT_FRACTION,
+                "Share of the last step the trainer waited for the rollout pool's samples "
+                "(verl timing_s/gen / timing_s/step, separate-async).",
+            )
+            fam.add_metric(ids, min(1.0, max(0.0, wait[0] / step_seconds[0])))
+            yield fam
         for family in (phases, scores, lengths, other):
             if family.samples:
                 yield family
@@ -155,6 +172,7 @@ def serve(
     address: str = "0.0.0.0",  # noqa: S104 - Prometheus scrapes the pod IP
     gpus: int = 0,
     now: Callable[[], float] = time.time,
+    separate_pools: bool = False,
 ) -> MetricsServer:
     """Start serving (every IPv4 interface by default); ``OSError`` if the port is taken.
 
@@ -162,6 +180,6 @@ def serve(
     job's series only, without the launcher process's Python runtime series.
     """
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(RunCollector(state, namespace, job, gpus, now))
+    registry.register(RunCollector(state, namespace, job, gpus, now, separate_pools))
     server, thread = start_http_server(port, addr=address, registry=registry)
     return MetricsServer(server, thread)

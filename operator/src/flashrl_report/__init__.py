@@ -22,7 +22,7 @@ from flashrl_report.analysis import (
     score_key,
     summarize,
 )
-from flashrl_report.data import MetricsInputError, RunMetrics, load_run, parse_metrics_argument
+from flashrl_report.data import MetricsInputError, RunMetrics, load_run, parse_labelled_argument
 from flashrl_report.goodput import VariantGoodput, goodput_plot, goodput_section, goodput_summaries
 from flashrl_report.html import render_html
 from flashrl_report.paired import (
@@ -34,7 +34,7 @@ from flashrl_report.paired import (
     split_label,
 )
 from flashrl_report.plots import Plot, color_of, line_plot, speedup_plot, time_breakdown_plot
-from flashrl_report.validation import ValidationSamples, load_validation, parse_validation_argument
+from flashrl_report.validation import ValidationSamples, load_validation
 
 #: Every figure of a report, in page order (the browser test checks each is on the page).
 PLOT_IDS: Final = (
@@ -229,7 +229,6 @@ __all__ = [
     "build_report",
     "load_run",
     "load_validation",
-    "parse_metrics_argument",
-    "parse_validation_argument",
+    "parse_labelled_argument",
     "write_report",
 ]

@@ -145,21 +145,28 @@ def load_run(label: str, path: str | Path) -> RunMetrics:
         raise MetricsInputError(f"{label}={path}: no such file or directory")
     run = RunMetrics(label=label, sources=[str(f) for f in files])
     for file in files:
-        try:
-            text = file.read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            raise MetricsInputError(f"{label}={file}: cannot read: {exc.strerror or exc}") from None
-        parse_lines(run, text.splitlines(), str(file))
+        parse_lines(run, read_lines(label, file), str(file))
     if not run.steps:
         run.notes.append("no step could be read")
     return run
 
 
-def parse_metrics_argument(value: str) -> tuple[str, str]:
-    """``LABEL=PATH`` as given to ``--metrics``."""
+def read_lines(label: str, file: Path) -> list[str]:
+    """A run's input file as lines (undecodable bytes replaced: one bad byte must not lose a run); one
+    that cannot be read is an input error that names it."""
+    try:
+        text = file.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise MetricsInputError(f"{label}={file}: cannot read: {exc.strerror or exc}") from None
+    return text.splitlines()
+
+
+def parse_labelled_argument(option: str, value: str, form: str, example: str) -> tuple[str, str]:
+    """``LABEL=PATH`` as given to ``option`` (``--metrics``, ``--validation``); ``form`` and ``example``
+    say what is expected."""
     label, sep, path = value.partition("=")
     if not sep or not label.strip() or not path.strip():
-        raise MetricsInputError(f"--metrics {value!r}: expected LABEL=PATH, e.g. bf16=runs/bf16.jsonl")
+        raise MetricsInputError(f"{option} {value!r}: expected {form}, e.g. {example}")
     return label.strip(), path.strip()
 
 
@@ -168,6 +175,7 @@ __all__ = [
     "MetricsInputError",
     "RunMetrics",
     "load_run",
+    "parse_labelled_argument",
     "parse_lines",
-    "parse_metrics_argument",
+    "read_lines",
 ]

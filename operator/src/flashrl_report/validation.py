@@ -34,7 +34,7 @@ from flashrl_api.validation_summary import (
     parse_summaries,
     summarize_dump,
 )
-from flashrl_report.data import MetricsInputError
+from flashrl_report.data import MetricsInputError, read_lines
 
 #: ``<step>.jsonl`` as verl names its dumps.
 STEP_FILE: Final = re.compile(r"^(?P<step>\d+)\.jsonl$")
@@ -182,22 +182,10 @@ def load_validation(label: str, path: str | Path) -> ValidationSamples:
         )
     samples = ValidationSamples(label=label, sources=[str(directory)])
     for step, file in files:
-        try:
-            text = file.read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            raise MetricsInputError(f"{label}={file}: cannot read: {exc.strerror or exc}") from None
-        parse_dump(samples, text.splitlines(), step, str(file))
+        parse_dump(samples, read_lines(label, file), step, str(file))
     if not samples.steps:
         samples.notes.append(f"{directory}: no validation sample could be read")
     return samples
-
-
-def parse_validation_argument(value: str) -> tuple[str, str]:
-    """``LABEL=DIR`` as given to ``--validation``."""
-    label, sep, path = value.partition("=")
-    if not sep or not label.strip() or not path.strip():
-        raise MetricsInputError(f"--validation {value!r}: expected LABEL=DIR, e.g. bf16=runs/bf16/validation")
-    return label.strip(), path.strip()
 
 
 __all__ = [
@@ -210,6 +198,5 @@ __all__ = [
     "expand",
     "load_validation",
     "parse_dump",
-    "parse_validation_argument",
     "samples_from_summaries",
 ]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
-from kubeconfigs import kubeconfig
+from kubeconfigs import kubeconfig, serving
 
 from flashrl_operator.client.errors import TransientError
 from flashrl_operator.client.kube import KubeClient
@@ -66,17 +66,12 @@ async def server() -> AsyncIterator[TokenServer]:
     state = TokenServer()
     app = web.Application()
     app.router.add_get("/apis/ray.io/v1/namespaces/{ns}/rayjobs/{name}", state.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    state.url = f"http://127.0.0.1:{port}"
-    try:
-        yield state
-    finally:
-        state.gate.set()
-        await runner.cleanup()
+    async with serving(app) as url:
+        state.url = url
+        try:
+            yield state
+        finally:
+            state.gate.set()
 
 
 class Plugin:

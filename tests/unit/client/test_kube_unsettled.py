@@ -8,12 +8,13 @@ serves. A 403 from a settled, ready server stays a :class:`RejectedError` (RBAC 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 from aiohttp import web
-from kubeconfigs import kubeconfig
+from kubeconfigs import kubeconfig, serving
 
 from flashrl_operator.client.errors import RejectedError, TransientError
 from flashrl_operator.client.kube import KubeClient
@@ -52,23 +53,15 @@ async def server() -> AsyncIterator[tuple[Restarting, str]]:
     app = web.Application()
     app.router.add_get("/readyz", state.readyz)
     app.router.add_get("/apis/ray.io/v1/namespaces/{ns}/rayjobs/{name}", state.ray_job)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        yield state, f"http://127.0.0.1:{port}"
-    finally:
-        await runner.cleanup()
+    async with serving(app) as url:
+        yield state, url
 
 
 async def test_a_403_while_readyz_fails_is_transient_and_a_settled_403_is_a_refusal(
     server: tuple[Restarting, str], tmp_path: Path
 ) -> None:
     state, url = server
-    kube = await connected(url, tmp_path, unsettled_seconds=3600.0)
-    try:
+    async with connected(url, tmp_path, unsettled_seconds=3600.0) as kube:
         # Ready and never failed: RBAC refuses, retrying cannot help.
         state.forbid = True
         with pytest.raises(RejectedError):
@@ -84,17 +77,16 @@ async def test_a_403_while_readyz_fails_is_transient_and_a_settled_403_is_a_refu
             await kube.get(RAY_JOB, "team-a", "j")
         state.forbid = False
         assert (await kube.get(RAY_JOB, "team-a", "j")) == {"metadata": {"name": "j"}}
-    finally:
-        await kube.close()
 
 
 async def test_a_403_after_a_5xx_is_transient_only_within_the_window(
     server: tuple[Restarting, str], tmp_path: Path
 ) -> None:
     state, url = server
-    kube = await connected(url, tmp_path, unsettled_seconds=3600.0)
-    settled = await connected(url, tmp_path, unsettled_seconds=0.0)
-    try:
+    async with (
+        connected(url, tmp_path, unsettled_seconds=3600.0) as kube,
+        connected(url, tmp_path, unsettled_seconds=0.0) as settled,
+    ):
         state.down = True
         for each in (kube, settled):
             with pytest.raises(TransientError, match="HTTP 503"):
@@ -106,12 +98,15 @@ async def test_a_403_after_a_5xx_is_transient_only_within_the_window(
         # Past the window (none here) a 403 from a ready server is RBAC's answer.
         with pytest.raises(RejectedError):
             await settled.get(RAY_JOB, "team-a", "j")
-    finally:
-        await kube.close()
-        await settled.close()
 
 
-async def connected(url: str, tmp_path: Path, *, unsettled_seconds: float) -> KubeClient:
+@asynccontextmanager
+async def connected(url: str, tmp_path: Path, *, unsettled_seconds: float) -> AsyncIterator[KubeClient]:
+    """A client of the server at ``url``, closed on the way out."""
     path = kubeconfig(tmp_path / f"{unsettled_seconds}.kubeconfig", {"server": url}, {"token": "t"})
     credentials = Credentials(environ={"KUBECONFIG": str(path)})
-    return await KubeClient.connect(credentials, retry_delay=0.01, unsettled_seconds=unsettled_seconds)
+    kube = await KubeClient.connect(credentials, retry_delay=0.01, unsettled_seconds=unsettled_seconds)
+    try:
+        yield kube
+    finally:
+        await kube.close()

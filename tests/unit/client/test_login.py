@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
-from kubeconfigs import kubeconfig
+from kubeconfigs import kubeconfig, serving
 
 from flashrl_operator.client.kube import KubeClient
 from flashrl_operator.client.login import CredentialError, Credentials
@@ -76,15 +76,8 @@ async def proxy() -> AsyncIterator[tuple[str, list[str]]]:
 
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        yield f"http://127.0.0.1:{port}", asked
-    finally:
-        await runner.cleanup()
+    async with serving(app) as url:
+        yield url, asked
 
 
 async def test_the_kubeconfigs_proxy_url_carries_the_operators_requests_and_kopfs(

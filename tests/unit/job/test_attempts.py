@@ -4,16 +4,34 @@ from __future__ import annotations
 
 import datetime
 
+from flashrl_api.status import AttemptRecord
 from flashrl_operator.job.attempts import MAX_HISTORY, Attempt, Attempts, Reported, on_failure
 
 NOW = datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)
+
+
+def ended(
+    attempt: int, start: int, end: int, checkpoint: int, reason: str | None, t0: str, t1: str
+) -> Attempt:
+    """An attempt that ended: its start step, last step, newest checkpoint, why, and when."""
+    return Attempt(
+        attempt=attempt,
+        start_step=start,
+        end_step=end,
+        checkpoint_step=checkpoint,
+        reason=reason,
+        start_time=t0,
+        end_time=t1,
+    )
 
 
 def test_a_fresh_job_is_attempt_1_and_its_start_is_recorded_once() -> None:
     state = Attempts.of({})
     assert (state.attempt, state.history, state.lost_steps, state.created) == (1, (), 0, False)
     started = state.started("2026-01-02T03:04:05Z", checkpoint_step=0)
-    assert started.created and started.current == Attempt(1, 0, start_time="2026-01-02T03:04:05Z")
+    assert started.created and started.current == Attempt(
+        attempt=1, start_step=0, start_time="2026-01-02T03:04:05Z"
+    )
     assert started.started("2026-01-02T09:09:09Z", 0) == started
     wire = started.to_status()
     assert wire == {
@@ -35,15 +53,18 @@ def test_a_failure_past_a_checkpoint_opens_attempt_2_from_it_after_the_backoff()
     # 30 s after NOW (03:04:05), shortened by this job's jitter (at most a quarter): 03:04:27 to 03:04:35.
     assert "2026-01-02T03:04:27Z" <= (after.next_attempt_time or "") <= "2026-01-02T03:04:35Z"
     first, second = after.history
-    assert first == Attempt(1, 0, 12, 10, "TrainerFailed", "2026-01-02T02:00:00Z", "2026-01-02T03:04:05Z")
-    assert second == Attempt(2, 10)
+    assert first == ended(1, 0, 12, 10, "TrainerFailed", "2026-01-02T02:00:00Z", "2026-01-02T03:04:05Z")
+    assert second == Attempt(attempt=2, start_step=10)
     assert failure.event_reason == "Retrying" and "2 step(s)" in failure.event_message
 
 
 def test_a_step_reported_by_an_earlier_attempt_is_not_this_attempts_progress() -> None:
     state = Attempts(
         attempt=2,
-        history=(Attempt(1, 0, 12, 10, "TrainerFailed", "t0", "t1"), Attempt(2, 10, start_time="t2")),
+        history=(
+            ended(1, 0, 12, 10, "TrainerFailed", "t0", "t1"),
+            Attempt(attempt=2, start_step=10, start_time="t2"),
+        ),
     )
     # The progress still says step 12 from attempt 1: attempt 2 failed before its first step.
     failure = on_failure(
@@ -55,9 +76,9 @@ def test_a_step_reported_by_an_earlier_attempt_is_not_this_attempts_progress() -
 
 def test_repeated_failure_from_one_checkpoint_is_no_progress_and_final() -> None:
     history = (
-        Attempt(1, 0, 37, 35, "TrainerFailed", "t0", "t1"),
-        Attempt(2, 35, 37, 35, "TrainerFailed", "t2", "t3"),
-        Attempt(3, 35, start_time="t4"),
+        ended(1, 0, 37, 35, "TrainerFailed", "t0", "t1"),
+        ended(2, 35, 37, 35, "TrainerFailed", "t2", "t3"),
+        Attempt(attempt=3, start_step=35, start_time="t4"),
     )
     state = Attempts(attempt=3, history=history, lost_steps=4)
     failure = on_failure(
@@ -82,5 +103,34 @@ def test_history_is_bounded() -> None:
 def test_success_closes_the_attempt() -> None:
     state = Attempts.of({}).started("t0", 0)
     done = state.finished("t1", Reported(step=150, step_attempt=1, checkpoint_step=150), None)
-    assert done.current == Attempt(1, 0, 150, 150, None, "t0", "t1")
+    assert done.current == ended(1, 0, 150, 150, None, "t0", "t1")
     assert done.finished("t2", Reported(), None) == done
+
+
+def test_an_entry_is_the_apis_attempt_record_and_round_trips_as_stored() -> None:
+    """One declaration of the fields (flashrl_api.status.AttemptRecord): what the operator stored reads
+    back and is written out unchanged, the launcher's phases included; an entry the CRD's schema would
+    not have admitted is skipped rather than guessed at."""
+    launcher = {
+        "attempt": 1,
+        "launchTime": "2026-01-02T02:01:00.000Z",
+        "reportTime": "2026-01-02T02:31:00.500Z",
+        "steps": 3,
+        "phases": [{"phase": "gate", "seconds": 60.0, "gpuSeconds": 960.0}],
+    }
+    stored = {
+        "attempt": 2,
+        "attempts": [
+            {"attempt": 1, "startStep": 0, "endStep": 3, "checkpointStep": 2, "reason": "TrainerFailed"}
+            | {"startTime": "t0", "endTime": "t1", "admitTime": "t0", "releaseTime": "t2"}
+            | {"gpus": 16, "launcher": launcher},
+            {"attempt": 0, "startStep": -1},
+            {"attempt": 2, "startStep": 2, "startTime": "t3"},
+        ],
+        "lostSteps": 1,
+        "nextAttemptTime": None,
+    }
+    state = Attempts.of(stored)
+    assert isinstance(state.history[0], AttemptRecord)
+    assert [e.attempt for e in state.history] == [1, 2]
+    assert state.to_status() == {**stored, "attempts": [stored["attempts"][0], stored["attempts"][2]]}

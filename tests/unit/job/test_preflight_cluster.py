@@ -17,7 +17,9 @@ from flashrl_operator.job.preflight import (
     cluster_problems,
     experiment_check,
     gpus_in_use,
+    offline_limits,
     pod_gpus,
+    pool_fits,
 )
 
 CRDS = Path(__file__).resolve().parents[2] / "data" / "crds" / "kuberay-v1.7.0"
@@ -167,3 +169,50 @@ def test_nodes_the_user_may_not_list_are_a_note_not_a_missing_gpu_node() -> None
     blind = _facts([], None, nodes_readable=False)
     assert not [p for p in cluster_problems(_job(), blind, "1.7.0") if "node(s)" in p or "GPUs" in p]
     assert cluster_notes(blind) == ["not checked: GPU nodes and their GPUs (your user may not list nodes)"]
+
+
+def _separate_async(pool: dict[str, Any]) -> FlashRLJob:
+    return parse_job(
+        {
+            "apiVersion": "flashrl.dev/v1alpha1",
+            "kind": "FlashRLJob",
+            "metadata": {"name": "sa", "namespace": "rl"},
+            "spec": {
+                "training": {"mode": "separate-async", "async": {"parameterSyncStep": 1}},
+                "rollout": {"pool": pool},
+            },
+        }
+    )
+
+
+def _pool_lines(problems: list[str]) -> list[str]:
+    return [p for p in problems if "pool" in p]
+
+
+def test_the_rollout_pool_is_counted_on_its_own_nodes_and_named_in_its_own_line() -> None:
+    """One H20 node holds the trainer's pod; the rollout pool needs a node of its own, and a busy rollout
+    node is named as the rollout pool's."""
+    job = _separate_async({"nodes": 1, "gpusPerNode": 8})
+    one = _facts([_node("h20-a")], [])
+    assert _pool_lines(cluster_problems(job, one, "1.7.0")) == [
+        "rollout pool (rollout.pool): 0 node(s) labelled nvidia.com/gpu.product=NVIDIA-H20 not taken by "
+        "the trainer pool with 8 allocatable nvidia.com/gpu; the job needs 1"
+    ]
+    busy = _facts([_node("h20-a"), _node("h20-b")], [_pod("h20-b", 4)])
+    (line,) = _pool_lines(cluster_problems(job, busy, "1.7.0"))
+    assert line.startswith(
+        "rollout pool (rollout.pool): GPUs in use: 0 of the 1 GPU pod(s) of 8 nvidia.com/gpu of the job's "
+        "rollout pool fit in the free GPUs"
+    )
+    assert "h20-b: 4 of 8 free" in line and "h20-a" not in line
+    free = _facts([_node("h20-a"), _node("h20-b")], [])
+    assert _pool_lines(cluster_problems(job, free, "1.7.0")) == []
+    # Offline, `flashrl validate` says what it could not check: both pools' nodes.
+    assert (
+        "1 node(s) with 8 allocatable and free NVIDIA-H20 for the trainer pool; 1 node(s) with 8 "
+        "allocatable and free NVIDIA-H20 for the rollout pool" in offline_limits(job)
+    )
+    assert [f.describe() for f in pool_fits(job, free)] == [
+        "trainer pool: 1x8 NVIDIA-H20 on the node(s) labelled nvidia.com/gpu.product=NVIDIA-H20: 2 fit",
+        "rollout pool: 1x8 NVIDIA-H20 on the node(s) labelled nvidia.com/gpu.product=NVIDIA-H20: 1 fit",
+    ]

@@ -157,3 +157,33 @@ def test_gpu_seconds_by_phase_come_from_the_launchers_clock() -> None:
     # The 10 s since the step (the next one under way) are step_other, with the step's untimed 33 s.
     assert by_phase["step_other"] == pytest.approx(16 * (412.5 - 250.0 - 9.5 - 120.0 + 10.0))
     assert sum(by_phase.values()) == pytest.approx(16 * (1582.5 - 1000.0))
+
+
+#: A separate-async step: verl 0.9.1's V1 trainer logs the samples' staleness and the ones it dropped
+#: (trainer_base.py, replay_buffer.py); its timing_s/gen is the wait for the rollout pool's samples.
+ASYNC_STEP = {
+    "timing_s/step": 400.0,
+    "timing_s/gen": 240.0,
+    "timing_s/update_weights": 20.0,
+    "training/off_policy/trajectory_staleness/mean": 1.5,
+    "training/off_policy/trajectory_staleness/max": 4.0,
+    "training/off_policy/evicted_samples": 3.0,
+    "separate_async/switch/idle": 1.0,
+}
+
+
+def test_the_async_figures_have_series_and_separate_async_exports_the_trainers_sample_wait() -> None:
+    for separate, fraction in ((True, 0.6), (False, None)):
+        state = RunState(total_steps=10)
+        running = serve(state, "ml", "qwen3-fp8", 0, address="127.0.0.1", separate_pools=separate)
+        try:
+            state.add(Record(1, ASYNC_STEP), now=1.0)
+            got = samples(scrape(running))
+        finally:
+            running.close()
+        assert got[(names.ASYNC_STALENESS_MEAN, ())] == 1.5
+        assert got[(names.ASYNC_STALENESS_MAX, ())] == 4.0
+        assert got[(names.ASYNC_OFF_POLICY_EVICTED, ())] == 3.0
+        assert got[(names.ASYNC_TRAINER_IDLE, ())] == 1.0
+        assert got[(names.PHASE_SECONDS, (("phase", "update_weights"),))] == 20.0
+        assert got.get((names.ASYNC_SAMPLE_WAIT_FRACTION, ())) == fraction

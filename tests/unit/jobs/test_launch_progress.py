@@ -14,7 +14,14 @@ from flashrl_jobs import cli, contract
 from flashrl_jobs.engine_env import pod_env
 from flashrl_jobs.process import shell_exit_code
 from flashrl_jobs.progress import StepParser, progress_patch, status_path
-from flashrl_jobs.ray_gate import GpuCount, parse_address, wait_for_gpus
+from flashrl_jobs.ray_gate import (
+    GpuCount,
+    PoolCounts,
+    PoolNeed,
+    one_pool,
+    parse_address,
+    wait_for_gpus,
+)
 from flashrl_jobs.termination import LaunchError
 
 
@@ -55,12 +62,16 @@ class FakeClock:
         self.now += seconds
 
 
+def _one(count: GpuCount, gpus: int) -> PoolCounts:
+    return PoolCounts(one_pool(gpus), (count,))
+
+
 def test_wait_for_gpus_logs_changes_and_proceeds_on_available() -> None:
     clock = FakeClock()
     counts = iter([GpuCount(0, 0, 0), GpuCount(0, 0, 0), GpuCount(6, 6, 1), GpuCount(8, 8, 2)])
     lines: list[str] = []
-    result = wait_for_gpus(lambda: next(counts), 8, 60, lines.append, clock=clock, pause=clock.pause)
-    assert result.count.available == 8
+    result = wait_for_gpus(lambda: _one(next(counts), 8), 60, lines.append, clock=clock, pause=clock.pause)
+    assert result.counts.available == 8
     assert lines == [
         "0/8 GPUs registered on 0 node(s) (0 available), waiting up to 60s more",
         "6/8 GPUs registered on 1 node(s) (6 available), waiting up to 58s more",
@@ -73,8 +84,8 @@ def test_available_gpus_of_a_node_not_yet_listed_alive_do_not_open_the_gate() ->
     clock = FakeClock()
     counts = iter([GpuCount(2, 4, 1), GpuCount(4, 4, 2)])
     lines: list[str] = []
-    result = wait_for_gpus(lambda: next(counts), 4, 60, lines.append, clock=clock, pause=clock.pause)
-    assert result.count == GpuCount(4, 4, 2)
+    result = wait_for_gpus(lambda: _one(next(counts), 4), 60, lines.append, clock=clock, pause=clock.pause)
+    assert result.counts.counts == (GpuCount(4, 4, 2),)
     assert lines == [
         "2/4 GPUs registered on 1 node(s) (4 available), waiting up to 60s more",
         "4/4 GPUs registered on 2 node(s) (4 available), proceeding",
@@ -98,7 +109,7 @@ def test_launcher_log_lines_are_written_whole(monkeypatch: pytest.MonkeyPatch) -
 def test_registered_but_busy_gpus_time_out_with_a_distinct_reason() -> None:
     clock = FakeClock()
     with pytest.raises(LaunchError) as error:
-        wait_for_gpus(lambda: GpuCount(8, 6, 1), 8, 5, lambda _: None, clock=clock, pause=clock.pause)
+        wait_for_gpus(lambda: _one(GpuCount(8, 6, 1), 8), 5, lambda _: None, clock=clock, pause=clock.pause)
     assert error.value.exit_code == contract.EXIT_GPU_TIMEOUT
     assert "held by other Ray tasks" in error.value.reason
     assert "8/8 GPUs registered on 1 node(s) (6 available)" in error.value.reason
@@ -193,3 +204,23 @@ def test_a_step_carries_the_launchers_goodput_phases() -> None:
     assert parsed.attempt == 2 and parsed.launch_time == "2023-11-14T22:13:20.000Z"
     assert parsed.report_time == "2023-11-14T22:15:00.250Z"
     assert {p.phase: p.gpu_seconds for p in parsed.phases} == {"gpu_gate": 244.0, "startup": 558.0}
+
+
+def test_two_pools_each_need_their_own_gpus_and_the_reason_names_both() -> None:
+    """A rollout pool short of GPUs keeps the gate closed however many the trainer's pool has."""
+    needs = (PoolNeed("trainer", "gpu", 8), PoolNeed("rollout", "rollout", 8))
+    clock = FakeClock()
+    with pytest.raises(LaunchError) as error:
+        wait_for_gpus(
+            lambda: PoolCounts(needs, (GpuCount(16, 16, 2), GpuCount(3, 3, 1))),
+            5,
+            lambda _: None,
+            clock=clock,
+            pause=clock.pause,
+        )
+    assert error.value.reason == (
+        "timed out after 5s waiting for 16 available GPU(s): trainer pool: 16/8 GPUs registered on 2 node(s) "
+        "(16 available); rollout pool: 3/8 GPUs registered on 1 node(s) (3 available); 5 GPU(s) of the "
+        "rollout pool (worker group rollout) never registered: a worker pod has not joined Ray (check the "
+        "GPU worker pods and their raylet logs)"
+    )

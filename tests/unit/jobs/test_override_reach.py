@@ -58,19 +58,22 @@ PARENT_PROBES = [
 ]
 
 
-def _job(overrides: list[str]) -> FlashRLJob:
-    return parse_job(
-        {
-            "apiVersion": "flashrl.dev/v1alpha1",
-            "kind": "FlashRLJob",
-            "metadata": {"name": "j", "namespace": "rl"},
-            "spec": {
-                "model": {"source": "/models/qwen"},
-                "data": {"train": "/data/t.parquet", "validation": "/data/v.parquet"},
-                "overrides": overrides,
-            },
-        }
-    )
+def _manifest(**spec: Any) -> dict[str, Any]:
+    """A job of a local model and data, with ``spec``'s further fields."""
+    return {
+        "apiVersion": "flashrl.dev/v1alpha1",
+        "kind": "FlashRLJob",
+        "metadata": {"name": "j", "namespace": "rl"},
+        "spec": {
+            "model": {"source": "/models/qwen"},
+            "data": {"train": "/data/t.parquet", "validation": "/data/v.parquet"},
+            **spec,
+        },
+    }
+
+
+def _job(**spec: Any) -> FlashRLJob:
+    return parse_job(_manifest(**spec))
 
 
 @pytest.mark.parametrize("probe", HYDRA_PROBES)
@@ -122,18 +125,7 @@ def test_the_reserved_environment_is_reachable_through_spec_env_neither(name: st
     from flashrl_api import SpecError
 
     with pytest.raises(SpecError) as caught:
-        parse_job(
-            {
-                "apiVersion": "flashrl.dev/v1alpha1",
-                "kind": "FlashRLJob",
-                "metadata": {"name": "j", "namespace": "rl"},
-                "spec": {
-                    "model": {"source": "/models/qwen"},
-                    "data": {"train": "/data/t.parquet", "validation": "/data/v.parquet"},
-                    "env": [{"name": name, "value": "x"}],
-                },
-            }
-        )
+        _job(env=[{"name": name, "value": "x"}])
     assert [p.path for p in caught.value.problems] == ["spec.env"]
 
 
@@ -147,7 +139,7 @@ def test_the_composed_config_is_compared_whatever_the_spelling() -> None:
     composed comparison directly) is still found, at the override that made it."""
     from flashrl_jobs.verl_config import composed_owned_problems
 
-    generated = generated_overrides(_job([]))
+    generated = generated_overrides(_job(overrides=[]))
     user = [
         (0, "trainer.test_freq=3"),
         (1, "trainer={nnodes:99}"),
@@ -163,7 +155,7 @@ def test_the_composed_config_is_compared_whatever_the_spelling() -> None:
 def test_every_protected_key_is_read_from_the_composed_config() -> None:
     from flashrl_jobs.verl_config import owned_values
 
-    values = owned_values(tuple(generated_overrides(_job([]))))
+    values = owned_values(tuple(generated_overrides(_job(overrides=[]))))
     assert values is not None
     assert set(PROTECTED_KEYS) <= set(values)
     assert values["trainer.nnodes"] == "1"
@@ -172,16 +164,7 @@ def test_every_protected_key_is_read_from_the_composed_config() -> None:
 def _validate(tmp_path: Path, override: str) -> int:
     """``flashrl validate`` on a job whose second override is ``override``; its exit code."""
     path = tmp_path / "job.yaml"
-    manifest: dict[str, Any] = {
-        "apiVersion": "flashrl.dev/v1alpha1",
-        "kind": "FlashRLJob",
-        "metadata": {"name": "j", "namespace": "rl"},
-        "spec": {
-            "model": {"source": "/models/qwen"},
-            "data": {"train": "/data/t.parquet", "validation": "/data/v.parquet"},
-            "overrides": ["trainer.test_freq=3", override],
-        },
-    }
+    manifest = _manifest(overrides=["trainer.test_freq=3", override])
     path.write_text(yaml.safe_dump(manifest), encoding="utf-8")
     return main(["validate", str(path)])
 

@@ -59,3 +59,41 @@ def test_job_info_has_one_series_per_job_that_follows_its_phase() -> None:
     assert info("bf16", "Running", "bf16") == 1
     m.forget("u2")
     assert info("bf16", "Running", "bf16") is None
+
+
+def test_pool_series_follow_status_goodput_pools_and_go_with_the_job() -> None:
+    m = OperatorMetrics()
+    pools = [
+        {
+            "name": "trainer",
+            "gpus": 8,
+            "heldGPUSeconds": 800.0,
+            "waitingFor": "samples",
+            "waitingGPUSeconds": 300.0,
+        },
+        {
+            "name": "rollout",
+            "gpus": 8,
+            "heldGPUSeconds": 800.0,
+            "waitingFor": "weights",
+            "waitingGPUSeconds": 40.0,
+        },
+    ]
+    m.observe_goodput("ml", "sa", {"byPhase": [], "pools": pools})
+    m.observe_goodput("ml", "sync", {"byPhase": []})
+    value = m.registry.get_sample_value
+    ids = {"namespace": "ml", "job": "sa"}
+    assert value("flashrl_pool_gpu_seconds_total", {**ids, "pool": "rollout"}) == 800.0
+    assert (
+        value("flashrl_pool_waiting_gpu_seconds_total", {**ids, "pool": "trainer", "waiting_for": "samples"})
+        == 300
+    )
+    assert (
+        value("flashrl_pool_waiting_gpu_seconds_total", {**ids, "pool": "rollout", "waiting_for": "weights"})
+        == 40
+    )
+    assert (
+        value("flashrl_pool_gpu_seconds_total", {"namespace": "ml", "job": "sync", "pool": "trainer"}) is None
+    )
+    m.forget_goodput("ml", "sa")
+    assert value("flashrl_pool_gpu_seconds_total", {**ids, "pool": "rollout"}) is None

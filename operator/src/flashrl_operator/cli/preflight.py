@@ -124,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
 
     from flashrl_api import SpecError
     from flashrl_api.pins import load_pins
-    from flashrl_operator.job.preflight import cluster_notes, cluster_problems, experiment_check
+    from flashrl_operator.job.preflight import cluster_notes, cluster_problems, experiment_check, pool_fits
 
     try:
         kind, name, variants, parallelism = _read(args.file, args.namespace)
@@ -162,6 +162,10 @@ def run(args: argparse.Namespace) -> int:
         if problems:
             return 1
         print(f'{source_name(args.file)}: the cluster has what FlashRLJob "{name}" needs in {namespace}')
+        fits = pool_fits(jobs[0], facts)
+        if len(fits) > 1 and facts.nodes_readable:
+            for fit in fits:
+                print(f"  {fit.describe()}")
         return 0
     check = experiment_check(variants, parallelism, facts, kuberay)
     for line in check.shared:

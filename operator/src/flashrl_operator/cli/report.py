@@ -66,8 +66,7 @@ def run(args: argparse.Namespace) -> int:
             build_report,
             load_run,
             load_validation,
-            parse_metrics_argument,
-            parse_validation_argument,
+            parse_labelled_argument,
             write_report,
         )
     except ImportError as exc:
@@ -91,8 +90,14 @@ def run(args: argparse.Namespace) -> int:
 
             runs, validation, cluster_title = load_cluster_runs(args.namespace, args.experiment, args.job)
             title = title or cluster_title
-        sources = [parse_metrics_argument(value) for value in args.metrics]
-        dumps = [parse_validation_argument(value) for value in args.validation]
+        sources = [
+            parse_labelled_argument("--metrics", v, "LABEL=PATH", "bf16=runs/bf16.jsonl")
+            for v in args.metrics
+        ]
+        dumps = [
+            parse_labelled_argument("--validation", v, "LABEL=DIR", "bf16=runs/bf16/validation")
+            for v in args.validation
+        ]
         runs += [load_run(label, path) for label, path in sources]
         # A run's dumps given with --validation replace its ConfigMap summaries (they are complete).
         given = [load_validation(label, path) for label, path in dumps]

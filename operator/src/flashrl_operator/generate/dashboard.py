@@ -68,6 +68,19 @@ def _panel(
     }
 
 
+def _series_panel(
+    title: str,
+    metric: str,
+    width: int,
+    unit: str = "short",
+    kind: str = "timeseries",
+    description: str = "",
+    labels: str = "",
+) -> dict[str, Any]:
+    """A panel of one metric's series of the selected jobs (``labels``: more matchers), one line a job."""
+    return _panel(title, [_target(_selected(metric, labels))], width, unit, kind, description)
+
+
 def _rows(y: int, *rows: tuple[str, int, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """Rows from ``y`` down, each a (title, height, panels): its header, then its panels side by side,
     left to right, as tall as the row."""
@@ -112,9 +125,9 @@ def panels() -> list[dict[str, Any]]:
             unit="percent",
             description="Completed training steps over the run's total.",
         ),
-        _panel(
+        _series_panel(
             "Time left",
-            [_target(_selected(m.TRAINING_REMAINING_SECONDS))],
+            m.TRAINING_REMAINING_SECONDS,
             6,
             unit="s",
             kind="stat",
@@ -157,25 +170,26 @@ def panels() -> list[dict[str, Any]]:
             6,
             description="Response tokens per step (verl response_length/mean and /max).",
         ),
-        _panel(
+        _series_panel(
             "Responses cut at the maximum length",
-            [_target(_selected(m.RESPONSE_LENGTH, ', stat="clip_ratio"'))],
+            m.RESPONSE_LENGTH,
             6,
+            labels=', stat="clip_ratio"',
             unit="percentunit",
             description="verl response_length/clip_ratio.",
         ),
     ]
     speed = [
-        _panel(
+        _series_panel(
             "Throughput per GPU",
-            [_target(_selected(m.THROUGHPUT))],
+            m.THROUGHPUT,
             8,
             unit=TOKENS_PER_SECOND,
             description="verl perf/throughput: prompt and response tokens per second per GPU, whole step.",
         ),
-        _panel(
+        _series_panel(
             "Step time",
-            [_target(_selected(m.TRAINING_STEP_SECONDS))],
+            m.TRAINING_STEP_SECONDS,
             8,
             unit="s",
             description="verl timing_s/step.",
@@ -190,15 +204,15 @@ def panels() -> list[dict[str, Any]]:
         ),
     ]
     mismatch = [
-        _panel(
+        _series_panel(
             "Mismatch KL",
-            [_target(_selected(m.MISMATCH_KL))],
+            m.MISMATCH_KL,
             8,
             description="verl rollout_corr/kl; verl's docs warn above |0.1|. Watch for upward drift.",
         ),
-        _panel(
+        _series_panel(
             "IS effective sample size",
-            [_target(_selected(m.IS_ESS))],
+            m.IS_ESS,
             8,
             unit="percentunit",
             description="verl rollout_corr/rollout_is_eff_sample_size; verl's docs warn below 0.3.",
@@ -310,6 +324,61 @@ def goodput_panels(y: int) -> list[dict[str, Any]]:
     return _rows(y, ("Where the GPU-hours go", 9, [held, hours, productive]))
 
 
+def async_panels(y: int) -> list[dict[str, Any]]:
+    """The row "Rollout pool and asynchrony" (training.mode colocate-async / separate-async): whether the
+    rollout pool keeps the trainer fed, what each pool waits for, how stale the samples are, what the
+    off-policy limit drops and what the parameter sync costs. Empty for sync jobs (no series)."""
+    starving = _panel(
+        "Trainer waiting for samples",
+        [_target(_selected(m.ASYNC_SAMPLE_WAIT_FRACTION))],
+        6,
+        unit="percentunit",
+        description="separate-async: share of the last step the trainer waited for the rollout pool's "
+        "samples (verl timing_s/gen / timing_s/step). FlashRLRolloutPoolStarvesTrainer fires when it "
+        "stays high: the rollout pool is too small to keep the trainer fed.",
+    )
+    pools = _panel(
+        "GPUs per pool, and waiting",
+        [
+            _target(
+                f"sum by (namespace, job, pool) (rate({_selected(m.POOL_GPU_SECONDS)}[$__rate_interval]))",
+                "{{job}} {{pool}} held",
+            ),
+            _target(
+                "sum by (namespace, job, pool, waiting_for) "
+                f"(rate({_selected(m.POOL_WAITING_GPU_SECONDS)}[$__rate_interval]))",
+                "{{job}} {{pool}} waiting for {{waiting_for}}",
+            ),
+        ],
+        6,
+        description="separate-async: GPUs each pool holds and how many of them wait for the other pool "
+        "(status.goodput.pools: the trainer for samples, the rollout pool for weights).",
+    )
+    staleness = _panel(
+        "Sample staleness",
+        [
+            _target(_selected(m.ASYNC_STALENESS_MEAN), "{{job}} mean"),
+            _target(_selected(m.ASYNC_STALENESS_MAX), "{{job}} max"),
+        ],
+        6,
+        description="Model versions the last step's trajectories lag the policy (verl "
+        "training/off_policy/trajectory_staleness); bounded by spec.training.async.maxOffPolicyVersions.",
+    )
+    drops = _panel(
+        "Off-policy drops and parameter sync",
+        [
+            _target(_selected(m.ASYNC_OFF_POLICY_EVICTED), "{{job}} dropped samples"),
+            _target(_selected(m.PHASE_SECONDS, ', phase="update_weights"'), "{{job}} parameter sync"),
+        ],
+        6,
+        description="Samples dropped for exceeding the off-policy limit in the last step (verl "
+        "training/off_policy/evicted_samples, left axis) and the parameter sync's seconds (verl "
+        "timing_s/update_weights, right axis).",
+        overrides=[_unit_override("B", "s", right_axis=True)],
+    )
+    return _rows(y, ("Rollout pool and asynchrony", 8, [starving, pools, staleness, drops]))
+
+
 def _variable(name: str, query: str, label: str) -> dict[str, Any]:
     return {
         "name": name,
@@ -354,7 +423,8 @@ def dashboard() -> dict[str, Any]:
         },
         # Grafana keys panel state (links, repeat, library panels) by id: every panel, rows included.
         "panels": [
-            {"id": number, **panel} for number, panel in enumerate([*panels(), *goodput_panels(44)], 1)
+            {"id": number, **panel}
+            for number, panel in enumerate([*panels(), *goodput_panels(44), *async_panels(54)], 1)
         ],
     }
 

@@ -21,7 +21,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from flashrl_api.status import Reason
+from pydantic import ValidationError
+
+from flashrl_api.status import MAX_ATTEMPTS, AttemptRecord, Reason
 from flashrl_api.times import rfc3339
 from flashrl_operator.job.retry_policy import (
     BACKOFF_BASE_SECONDS,
@@ -33,10 +35,8 @@ from flashrl_operator.job.retry_policy import (
 )
 from flashrl_operator.vocab.kuberay import as_int, as_text
 
-#: Attempts kept in ``status.attempts``.
-MAX_HISTORY: Final = 10
-#: Status keys this module owns.
-ATTEMPT_KEYS: Final = ("attempt", "attempts", "lostSteps", "nextAttemptTime")
+#: Attempts kept in ``status.attempts`` (the status model's bound).
+MAX_HISTORY: Final = MAX_ATTEMPTS
 
 
 def _int(value: Any, default: int = 0) -> int:
@@ -48,60 +48,36 @@ def _opt_str(value: Any) -> str | None:
     return as_text(value) or None
 
 
-@dataclass(frozen=True)
-class Attempt:
-    """One ``status.attempts`` entry."""
+class Attempt(AttemptRecord):
+    """One ``status.attempts`` entry: the API's :class:`~flashrl_api.status.AttemptRecord` (the one
+    declaration of its fields, which the CRD's schema also comes from), read from the stored status.
 
-    attempt: int
-    start_step: int = 0
-    end_step: int | None = None
-    checkpoint_step: int | None = None
-    reason: str | None = None
-    start_time: str | None = None
-    end_time: str | None = None
-    #: Goodput (:mod:`flashrl_operator.job.status.goodput`): when its RayJob was first seen unsuspended, when
-    #: its cluster was seen gone, its GPUs, and
-    #: the launcher's newest ``status.launcherPhases`` of this attempt.
-    admit_time: str | None = None
-    release_time: str | None = None
-    gpus: int | None = None
-    launcher: Mapping[str, Any] | None = None
+    Goodput (:mod:`flashrl_operator.job.goodput`) fills in ``admitTime`` (its RayJob first seen
+    unsuspended), ``releaseTime`` (its cluster seen gone), ``gpus`` and ``launcher`` (the launcher's
+    newest ``status.launcherPhases`` of this attempt).
+    """
 
     @classmethod
-    def of(cls, raw: Mapping[str, Any]) -> Attempt:
-        """Read an entry as stored (camelCase)."""
-        launcher = raw.get("launcher")
-        return cls(
-            attempt=max(1, _int(raw.get("attempt"), 1)),
-            start_step=_int(raw.get("startStep")),
-            end_step=as_int(raw.get("endStep")),
-            checkpoint_step=as_int(raw.get("checkpointStep")),
-            reason=_opt_str(raw.get("reason")),
-            start_time=_opt_str(raw.get("startTime")),
-            end_time=_opt_str(raw.get("endTime")),
-            admit_time=_opt_str(raw.get("admitTime")),
-            release_time=_opt_str(raw.get("releaseTime")),
-            gpus=as_int(raw.get("gpus")),
-            launcher=launcher if isinstance(launcher, Mapping) else None,
-        )
+    def of(cls, raw: Mapping[str, Any]) -> Attempt | None:
+        """Read an entry as stored (camelCase); ``None`` for one the CRD's schema would not have
+        admitted (someone else's write)."""
+        try:
+            return cls.model_validate(raw)
+        except ValidationError:
+            return None
 
-    def to_wire(self) -> dict[str, Any]:
-        """The entry as stored; absent values are left out."""
-        wire: dict[str, Any] = {"attempt": self.attempt, "startStep": self.start_step}
-        for key, value in (
-            ("endStep", self.end_step),
-            ("checkpointStep", self.checkpoint_step),
-            ("reason", self.reason),
-            ("startTime", self.start_time),
-            ("endTime", self.end_time),
-            ("admitTime", self.admit_time),
-            ("releaseTime", self.release_time),
-            ("gpus", self.gpus),
-            ("launcher", dict(self.launcher) if self.launcher is not None else None),
-        ):
-            if value is not None:
-                wire[key] = value
-        return wire
+    def closed(self, end_step: int, checkpoint_step: int, reason: str | None, now: str) -> Attempt:
+        """The attempt ended at ``now``: its last step, its newest checkpoint, and why (``None``: it
+        succeeded)."""
+        return self.model_copy(
+            update={
+                "end_step": end_step,
+                "checkpoint_step": checkpoint_step,
+                "reason": reason,
+                "start_time": self.start_time or now,
+                "end_time": now,
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -168,7 +144,8 @@ class Attempts:
     def of(cls, status: Mapping[str, Any]) -> Attempts:
         """Read it from the previous status (a fresh job has attempt 1 and no history)."""
         raw = status.get("attempts")
-        history = tuple(Attempt.of(e) for e in raw if isinstance(e, Mapping)) if isinstance(raw, list) else ()
+        entries = (Attempt.of(e) for e in raw if isinstance(e, Mapping)) if isinstance(raw, list) else ()
+        history = tuple(e for e in entries if e is not None)
         return cls(
             attempt=max(1, _int(status.get("attempt"), 1)),
             history=history,
@@ -197,9 +174,11 @@ class Attempts:
         """The current attempt's RayJob exists: record when, and the checkpoint it resumes from."""
         if self.created:
             return self
-        entry = replace(self.current, start_time=self.current.start_time or now, end_time=None)
+        entry = self.current.model_copy(
+            update={"start_time": self.current.start_time or now, "end_time": None}
+        )
         if self.attempt == 1 and not self.history:
-            entry = replace(entry, start_step=checkpoint_step)
+            entry = entry.model_copy(update={"start_step": checkpoint_step})
         return replace(self, history=self._with_current(entry), next_attempt_time=None)
 
     def finished(self, now: str, reported: Reported, reason: str | None) -> Attempts:
@@ -207,18 +186,11 @@ class Attempts:
         current = self.current
         if current.end_time is not None:
             return self
-        entry = replace(
-            current,
-            end_step=reported.step_of(current),
-            checkpoint_step=reported.checkpoint_step,
-            reason=reason,
-            start_time=current.start_time or now,
-            end_time=now,
-        )
+        entry = current.closed(reported.step_of(current), reported.checkpoint_step, reason, now)
         return replace(self, history=self._with_current(entry), next_attempt_time=None)
 
     def to_status(self) -> dict[str, Any]:
-        """The keys of :data:`ATTEMPT_KEYS` (``None`` removes one)."""
+        """The attempt keys (``status.mapping.ATTEMPT_KEYS``; ``None`` removes one)."""
         return {
             "attempt": self.attempt,
             "attempts": [e.to_wire() for e in self.history] or None,
@@ -273,14 +245,7 @@ def on_failure(
     )
     decision = decide(end, max_restarts, backoff_base, jitter_key)
     stamp = rfc3339(now)
-    closed = replace(
-        current,
-        end_step=step,
-        checkpoint_step=reported.checkpoint_step,
-        reason=reason,
-        start_time=current.start_time or stamp,
-        end_time=stamp,
-    )
+    closed = current.closed(step, reported.checkpoint_step, reason, stamp)
     after = replace(
         state, history=state._with_current(closed), lost_steps=state.lost_steps + decision.lost_steps
     )

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flashrl_api import FlashRLJob
+from flashrl_api.pools import ROLLOUT_POOL, GpuPool, gpu_pools
 from flashrl_api.spec import GPU_PRODUCT_LABEL
 from flashrl_api.staging import staging_plan
 from flashrl_api.times import parse_rfc3339
@@ -72,8 +73,12 @@ def offline_limits(job: FlashRLJob, skipped: Sequence[str] = ()) -> str:
         parts.append(f"Secrets {', '.join(needs.secrets)} (must exist, or the pods cannot start)")
     if needs.optional_secrets:
         parts.append(f"optional Secret {', '.join(needs.optional_secrets)} (Hub token)")
-    r = job.spec.resources
-    parts.append(f"{r.nodes} node(s) with {r.gpus_per_node} allocatable and free {r.gpu_product}")
+    pools = gpu_pools(job.spec)
+    for pool in pools:
+        whose = f" for the {pool.name} pool" if len(pools) > 1 else ""
+        parts.append(
+            f"{pool.nodes} node(s) with {pool.gpus_per_node} allocatable and free {pool.gpu_product}{whose}"
+        )
     parts.append("KubeRay's CRDs and running operator")
     parts.extend(skipped)
     return (
@@ -188,10 +193,9 @@ class GpuNode:
     free: int | None
 
 
-def matching_nodes(job: FlashRLJob, facts: ClusterFacts) -> list[GpuNode]:
-    """The nodes carrying the job's GPU product and node selector labels (pure)."""
-    res = job.spec.resources
-    wanted = {GPU_PRODUCT_LABEL: res.gpu_product, **res.node_selector}
+def pool_nodes(pool: GpuPool, facts: ClusterFacts) -> list[GpuNode]:
+    """The nodes carrying a pool's GPU product and node selector labels (pure)."""
+    wanted = _wanted(pool)
     found: list[GpuNode] = []
     for node in facts.nodes:
         meta = node.get("metadata") or {}
@@ -204,14 +208,26 @@ def matching_nodes(job: FlashRLJob, facts: ClusterFacts) -> list[GpuNode]:
     return found
 
 
+def matching_nodes(job: FlashRLJob, facts: ClusterFacts) -> list[GpuNode]:
+    """The nodes of any of the job's GPU pools (pure); each node once."""
+    seen: dict[str, GpuNode] = {}
+    for pool in gpu_pools(job.spec):
+        for node in pool_nodes(pool, facts):
+            seen.setdefault(node.name, node)
+    return list(seen.values())
+
+
 def _slots(gpus: int, per_pod: int) -> int:
     """How many GPU pods of ``per_pod`` GPUs fit in ``gpus``."""
     return max(gpus, 0) // per_pod if per_pod > 0 else 0
 
 
-def _labels(job: FlashRLJob) -> str:
-    res = job.spec.resources
-    return ", ".join(f"{k}={v}" for k, v in {GPU_PRODUCT_LABEL: res.gpu_product, **res.node_selector}.items())
+def _wanted(pool: GpuPool) -> dict[str, str]:
+    return {GPU_PRODUCT_LABEL: pool.gpu_product, **pool.node_selector}
+
+
+def _labels(pool: GpuPool) -> str:
+    return ", ".join(f"{k}={v}" for k, v in _wanted(pool).items())
 
 
 def _free_listing(nodes: Sequence[GpuNode]) -> str:
@@ -220,26 +236,63 @@ def _free_listing(nodes: Sequence[GpuNode]) -> str:
     )
 
 
-def free_gpu_problem(jobs: Sequence[FlashRLJob], facts: ClusterFacts, what: str) -> str | None:
-    """A line when the GPU pods of ``jobs``, started together, do not fit in the GPUs that are free now
-    on their matching nodes (``what`` names them in the line); ``None`` when they fit or pods could not
-    be read. The jobs share one GPU product, selector and GPUs per node (an experiment's variants)."""
-    if not jobs or facts.gpus_in_use is None or not facts.nodes_readable:
+def _free_problem(pool: GpuPool, nodes: Sequence[GpuNode], needed: int, what: str) -> str | None:
+    """A line when ``needed`` pods of ``pool``'s shape fit in the allocatable GPUs of ``nodes`` but not in
+    their free ones; ``None`` otherwise (a shortage of allocatable GPUs has its own line)."""
+    if sum(_slots(n.allocatable, pool.gpus_per_node) for n in nodes) < needed:
         return None
-    res = jobs[0].spec.resources
-    nodes = matching_nodes(jobs[0], facts)
-    needed = sum(j.spec.resources.nodes for j in jobs)
-    if sum(_slots(n.allocatable, res.gpus_per_node) for n in nodes) < needed:
-        return None  # short of allocatable GPUs already: that line says it
-    free = sum(_slots(n.free or 0, res.gpus_per_node) for n in nodes)
+    free = sum(_slots(n.free or 0, pool.gpus_per_node) for n in nodes)
     if free >= needed:
         return None
     return (
-        f"GPUs in use: {free} of the {needed} GPU pod(s) of {res.gpus_per_node} {GPU_RESOURCE} {what} "
-        f"fit in the free GPUs of the node(s) labelled {_labels(jobs[0])} now ({_free_listing(nodes)}; "
+        f"GPUs in use: {free} of the {needed} GPU pod(s) of {pool.gpus_per_node} {GPU_RESOURCE} {what} "
+        f"fit in the free GPUs of the node(s) labelled {_labels(pool)} now ({_free_listing(nodes)}; "
         "free = allocatable minus the requests of pods that have not terminated): the pods would wait "
         "for those GPUs"
     )
+
+
+def free_gpu_problem(jobs: Sequence[FlashRLJob], facts: ClusterFacts, what: str) -> str | None:
+    """A line when the trainer pods of ``jobs``, started together, do not fit in the GPUs that are free
+    now on their matching nodes (``what`` names them in the line); ``None`` when they fit or pods could not
+    be read. The jobs share one GPU product, selector and GPUs per node (an experiment's variants)."""
+    if not jobs or facts.gpus_in_use is None or not facts.nodes_readable:
+        return None
+    pool = gpu_pools(jobs[0].spec)[0]
+    needed = sum(j.spec.resources.nodes for j in jobs)
+    return _free_problem(pool, pool_nodes(pool, facts), needed, what)
+
+
+@dataclass(frozen=True)
+class PoolFit:
+    """One GPU pool of a job against the cluster's nodes: the nodes it may use (those an earlier pool of
+    the same job does not take) and how many of them can hold one of its pods."""
+
+    pool: GpuPool
+    nodes: list[GpuNode]
+    fitting: int
+
+    def describe(self) -> str:
+        """``trainer pool: 1x8 NVIDIA-H20 on the node(s) labelled ...: 1 fit``, a line of preflight's
+        verdict."""
+        p = self.pool
+        return (
+            f"{p.name} pool: {p.nodes}x{p.gpus_per_node} {p.gpu_product} on the node(s) labelled "
+            f"{_labels(p)}: {self.fitting} fit"
+        )
+
+
+def pool_fits(job: FlashRLJob, facts: ClusterFacts) -> list[PoolFit]:
+    """Each of the job's GPU pools, the trainer's first; a node that holds an earlier pool's pod is not
+    counted again for a later one (the two pools' pods run at once, one per node) (pure)."""
+    taken: set[str] = set()
+    fits: list[PoolFit] = []
+    for pool in gpu_pools(job.spec):
+        nodes = [n for n in pool_nodes(pool, facts) if n.name not in taken]
+        fitting = [n for n in nodes if n.allocatable >= pool.gpus_per_node]
+        taken.update(n.name for n in fitting[: pool.nodes])
+        fits.append(PoolFit(pool, nodes, len(fitting)))
+    return fits
 
 
 def _lease_held(lease: Mapping[str, Any], now: float) -> bool:
@@ -306,7 +359,8 @@ def cluster_problems(job: FlashRLJob, facts: ClusterFacts, kuberay_version: str)
             f"namespace {needs.namespace} does not exist (kubectl apply -f examples/cluster/namespace.yaml)"
         )
     staged = set(needs.staged_claims)
-    pods = spec.resources.nodes + 1  # the head and one pod per GPU node (plus the staging Job's)
+    # The head and one pod per GPU node of each pool (plus the staging Job's).
+    pods = sum(pool.nodes for pool in gpu_pools(spec)) + 1
     volumes = {
         "modelCache": spec.storage.model_cache,
         "data": spec.storage.data,
@@ -341,22 +395,29 @@ def cluster_problems(job: FlashRLJob, facts: ClusterFacts, kuberay_version: str)
             problems.append(
                 f"Secret {secret} ({why}) does not exist in {needs.namespace}: the pods cannot start"
             )
-    res = spec.resources
-    fitting = [n for n in matching_nodes(job, facts) if n.allocatable >= res.gpus_per_node]
-    if facts.nodes_readable and len(fitting) < res.nodes:
-        carried = products_carried(facts.nodes)
-        if res.gpu_product not in carried:
-            shown = ", ".join(f"{p} ({n} node(s))" for p, n in carried.items()) or "none"
-            listing = f"; the nodes carry {GPU_PRODUCT_LABEL}: {shown} (set resources.gpuProduct to one)"
-        else:
+    fits = pool_fits(job, facts)
+    carried = products_carried(facts.nodes)
+    for fit in fits:
+        pool = fit.pool
+        field_path = "rollout.pool" if pool.name == ROLLOUT_POOL else "resources"
+        prefix = f"{pool.name} pool ({field_path}): " if len(fits) > 1 else ""
+        if facts.nodes_readable and fit.fitting < pool.nodes:
             listing = ""
-        problems.append(
-            f"{len(fitting)} node(s) labelled {_labels(job)} with {res.gpus_per_node} allocatable "
-            f"{GPU_RESOURCE}; the job needs {res.nodes}{listing}"
-        )
-    busy = free_gpu_problem([job], facts, "of the job")
-    if busy:
-        problems.append(busy)
+            if pool.gpu_product not in carried:
+                shown = ", ".join(f"{p} ({n} node(s))" for p, n in carried.items()) or "none"
+                listing = (
+                    f"; the nodes carry {GPU_PRODUCT_LABEL}: {shown} (set {field_path}.gpuProduct to one)"
+                )
+            besides = " not taken by the trainer pool" if pool.name == ROLLOUT_POOL else ""
+            problems.append(
+                f"{prefix}{fit.fitting} node(s) labelled {_labels(pool)}{besides} with {pool.gpus_per_node} "
+                f"allocatable {GPU_RESOURCE}; the job needs {pool.nodes}{listing}"
+            )
+        if facts.gpus_in_use is not None and facts.nodes_readable:
+            what = "of the job" if len(fits) == 1 else f"of the job's {pool.name} pool"
+            busy = _free_problem(pool, fit.nodes, pool.nodes, what)
+            if busy:
+                problems.append(prefix + busy)
     for name in KUBERAY_CRDS:
         crd = facts.crds.get(name)
         if crd is None:
@@ -421,13 +482,13 @@ def experiment_check(
     if at_once > 1:
         jobs = sorted((job for _, job in variants), key=lambda j: -j.spec.resources.nodes)[:at_once]
         what = f"of {at_once} variants run at once (spec.parallelism)"
-        res = jobs[0].spec.resources
+        pool = gpu_pools(jobs[0].spec)[0]
         needed = sum(j.spec.resources.nodes for j in jobs)
-        slots = sum(_slots(n.allocatable, res.gpus_per_node) for n in matching_nodes(jobs[0], facts))
+        slots = sum(_slots(n.allocatable, pool.gpus_per_node) for n in pool_nodes(pool, facts))
         if facts.nodes_readable and slots < needed:
             capacity = (
-                f"GPUs too few: {slots} of the {needed} GPU pod(s) of {res.gpus_per_node} {GPU_RESOURCE} "
-                f"{what} fit in the allocatable GPUs of the node(s) labelled {_labels(jobs[0])}"
+                f"GPUs too few: {slots} of the {needed} GPU pod(s) of {pool.gpus_per_node} {GPU_RESOURCE} "
+                f"{what} fit in the allocatable GPUs of the node(s) labelled {_labels(pool)}"
             )
         else:
             capacity = free_gpu_problem(jobs, facts, what)

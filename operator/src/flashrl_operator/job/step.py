@@ -19,7 +19,8 @@ Each rule has one named place here, over the pure modules that hold the details:
   control stops everything; staging gates the RayJob; a backoff delays it; a RayJob gone while the
   job ran fails the attempt; a new job's unread children are created first) and :func:`converge`
   (create, restore, or merge-patch a RayJob);
-* staging: :func:`staging_step` (:mod:`~flashrl_operator.job.staging`);
+* staging: :func:`staging_step` (:mod:`~flashrl_operator.job.status.staging` judges it,
+  :mod:`~flashrl_operator.job.staging` records it on the claims);
 * retries: :func:`attempt_outcome` (:mod:`~flashrl_operator.job.attempts`, whose
   :func:`~flashrl_operator.job.attempts.on_failure` applies the retry policy);
 * goodput: :func:`with_goodput`;
@@ -29,7 +30,10 @@ Each rule has one named place here, over the pure modules that hold the details:
 
 :func:`~flashrl_operator.job.status.mapping.decide_phase` runs exactly once per step; the attempt
 rules may override its verdict (a retry is ``Starting``/``Retrying``, a spent retry budget fails
-with the policy's reason), and the status is built from the verdict that stands.
+with the policy's reason). Decisions flow forward: the verdict that stands, the attempt keys, the
+goodput and a retry's next RayJob travel as one :class:`~flashrl_operator.job.status.mapping.Decided`
+into :func:`~flashrl_operator.job.status.mapping.status_of`; the :class:`Observation` stays what was
+read.
 
 A step decides on the objects as read, and on what its own writes will leave: a RayJob it creates
 is judged as the rendered object (KubeRay has not seen it yet), a drifted one as patched. A write
@@ -50,24 +54,18 @@ from typing import Any, Final, Literal
 
 from flashrl_api import FlashRLJob, FlashRLJobStatus
 from flashrl_api.pins import default_trainer_image
+from flashrl_api.pools import gpu_pools
 from flashrl_api.staging import staging_plan
 from flashrl_api.status import RECOVERABLE_FAILURES, ConditionType, Reason
 from flashrl_api.times import rfc3339
 from flashrl_operator.job.attempts import Attempts, Reported, on_failure
+from flashrl_operator.job.goodput import fold_attempts, goodput, unreleased
 from flashrl_operator.job.retry_policy import BACKOFF_BASE_SECONDS
-from flashrl_operator.job.staging import (
-    JobOutcome,
-    StagingObservation,
-    is_staged,
-    job_outcome,
-    record_patches,
-    recorded,
-    termination_message,
-)
+from flashrl_operator.job.staging import record_patches, recorded
 from flashrl_operator.job.status.conditions import find_condition
-from flashrl_operator.job.status.goodput import fold_attempts, goodput, unreleased
 from flashrl_operator.job.status.mapping import (
     Announcement,
+    Decided,
     Observation,
     decide_phase,
     guard_observation,
@@ -78,6 +76,13 @@ from flashrl_operator.job.status.mapping import (
 )
 from flashrl_operator.job.status.pods import PodProblem
 from flashrl_operator.job.status.ray import PhaseDecision, is_final
+from flashrl_operator.job.status.staging import (
+    JobOutcome,
+    StagingObservation,
+    is_staged,
+    job_outcome,
+    termination_message,
+)
 from flashrl_operator.render import AttemptContext, Child, DesiredState, attempt_ray_job_name
 from flashrl_operator.render.children import (
     SPEC_ANNOTATION,
@@ -504,10 +509,9 @@ def backoff_pending(attempts: Attempts, now: datetime.datetime) -> bool:
 class AttemptOutcome:
     """What the attempt rules made of the verdict."""
 
-    observation: Observation
-    """With the attempt keys; after a retry, with the next attempt's RayJob (not created yet)."""
-    decision: PhaseDecision
-    """The phase that stands (a retry is ``Starting``/``Retrying``)."""
+    decided: Decided
+    """The phase that stands (a retry is ``Starting``/``Retrying``) and the attempt keys; after a
+    retry, the next attempt's RayJob (not created yet). Handed forward to the status."""
     delete: tuple[Ref, ...] = ()
     events: tuple[Announcement, ...] = ()
     wake_at: str | None = None
@@ -550,9 +554,7 @@ def attempt_outcome(
     if waiting:
         message = str(previous.get("message") or f"Attempt {attempts.attempt} starts after its backoff")
         return AttemptOutcome(
-            replace(obs, attempts=attempts.to_status()),
-            _retrying(message),
-            wake_at=attempts.next_attempt_time,
+            Decided(_retrying(message), attempts.to_status()), wake_at=attempts.next_attempt_time
         )
     if obs.ray_job is not None:
         attempts = attempts.started(now, Reported.of(previous).checkpoint_step)
@@ -567,15 +569,13 @@ def attempt_outcome(
     if verdict.phase == "Succeeded":
         verdict = training_verdict(verdict, reported, job.spec.training.total_steps)
     if verdict.phase == "Succeeded":
-        return AttemptOutcome(
-            replace(obs, attempts=attempts.finished(now, reported, None).to_status()), verdict
-        )
+        return AttemptOutcome(Decided(verdict, attempts.finished(now, reported, None).to_status()))
     if verdict.phase == "Pending" and attempts.attempt > 1:
         # A retry's RayJob waiting for KubeRay: still the retry, not a new job.
         decision = _retrying(f"Attempt {attempts.attempt}: {verdict.message}")
-        return AttemptOutcome(replace(obs, attempts=attempts.to_status()), decision)
+        return AttemptOutcome(Decided(decision, attempts.to_status()))
     if verdict.phase != "Failed" or verdict.reason in RECOVERABLE_FAILURES:
-        return AttemptOutcome(replace(obs, attempts=attempts.to_status()), verdict)
+        return AttemptOutcome(Decided(verdict, attempts.to_status()))
     deadline = job.spec.lifecycle.active_deadline_seconds
     left = None if deadline is None else deadline - (o.now - o.created).total_seconds()
     failure = on_failure(
@@ -594,22 +594,18 @@ def attempt_outcome(
         if failure.decision.reason == verdict.reason and job.spec.lifecycle.max_restarts == 0:
             message = verdict.message  # no retries configured: the failure speaks for itself
         decision = PhaseDecision("Failed", failure.decision.reason, message)
-        return AttemptOutcome(replace(obs, attempts=failure.attempts.to_status()), decision)
+        return AttemptOutcome(Decided(decision, failure.attempts.to_status()))
     delete: tuple[Ref, ...] = ()
     if obs.ray_job is not None and obs.ray_job_name:
         delete = (Ref(kuberay.RAY_JOB, o.namespace, obs.ray_job_name, obs.ray_job.uid or None),)
     # The failed attempt's RayJob and cluster are gone; the status speaks of the next one.
-    retried = replace(
-        obs,
-        attempts=failure.attempts.to_status(),
-        ray_job_name=attempt_ray_job_name(job, failure.attempts.attempt),
-        ray_job=None,
-        ray_cluster=None,
-        pod_problems=(),
+    retried = Decided(
+        _retrying(failure.event_message),
+        failure.attempts.to_status(),
+        next_ray_job=attempt_ray_job_name(job, failure.attempts.attempt),
     )
     return AttemptOutcome(
         retried,
-        _retrying(failure.event_message),
         delete=delete,
         events=(Announcement("Warning", str(failure.event_reason), failure.event_message),),
         wake_at=failure.attempts.next_attempt_time,
@@ -619,18 +615,22 @@ def attempt_outcome(
 # Goodput and the guard.
 
 
-def with_goodput(o: Observed, obs: Observation) -> Observation:
+def with_goodput(o: Observed, obs: Observation, decided: Decided) -> Decided:
     """Fold the launcher's phases and the released clusters into the attempts; ``status.goodput``."""
     assert o.job is not None
-    attempts = Attempts.of(obs.attempts if obs.attempts is not None else obs.previous)
-    resources = o.job.spec.resources
-    admitted = obs.ray_job is not None and not obs.ray_job.spec_suspend  # Kueue admitted it
-    gpus = resources.nodes * resources.gpus_per_node
+    attempts = Attempts.of(decided.attempts if decided.attempts is not None else obs.previous)
+    ray_job = decided.ray_job(obs)  # none after a retry: the next attempt's is not created yet
+    admitted = ray_job is not None and not ray_job.spec_suspend  # Kueue admitted it
+    pools = gpu_pools(o.job.spec)  # both pools' GPUs are held from the RayJob's creation (separate-async)
+    gpus = sum(pool.gpus for pool in pools)
     launcher = obs.previous.get("launcherPhases")
     folded = fold_attempts(attempts, launcher, gpus, o.released, rfc3339(o.now), admitted)
-    ledger = goodput(folded, obs.previous.get("conditions"), rfc3339(o.created))
+    split = [(pool.name, pool.gpus) for pool in pools]
+    ledger = goodput(folded, obs.previous.get("conditions"), rfc3339(o.created), split)
     # Unchanged attempts stay as the attempt rules left them (a final job's are not rewritten).
-    return replace(obs, attempts=folded.to_status() if folded != attempts else obs.attempts, goodput=ledger)
+    return replace(
+        decided, attempts=folded.to_status() if folded != attempts else decided.attempts, goodput=ledger
+    )
 
 
 def guard_suspend(
@@ -666,7 +666,7 @@ def _refused(o: Observed) -> Step:
         policy_problems=() if o.spec_problems else o.policy_problems,
         previous=o.previous,
     )
-    status = status_of(obs, decide_phase(obs), rfc3339(o.now))
+    status = status_of(obs, Decided(decide_phase(obs)), rfc3339(o.now))
     return Step(status, status_patch(o.previous, status), tuple(status_events(o.previous, status)))
 
 
@@ -713,13 +713,13 @@ def next_step(o: Observed) -> Step:
             reason=str(previous["reason"]),
             message=str(previous.get("message") or verdict.message),
         )
-    outcome = AttemptOutcome(obs, verdict)
+    outcome = AttemptOutcome(Decided(verdict))
     if not final and rejected is None and not plan.conflicts:
         outcome = attempt_outcome(o, obs, verdict, attempts, deleted=plan.deleted, waiting=waiting)
-    obs = outcome.observation
+    decided = outcome.decided
     if rejected is None and not plan.conflicts:
-        obs = with_goodput(o, obs)
-    status = status_of(obs, outcome.decision, rfc3339(o.now))
+        decided = with_goodput(o, obs, decided)
+    status = status_of(obs, decided, rfc3339(o.now))
     spec_patch, guard_events = guard_suspend(job, previous, status)
     return Step(
         status=status,
@@ -730,5 +730,5 @@ def next_step(o: Observed) -> Step:
         delete=outcome.delete,
         spec_patch=spec_patch,
         wake_after=_wake_after(outcome.wake_at, o.now),
-        goodput=obs.goodput,
+        goodput=decided.goodput,
     )

@@ -23,6 +23,8 @@ from typing import Any, Final
 
 from flashrl_api import FlashRLJob
 from flashrl_api.pins import ray_version
+from flashrl_api.pools import ROLLOUT_WORKER_GROUP as ROLLOUT_WORKER_GROUP
+from flashrl_api.pools import TRAINER_WORKER_GROUP
 from flashrl_jobs.contract import ATTEMPT_ENV, DEFAULT_SPEC_PATH, JOB_START_ENV
 from flashrl_operator.render.children import SPEC_ANNOTATION, spec_snapshot
 from flashrl_operator.render.labels import ATTEMPT_LABEL, KUEUE_QUEUE_LABEL, object_meta
@@ -30,9 +32,9 @@ from flashrl_operator.render.names import MAX_RAY_JOB_NAME, child_names, short_h
 from flashrl_operator.render.pod import head_template, submitter_template, worker_template
 from flashrl_operator.vocab import kuberay
 
-WORKER_GROUP: Final = "gpu"
-#: The standalone rollout pool's worker group (``spec.training.mode: separate-async``).
-ROLLOUT_WORKER_GROUP: Final = "rollout"
+#: The trainer's worker group, and the standalone rollout pool's (``spec.training.mode: separate-async``);
+#: named in :mod:`flashrl_api.pools`, where the launcher's gate reads them back from Ray's node labels.
+WORKER_GROUP: Final = TRAINER_WORKER_GROUP
 #: Ray's token authentication, which KubeRay v1.7.0 sets up itself (``rayClusterSpec.authOptions``):
 #: it creates the token Secret, gives it to the Ray containers (RAY_AUTH_MODE, RAY_AUTH_TOKEN), to the
 #: submitter, and to its own dashboard client (``rayjob_controller.go``, ``dashboard_httpclient.go``),

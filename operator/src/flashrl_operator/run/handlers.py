@@ -43,8 +43,8 @@ from flashrl_operator.job.history import HistoryRecorder
 from flashrl_operator.job.policy import AdminPolicy
 from flashrl_operator.job.reconciler import Reconciler
 from flashrl_operator.job.retry_policy import jittered
-from flashrl_operator.job.staging import progress_line
 from flashrl_operator.job.status.conditions import find_condition
+from flashrl_operator.job.status.staging import progress_line
 from flashrl_operator.render import JOB_LABEL, MANAGED_BY
 from flashrl_operator.render.children import owner_name
 from flashrl_operator.render.labels import MANAGED_BY_LABEL

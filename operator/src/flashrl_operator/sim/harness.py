@@ -96,6 +96,21 @@ def _entered(part: _Part | None) -> _Part:
     return part
 
 
+def loopback_config(**fields: Any) -> OperatorConfig:
+    """An operator as the tests run it, whichever server it talks to (``fields``: which one, and any other
+    setting): its endpoints on loopback and free ports, short retry delays, a resync rare enough not to
+    hide a missed event, no composing of overrides."""
+    config = OperatorConfig(
+        bind_host="127.0.0.1",
+        metrics_port=0,
+        health_port=None,
+        retry_delay=0.2,
+        resync_interval=30.0,
+        check_overrides=False,
+    )
+    return dataclasses.replace(config, **fields)
+
+
 class EmulatedCluster:
     """The emulated API server, a user's client to it, the stand-ins, and the operators started on it."""
 
@@ -157,18 +172,7 @@ class EmulatedCluster:
 
         The emulator serves no CRD objects (so kopf's scanning is off) and no pods are watched.
         """
-        config = OperatorConfig(
-            server=self.url,
-            bind_host="127.0.0.1",
-            metrics_port=0,
-            health_port=None,
-            scanning=False,
-            retry_delay=0.2,
-            request_timeout=5.0,
-            resync_interval=30.0,
-            check_overrides=False,
-        )
-        return dataclasses.replace(config, **overrides)
+        return loopback_config(server=self.url, scanning=False, request_timeout=5.0, **overrides)
 
     async def start_operator(self, **overrides: Any) -> OperatorThread:
         """Start the real operator (``OperatorConfig`` fields as keywords) and wait until it watches."""

@@ -620,16 +620,36 @@ STEP_SHARES: Final[Mapping[str, Mapping[str, float]]] = {
 }
 
 
+#: A separate-async step as verl 0.9.1's V1 trainer logs it: its ``timing_s/gen`` is the trainer's wait for
+#: the rollout pool's samples (``replay_buffer.sample``), a third of the step here; the samples lag the
+#: policy by a version or two and the off-policy limit drops a few (``trainer_base.py``,
+#: ``replay_buffer.py``).
+SEPARATE_ASYNC: Final[Mapping[str, float]] = {
+    "timing_s/gen": 0.33,
+    "training/off_policy/trajectory_staleness/mean": 1.4,
+    "training/off_policy/trajectory_staleness/max": 3.0,
+    "training/off_policy/evicted_samples": 2.0,
+}
+
+
 def timed_verl_step(
-    window: float, *, quantization: str = "fp8", save: bool = False, validate: bool = False
+    window: float,
+    *,
+    quantization: str = "fp8",
+    save: bool = False,
+    validate: bool = False,
+    separate_async: bool = False,
 ) -> dict[str, float]:
     """verl's ``timing_s/*`` for a step that took ``window`` seconds of wall-clock (validation and a
-    checkpoint save included when asked), with dynamic sampling's discarded groups (4 of 36)."""
+    checkpoint save included when asked), with dynamic sampling's discarded groups (4 of 36);
+    ``separate_async``: the V1 trainer's async figures too (:data:`SEPARATE_ASYNC`)."""
     testing = 0.1 * window if validate else 0.0
     step = 0.97 * window - testing
     saving = 0.08 * step if save else 0.0
     body = step - saving
     values = {key: share * body for key, share in STEP_SHARES[quantization].items()}
+    if separate_async:
+        values.update({k: v * body if k.startswith("timing_s/") else v for k, v in SEPARATE_ASYNC.items()})
     values["timing_s/step"] = step
     if saving:
         values["timing_s/save_checkpoint"] = saving

@@ -27,7 +27,14 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
 from flashrl_api import PHASES
-from flashrl_api.exported_metrics import GOODPUT_PHASE_LABEL, GPU_SECONDS
+from flashrl_api.exported_metrics import (
+    GOODPUT_PHASE_LABEL,
+    GPU_SECONDS,
+    POOL_GPU_SECONDS,
+    POOL_LABEL,
+    POOL_WAITING_GPU_SECONDS,
+    WAITING_FOR_LABEL,
+)
 from flashrl_api.goodput import OPERATOR_PHASES
 from flashrl_api.times import parse_rfc3339
 
@@ -59,6 +66,8 @@ class GoodputCollector(Collector):
 
     def __init__(self) -> None:
         self._by_job: dict[tuple[str, str], dict[str, float]] = {}
+        #: separate-async jobs: (pool, held GPU-s, what it waits for, waiting GPU-s) per pool.
+        self._pools: dict[tuple[str, str], list[tuple[str, float, str, float]]] = {}
         self._lock = threading.Lock()
 
     def update(self, namespace: str, job: str, goodput: Mapping[str, Any] | None) -> None:
@@ -70,13 +79,25 @@ class GoodputCollector(Collector):
             for entry in goodput.get("byPhase") or []
             if isinstance(entry, Mapping) and entry.get("phase") in OPERATOR_PHASES
         }
+        pools = [
+            (
+                str(entry.get("name")),
+                float(entry.get("heldGPUSeconds") or 0.0),
+                str(entry.get("waitingFor")),
+                float(entry.get("waitingGPUSeconds") or 0.0),
+            )
+            for entry in goodput.get("pools") or []
+            if isinstance(entry, Mapping)
+        ]
         with self._lock:
             self._by_job[(namespace, job)] = values
+            self._pools[(namespace, job)] = pools
 
     def forget(self, namespace: str, job: str) -> None:
         """The job was deleted."""
         with self._lock:
             self._by_job.pop((namespace, job), None)
+            self._pools.pop((namespace, job), None)
 
     def collect(self) -> Iterator[Metric]:
         """One counter family, a sample per job and operator-observed phase."""
@@ -87,10 +108,28 @@ class GoodputCollector(Collector):
         )
         with self._lock:
             items = sorted(self._by_job.items())
+            pools = sorted(self._pools.items())
         for (namespace, job), values in items:
             for phase in OPERATOR_PHASES:
                 family.add_metric([namespace, job, str(phase)], values.get(phase, 0.0))
         yield family
+        held = CounterMetricFamily(
+            POOL_GPU_SECONDS,
+            "GPU-seconds each GPU pool of a separate-async job held (status.goodput.pools).",
+            labels=["namespace", "job", POOL_LABEL],
+        )
+        waiting = CounterMetricFamily(
+            POOL_WAITING_GPU_SECONDS,
+            "GPU-seconds each GPU pool of a separate-async job waited for the other: the trainer for "
+            "samples, the rollout pool for weights (status.goodput.pools).",
+            labels=["namespace", "job", POOL_LABEL, WAITING_FOR_LABEL],
+        )
+        for (namespace, job), entries in pools:
+            for pool, held_seconds, waiting_for, waiting_seconds in entries:
+                held.add_metric([namespace, job, pool], held_seconds)
+                waiting.add_metric([namespace, job, pool, waiting_for], waiting_seconds)
+        yield held
+        yield waiting
 
 
 class OperatorMetrics:

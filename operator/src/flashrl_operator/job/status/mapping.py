@@ -5,12 +5,16 @@ edited on a running job) win over KubeRay's; KubeRay's state is translated by
 :mod:`flashrl_operator.job.status.ray`. :func:`desired_status` returns the typed
 :class:`~flashrl_api.FlashRLJobStatus`; :func:`status_patch` turns it into the merge patch of the
 keys the operator owns, and :func:`status_events` is the one rule that turns a status transition
-into Events. Every decision is a small function so each can be tested from a table.
+into Events. Every decision is a small function so each can be tested from a table. What the
+reconcile decided over the observation (the retry policy's phase, the attempts, the goodput:
+:class:`Decided`) is handed forward to :func:`status_of` as an argument; nothing here feeds back into
+the observation or the decisions, and this folder imports nothing else of ``job/`` (a contract).
 
-The operator writes only the keys in :data:`OWNED_KEYS`; ``status.progress``, ``status.checkpoint``,
-``status.metrics``, ``status.validationScore`` and ``status.validationProblems`` belong to the launcher
-inside the job and are never part of a patch computed here. The operator reads ``status.metrics``
-for the mismatch guard (:func:`guard_observation`, over the pure :func:`flashrl_api.guard.evaluate`).
+The operator writes only the keys in :data:`OWNED_KEYS`, the status fields marked as its own on the
+model (:class:`flashrl_api.status.WrittenBy`); ``status.progress``, ``status.checkpoint``,
+``status.metrics`` and the launcher's other keys belong to the launcher inside the job and are never
+part of a patch computed here. The operator reads ``status.metrics`` for the mismatch guard
+(:func:`guard_observation`, over the pure :func:`flashrl_api.guard.evaluate`).
 """
 
 from __future__ import annotations
@@ -33,7 +37,6 @@ from flashrl_api.status import (
     MetricValue,
     Reason,
 )
-from flashrl_operator.job.staging import StagingObservation, staged_verdict
 from flashrl_operator.job.status.conditions import Verdict, find_condition, merge_conditions, truncate
 from flashrl_operator.job.status.pods import PodProblem, problems_summary
 from flashrl_operator.job.status.ray import (
@@ -45,6 +48,7 @@ from flashrl_operator.job.status.ray import (
     should_read_pods,
     suspended_decision,
 )
+from flashrl_operator.job.status.staging import StagingObservation, staged_verdict
 from flashrl_operator.vocab.kuberay import (
     CLUSTER_STATE_READY,
     DeploymentStatus,
@@ -58,6 +62,7 @@ _M = TypeVar("_M", bound=BaseModel)
 __all__ = [
     "OWNED_KEYS",
     "Announcement",
+    "Decided",
     "Observation",
     "PhaseDecision",
     "RayClusterView",
@@ -74,29 +79,10 @@ __all__ = [
     "status_patch",
 ]
 
-#: The status keys the operator owns. ``progress`` and ``checkpoint`` are deliberately absent.
-OWNED_KEYS: tuple[str, ...] = (
-    "phase",
-    "conditions",
-    "observedGeneration",
-    "rayJobName",
-    "rayClusterName",
-    "dashboardUrl",
-    "startTime",
-    "completionTime",
-    "reason",
-    "message",
-    # The attempts (flashrl_operator.job.attempts).
-    "attempt",
-    "attempts",
-    "lostSteps",
-    "nextAttemptTime",
-    # The mismatch guard's streaks (flashrl_api.guard).
-    "mismatchGuard",
-    "mismatchGuardStep",
-    # Where the GPU-seconds went (flashrl_operator.job.status.goodput).
-    "goodput",
-)
+#: The status keys the operator owns: the fields of :class:`~flashrl_api.FlashRLJobStatus` marked
+#: ``OPERATOR`` (:class:`flashrl_api.status.WrittenBy`). The launcher's keys (``progress``,
+#: ``checkpoint``, ``metrics``, ...) are marked ``LAUNCHER`` and never part of a patch computed here.
+OWNED_KEYS: Final[tuple[str, ...]] = FlashRLJobStatus.keys_written_by("operator")
 #: The attempt keys: kept as they were when a reconcile does not decide them.
 ATTEMPT_KEYS: Final = ("attempt", "attempts", "lostSteps", "nextAttemptTime")
 
@@ -154,17 +140,40 @@ class Observation:
     guard: GuardResult | None = None
     """spec.correction.guard evaluated on the launcher's status.metrics (None: no metrics yet)."""
 
-    attempt_decision: PhaseDecision | None = None
-    """The operator's retry policy overrides KubeRay's verdict: a retry (Starting, Retrying) or a
-    final failure with the policy's reason (``NoProgress``, ...)."""
+
+@dataclass(frozen=True)
+class Decided:
+    """What the reconcile decided from its :class:`Observation`, handed forward to :func:`status_of`.
+
+    The observation stays what was read; the decisions made over it (the retry policy's, the
+    attempts', the goodput's: :mod:`flashrl_operator.job.step`) arrive here as this one value, so
+    nothing in the status floor reaches back into them.
+    """
+
+    phase: PhaseDecision
+    """The phase that stands: :func:`decide_phase`'s, or the retry policy's over it (a retry is
+    ``Starting``/``Retrying``, a spent budget fails with the policy's reason)."""
 
     attempts: Mapping[str, Any] | None = None
     """The attempt keys (``attempt``, ``attempts``, ``lostSteps``, ``nextAttemptTime``) in wire form;
     ``None`` keeps the previous ones."""
 
     goodput: Mapping[str, Any] | None = None
-    """``status.goodput`` in wire form (:mod:`flashrl_operator.job.status.goodput`); ``None`` keeps the
+    """``status.goodput`` in wire form (:mod:`flashrl_operator.job.goodput`); ``None`` keeps the
     previous one."""
+
+    next_ray_job: str | None = None
+    """A retry: the next attempt's RayJob (not created yet), which the status names. The failed
+    attempt's RayJob, cluster and pods, as observed, are then not reported."""
+
+    def ray_job(self, obs: Observation) -> RayJobView | None:
+        """The RayJob the status reports: the observed one; none after a retry (the next attempt's
+        does not exist yet)."""
+        return None if self.next_ray_job is not None else obs.ray_job
+
+    def ray_job_name(self, obs: Observation) -> str | None:
+        """The name of the RayJob the status reports."""
+        return self.next_ray_job or obs.ray_job_name
 
 
 def _kuberay_phase(obs: Observation, rj: RayJobView) -> PhaseDecision:
@@ -228,8 +237,6 @@ def decide_phase(obs: Observation) -> PhaseDecision:
         return PhaseDecision("Failed", Reason.CHILD_REJECTED, obs.rejected)
     if obs.conflicts and not is_final(obs.previous):
         return PhaseDecision("Pending", Reason.CHILD_CONFLICT, _conflict_message(obs.conflicts))
-    if obs.attempt_decision is not None:
-        return obs.attempt_decision
     prev = obs.previous
     if is_final(prev):
         # Final is final: its phase, reason and message stay as the reconcile that ended the job decided
@@ -279,12 +286,12 @@ def accepted_check(obs: Observation) -> Verdict:
     return Verdict("True", Reason.ACCEPTED, "Spec is valid and its objects are in place")
 
 
-def cluster_ready_check(obs: Observation, decision: PhaseDecision) -> Verdict:
+def cluster_ready_check(obs: Observation, decided: Decided) -> Verdict:
     """ClusterReady: the Ray cluster is up, every pod ready (KubeRay only submits then).
 
     The RayCluster's own status decides when it is known; otherwise the RayJob's.
     """
-    rj = obs.ray_job
+    rj, decision = decided.ray_job(obs), decided.phase
     if decision.phase in TERMINAL_PHASES and (rj is None or rj.deployment != DeploymentStatus.RUNNING):
         return Verdict("False", Reason.JOB_FINISHED, "The job finished")
     if rj is None:
@@ -348,14 +355,15 @@ def phase_conditions(decision: PhaseDecision) -> dict[str, Verdict]:
 
 def desired_status(obs: Observation, now: str) -> FlashRLJobStatus:
     """The operator-owned status for this observation (the launcher's keys are left unset)."""
-    return status_of(obs, decide_phase(obs), now)
+    return status_of(obs, Decided(decide_phase(obs)), now)
 
 
-def status_of(obs: Observation, decision: PhaseDecision, now: str) -> FlashRLJobStatus:
-    """The operator-owned status for this observation and the phase already decided for it."""
+def status_of(obs: Observation, decided: Decided, now: str) -> FlashRLJobStatus:
+    """The operator-owned status for this observation and what was already decided over it."""
+    decision = decided.phase
     verdicts = {
         ConditionType.ACCEPTED: accepted_check(obs),
-        ConditionType.CLUSTER_READY: cluster_ready_check(obs, decision),
+        ConditionType.CLUSTER_READY: cluster_ready_check(obs, decided),
         **phase_conditions(decision),
         **guard_conditions(obs.guard),
     }
@@ -364,7 +372,7 @@ def status_of(obs: Observation, decision: PhaseDecision, now: str) -> FlashRLJob
         verdicts[ConditionType.STAGED] = staged
     prev = obs.previous
     previous_conditions = prev.get("conditions") or []
-    rj = obs.ray_job
+    rj = decided.ray_job(obs)
     terminal = decision.phase in TERMINAL_PHASES
 
     def keep(key: str, fresh: str | None) -> str | None:
@@ -384,7 +392,7 @@ def status_of(obs: Observation, decision: PhaseDecision, now: str) -> FlashRLJob
             previous_conditions if isinstance(previous_conditions, list) else [], verdicts, now
         ),
         observed_generation=obs.generation,
-        ray_job_name=obs.ray_job_name if (rj is not None or not obs.spec_problems) else None,
+        ray_job_name=decided.ray_job_name(obs) if (rj is not None or not obs.spec_problems) else None,
         ray_cluster_name=keep("rayClusterName", rj.cluster_name if rj else None),
         dashboard_url=keep("dashboardUrl", rj.dashboard_url if rj else None),
         start_time=keep("startTime", rj.start_time if rj else None),
@@ -393,8 +401,8 @@ def status_of(obs: Observation, decision: PhaseDecision, now: str) -> FlashRLJob
         message=truncate(decision.message, MAX_STATUS_MESSAGE),
         mismatch_guard=list(obs.guard.streaks) if obs.guard is not None and obs.guard.streaks else None,
         mismatch_guard_step=obs.guard.step if obs.guard is not None else None,
-        goodput=obs.goodput if obs.goodput is not None else prev.get("goodput"),
-        **{key: value for key, value in _attempt_fields(obs).items() if value is not None},
+        goodput=decided.goodput if decided.goodput is not None else prev.get("goodput"),
+        **{key: value for key, value in _attempt_fields(obs, decided).items() if value is not None},
     )
 
 
@@ -441,9 +449,9 @@ def guard_tripped_now(previous: Mapping[str, Any], desired: FlashRLJobStatus) ->
     return before.get("reason") != Reason.MISMATCH_DRIFT
 
 
-def _attempt_fields(obs: Observation) -> dict[str, Any]:
-    """The attempt keys for the model (by alias): the observation's, else the previous status's."""
-    source = obs.attempts if obs.attempts is not None else obs.previous
+def _attempt_fields(obs: Observation, decided: Decided) -> dict[str, Any]:
+    """The attempt keys for the model (by alias): as decided, else the previous status's."""
+    source = decided.attempts if decided.attempts is not None else obs.previous
     return {key: source.get(key) for key in ATTEMPT_KEYS}
 
 

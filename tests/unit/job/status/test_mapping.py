@@ -185,12 +185,52 @@ def test_no_ray_job_yet() -> None:
 
 
 def test_owned_keys_are_fields_of_the_status_model() -> None:
-    """The CRD's status schema comes from FlashRLJobStatus; a key outside it would be pruned."""
+    """The CRD's status schema comes from FlashRLJobStatus; a key outside it would be pruned. The owned
+    keys are exactly the fields marked as the operator's (flashrl_api.status.WrittenBy)."""
     from flashrl_api import FlashRLJobStatus
+    from flashrl_api.status import OPERATOR
     from flashrl_operator.job.status.mapping import OWNED_KEYS
 
     aliases = {field.alias for field in FlashRLJobStatus.model_fields.values()}
     assert set(OWNED_KEYS) <= aliases
     assert "progress" in aliases and "progress" not in OWNED_KEYS
+    marked = [field.alias for field in FlashRLJobStatus.model_fields.values() if OPERATOR in field.metadata]
+    assert sorted(OWNED_KEYS) == sorted(marked)
     status = desired_status(Observation(ray_job=ray_job("Running", "RUNNING"), ray_job_name="j"), NOW)
     FlashRLJobStatus.model_validate({k: v for k, v in status.items() if v is not None})
+
+
+def test_every_key_the_status_computation_sets_is_owned() -> None:
+    """A key that status_of computes but the model does not mark as the operator's would silently never
+    be written (the patch carries owned keys only); a failed, retried, guarded job sets every one."""
+    from flashrl_api.spec import MismatchGuardSpec
+    from flashrl_operator.job.status.mapping import OWNED_KEYS, Decided, guard_observation, status_of
+
+    previous = {"metrics": [{"name": "rollout_corr/kl", "value": 0.3, "step": 7}]}
+    failed = ray_job(
+        "Failed",
+        "FAILED",
+        "AppFailed",
+        "boom",
+        rayClusterName="j-abcde",
+        dashboardURL="j-head:8265",
+        startTime=NOW,
+        endTime=NOW,
+    )
+    obs = Observation(
+        generation=2,
+        ray_job=failed,
+        ray_job_name="j",
+        previous=previous,
+        guard=guard_observation(MismatchGuardSpec(), previous),
+    )
+    attempts = {
+        "attempt": 1,
+        "attempts": [{"attempt": 1, "startStep": 0, "startTime": NOW}],
+        "lostSteps": 3,
+        "nextAttemptTime": NOW,
+    }
+    decided = Decided(decide_phase(obs), attempts=attempts, goodput={"heldGPUSeconds": 16.0})
+    status = status_of(obs, decided, NOW)
+    written = set(status.model_dump(by_alias=True, exclude_unset=True, exclude_none=True))
+    assert written == set(OWNED_KEYS)

@@ -6,7 +6,6 @@ from typing import Any
 
 from flashrl_api.spec import MismatchGuardSpec
 from flashrl_api.status import WARNING_REASONS, ConditionType, Reason
-from flashrl_operator.job.staging import StagingObservation
 from flashrl_operator.job.status.mapping import (
     Observation,
     desired_status,
@@ -14,6 +13,7 @@ from flashrl_operator.job.status.mapping import (
     owned,
     status_events,
 )
+from flashrl_operator.job.status.staging import StagingObservation
 from flashrl_operator.run.handlers import needs_reconcile
 from flashrl_operator.vocab.kuberay import RayJobView
 

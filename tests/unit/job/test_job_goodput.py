@@ -1,4 +1,4 @@
-"""status.goodput from the status's own data (flashrl_operator.job.status.goodput): no clock, no I/O."""
+"""status.goodput from the status's own data (flashrl_operator.job.goodput): no clock, no I/O."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from flashrl_api.goodput import LauncherClock, launcher_phases, parse_rfc3339
 from flashrl_api.times import rfc3339_millis as rfc3339
 from flashrl_operator.job.attempts import Attempts
-from flashrl_operator.job.status.goodput import fold_attempts, goodput, unreleased
+from flashrl_operator.job.goodput import fold_attempts, goodput, unreleased
 
 T0 = parse_rfc3339("2026-01-01T00:00:00Z") or 0.0
 
@@ -51,7 +51,7 @@ def test_a_retried_job_from_its_status_alone() -> None:
     first = fold_attempts(attempts, report(1, 250, 3, 760), 16, released=[1], now=at(830), admitted=False)
     assert [e.attempt for e in unreleased(first)] == []
     assert first.history[0].release_time == at(830) and first.history[0].gpus == 16
-    assert first.history[0].launcher is not None and first.history[0].launcher["steps"] == 3
+    assert first.history[0].launcher is not None and first.history[0].launcher.steps == 3
     queued = fold_attempts(first, None, 16, released=[], now=at(920), admitted=False)
     assert queued.history[1].admit_time is None
     assert goodput(queued, [], at(0)) is not None
@@ -60,7 +60,7 @@ def test_a_retried_job_from_its_status_alone() -> None:
     # Attempt 2's launcher: folded into attempt 2, attempt 1's copy kept.
     second = fold_attempts(admitted, report(2, 1000, 2, 1500), 16, released=[], now=at(1500))
     assert second.history[0].launcher == first.history[0].launcher
-    assert second.history[1].launcher is not None and second.history[1].launcher["attempt"] == 2
+    assert second.history[1].launcher is not None and second.history[1].launcher.attempt == 2
     # An older report never replaces a newer one.
     assert fold_attempts(second, report(2, 1000, 1, 1300), 16, [], at(1500)) == second
 
@@ -85,3 +85,27 @@ def test_a_retried_job_from_its_status_alone() -> None:
 
 def test_nothing_to_account_for_before_the_first_attempt() -> None:
     assert goodput(Attempts.of({}), [], at(0)) is None
+
+
+def test_a_separate_async_job_splits_its_gpu_seconds_per_pool() -> None:
+    """8 trainer GPUs and 8 rollout GPUs: each pool holds half; the trainer waits for samples in
+    timing_s/gen (60 of each 100 s step), the rollout pool for weights in timing_s/update_weights (10)."""
+    status = {"attempt": 1, "attempts": [{"attempt": 1, "startStep": 0, "startTime": at(0)}]}
+    folded = fold_attempts(Attempts.of(status), report(1, 50, 4, 710), 16, released=[], now=at(10))
+    wire = goodput(folded, [], at(0), [("trainer", 8), ("rollout", 8)])
+    assert wire is not None
+    trainer, rollout = wire["pools"]
+    by_phase = {e["phase"]: e["gpuSeconds"] for e in wire["byPhase"]}
+    assert (trainer["name"], trainer["gpus"], trainer["waitingFor"]) == ("trainer", 8, "samples")
+    assert (rollout["name"], rollout["gpus"], rollout["waitingFor"]) == ("rollout", 8, "weights")
+    assert (
+        trainer["heldGPUSeconds"]
+        == rollout["heldGPUSeconds"]
+        == pytest.approx(wire["heldGPUSeconds"] / 2, abs=0.1)
+    )
+    generation = by_phase["generation"] + by_phase.get("discarded_generation", 0.0)
+    assert trainer["waitingGPUSeconds"] == pytest.approx(generation / 2, abs=0.1)
+    assert rollout["waitingGPUSeconds"] == pytest.approx(by_phase["weight_sync"] / 2, abs=0.1)
+    assert 0 < rollout["waitingGPUSeconds"] < trainer["waitingGPUSeconds"]
+    # One pool: nothing waits for another pool, no split is written.
+    assert "pools" not in (goodput(folded, [], at(0), [("trainer", 16)]) or {})

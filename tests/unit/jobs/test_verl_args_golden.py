@@ -4,7 +4,7 @@ One golden file per rollout quantization mode and per TIS level, under ``tests/u
 argument list after ``python3 -m verl.trainer.main_ppo``, one override per line. A change to
 ``verl_args`` shows up as a reviewable diff of these files. Regenerate them after an intended change:
 
-    FLASHRL_UPDATE_GOLDEN=1 .venv/bin/pytest tests/unit/jobs/test_verl_golden.py
+    FLASHRL_UPDATE_GOLDEN=1 .venv/bin/pytest tests/unit/jobs/test_verl_args_golden.py
 """
 
 from __future__ import annotations

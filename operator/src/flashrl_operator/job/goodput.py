@@ -14,12 +14,15 @@ nothing.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from pydantic import ValidationError
+
 from flashrl_api.goodput import AttemptSpan, job_ledger, parse_rfc3339
-from flashrl_api.status import ConditionType, Reason
+from flashrl_api.pools import pool_goodput
+from flashrl_api.status import ConditionType, LauncherPhases, Reason
 from flashrl_operator.job.attempts import Attempt, Attempts
 from flashrl_operator.job.status.conditions import find_condition
 
@@ -40,33 +43,40 @@ def fold_attempts(
     ended attempts whose Ray cluster the operator found gone.
     """
     gone = set(released)
-    report = launcher if isinstance(launcher, Mapping) else None
+    report = _launcher_phases(launcher)
     target = attempts.attempt
-    if report is not None and isinstance(report.get("attempt"), int):
-        target = int(report["attempt"])
+    if report is not None and report.attempt is not None:
+        target = report.attempt
     history = []
     for entry in attempts.history:
         if entry.start_time is not None and entry.gpus is None:
-            entry = replace(entry, gpus=gpus)
+            entry = entry.model_copy(update={"gpus": gpus})
         live = entry.attempt == attempts.attempt and entry.start_time is not None and entry.end_time is None
         if live and admitted and entry.admit_time is None:
             start = parse_rfc3339(entry.start_time) or 0.0
-            entry = replace(
-                entry, admit_time=now if (parse_rfc3339(now) or 0.0) >= start else entry.start_time
-            )
+            admit = now if (parse_rfc3339(now) or 0.0) >= start else entry.start_time
+            entry = entry.model_copy(update={"admit_time": admit})
         if report is not None and entry.attempt == target and _newer(report, entry.launcher):
-            entry = replace(entry, launcher=dict(report))
+            entry = entry.model_copy(update={"launcher": report})
         if entry.attempt in gone and entry.end_time is not None and entry.release_time is None:
-            entry = replace(entry, release_time=now)
+            entry = entry.model_copy(update={"release_time": now})
         history.append(entry)
     return replace(attempts, history=tuple(history))
 
 
-def _newer(report: Mapping[str, Any], held: Mapping[str, Any] | None) -> bool:
-    new = parse_rfc3339(report.get("reportTime"))
+def _launcher_phases(raw: object) -> LauncherPhases | None:
+    """``status.launcherPhases`` as read, or ``None`` when absent or not what the launcher writes."""
+    try:
+        return LauncherPhases.model_validate(raw) if raw is not None else None
+    except ValidationError:
+        return None
+
+
+def _newer(report: LauncherPhases, held: LauncherPhases | None) -> bool:
+    new = parse_rfc3339(report.report_time)
     if new is None:
         return False
-    old = parse_rfc3339(held.get("reportTime")) if held is not None else None
+    old = parse_rfc3339(held.report_time) if held is not None else None
     return old is None or new > old
 
 
@@ -100,24 +110,20 @@ def spans(history: Sequence[Attempt]) -> list[AttemptSpan]:
         release = parse_rfc3339(entry.release_time)
         if release is None and index + 1 < len(started):
             release = parse_rfc3339(started[index + 1].start_time)
-        launcher = entry.launcher or {}
-        phases: dict[str, float] = {}
-        for item in launcher.get("phases") or []:
-            if isinstance(item, Mapping) and isinstance(item.get("seconds"), int | float):
-                phases[str(item.get("phase"))] = float(item["seconds"])
+        launcher = entry.launcher
+        phases = {item.phase: item.seconds for item in launcher.phases} if launcher is not None else {}
         failed = entry.end_time is not None and entry.reason is not None
         end_step = entry.end_step if entry.end_step is not None else entry.start_step
         kept = max(entry.checkpoint_step or 0, entry.start_step)
-        steps = launcher.get("steps")
         out.append(
             AttemptSpan(
                 attempt=entry.attempt,
                 gpus=entry.gpus or 1,
                 start=start,
-                launched=parse_rfc3339(launcher.get("launchTime")),
-                reported=parse_rfc3339(launcher.get("reportTime")),
+                launched=parse_rfc3339(launcher.launch_time) if launcher is not None else None,
+                reported=parse_rfc3339(launcher.report_time) if launcher is not None else None,
                 launcher=phases,
-                steps=steps if isinstance(steps, int) else 0,
+                steps=launcher.steps if launcher is not None else 0,
                 end=parse_rfc3339(entry.end_time),
                 release=release,
                 failed=failed,
@@ -127,11 +133,14 @@ def spans(history: Sequence[Attempt]) -> list[AttemptSpan]:
     return out
 
 
-def goodput(attempts: Attempts, conditions: object, created: str) -> dict[str, Any] | None:
+def goodput(
+    attempts: Attempts, conditions: object, created: str, pools: Sequence[tuple[str, int]] = ()
+) -> dict[str, Any] | None:
     """``status.goodput`` (wire form), or ``None`` while nothing has happened to account for.
 
     Staging runs from the job's creation to the ``Staged`` condition turning True by a staging Job;
-    backoff from an attempt's release (or end) to the next one's start.
+    backoff from an attempt's release (or end) to the next one's start. ``pools``: the job's GPU pools
+    (name, GPUs); with two (separate-async) each gets its share in ``pools``.
     """
     history = spans(attempts.history)
     times = [t for s in history for t in (s.start, s.launched, s.reported, s.end, s.release) if t is not None]
@@ -164,4 +173,8 @@ def goodput(attempts: Attempts, conditions: object, created: str) -> dict[str, A
         if freed is not None and created_next is not None:
             backoff += max(0.0, created_next - freed)
     ledger = job_ledger(history, max(times), staging=staging, backoff=backoff, queued=queued)
-    return ledger.to_wire()
+    wire = ledger.to_wire()
+    split = pool_goodput(ledger, pools)
+    if split:
+        wire["pools"] = split
+    return wire

@@ -9,6 +9,7 @@ from status_wire import NOW, desired_status
 
 from flashrl_operator.job.status.conditions import find_condition
 from flashrl_operator.job.status.mapping import (
+    Decided,
     Observation,
     RayClusterView,
     RayJobView,
@@ -202,7 +203,7 @@ def test_cluster_ready(
         ray_job_name="j",
         suspend_requested=deployment == "Suspended",
     )
-    verdict = cluster_ready_check(obs, decide_phase(obs))
+    verdict = cluster_ready_check(obs, Decided(decide_phase(obs)))
     assert (verdict.status, verdict.reason) == (status, reason)
     assert message in verdict.message
 
