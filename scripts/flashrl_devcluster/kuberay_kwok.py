@@ -173,7 +173,7 @@ def write_stages(root: Path) -> Path:
 
 
 def start_kwok(plane: ControlPlane, root: Path) -> Process:
-    """kwok, managing the nodes annotated ``kwok.x-k8s.io/node=fake`` (:func:`h20_node`)."""
+    """kwok, managing the nodes annotated ``kwok.x-k8s.io/node=fake`` (:func:`gpu_node`)."""
     (port,) = free_ports(1)
     return Process.start(
         "kwok",
@@ -235,28 +235,49 @@ def start_kuberay(plane: ControlPlane, dashboard_port: int, lease_namespace: str
     )
 
 
-def h20_node(name: str) -> dict[str, Any]:
-    """A node as GPU Feature Discovery and the NVIDIA device plugin describe an 8 x H20 machine."""
-    return {
+def gpu_node(
+    name: str,
+    product: str = "NVIDIA-H20",
+    labels: dict[str, str] | None = None,
+    taints: list[dict[str, str]] | None = None,
+) -> dict[str, Any]:
+    """A node as GPU Feature Discovery and the NVIDIA device plugin describe an 8 x H20 machine (or
+    8 GPUs of another ``product``), with the pool ``labels`` and ``taints`` an administrator adds."""
+    node: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {
             "name": name,
             "annotations": {"kwok.x-k8s.io/node": "fake"},
-            "labels": {"kubernetes.io/hostname": name, "type": "kwok", **H20_LABELS},
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "type": "kwok",
+                **H20_LABELS,
+                "nvidia.com/gpu.product": product,
+                **(labels or {}),
+            },
         },
         "status": {"capacity": H20_CAPACITY, "allocatable": H20_CAPACITY},
     }
+    if taints:
+        node["spec"] = {"taints": taints}
+    return node
 
 
 def add_h20_nodes(plane: ControlPlane, names: tuple[str, ...]) -> None:
-    """:func:`h20_node` for each name, schedulable at once."""
-    for node in names:
-        plane.apply_json(h20_node(node))
+    """:func:`gpu_node` for each name, schedulable at once."""
+    add_nodes(plane, [gpu_node(node) for node in names])
+
+
+def add_nodes(plane: ControlPlane, nodes: list[dict[str, Any]]) -> None:
+    """Create these Node objects, schedulable at once."""
+    for node in nodes:
+        plane.apply_json(node)
         # The API server taints every new node not-ready; the node lifecycle controller lifts the taint
         # once the node reports Ready (kwok's node-initialize stage). That controller is not run here
         # (it would evict pods without kwok's heartbeats), so the taint is lifted as it would.
-        plane.kubectl("taint", "node", node, "node.kubernetes.io/not-ready:NoSchedule-", check=False)
+        name = node["metadata"]["name"]
+        plane.kubectl("taint", "node", name, "node.kubernetes.io/not-ready:NoSchedule-", check=False)
 
 
 def volume(

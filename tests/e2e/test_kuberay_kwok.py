@@ -38,11 +38,15 @@ from flashrl_devcluster.kuberay_kwok import (
     EXIT_LABEL,
     RayDashboard,
     add_h20_nodes,
+    add_nodes,
     apply_kuberay_crds,
+    gpu_node,
     start_kuberay,
     start_kwok,
     volume,
 )
+from flashrl_operator.render.rayjob import ROLLOUT_WORKER_GROUP, WORKER_GROUP
+from flashrl_operator.vocab import kuberay
 
 pytestmark = pytest.mark.kwok
 
@@ -251,4 +255,100 @@ def test_a_lost_worker_takes_the_retry_path(e2e: E2E) -> None:
     second = e2e.wait("attempt 2's RayJob", lambda: e2e.get("rayjob", f"{job}-2"))
     assert second["metadata"]["labels"]["flashrl.dev/attempt"] == "2"
     assert e2e.job_status(job).get("attempt") == 2
+    e2e.assert_nothing_refused()
+
+
+def env_value(pod: dict[str, Any], name: str) -> str | None:
+    """A container variable's value as the kubelet would give it: literal, or a pod label by fieldRef."""
+    for container in pod["spec"]["containers"]:
+        for var in container.get("env") or []:
+            if var["name"] != name:
+                continue
+            if "value" in var:
+                return str(var["value"])
+            path = ((var.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath", "")
+            if path.startswith("metadata.labels['") and path.endswith("']"):
+                return pod["metadata"]["labels"].get(path[len("metadata.labels['") : -2])
+    return None
+
+
+#: The separate-async example's two pools, as an administrator labels and taints them.
+TRAINING_POOL = {"flashrl.dev/pool": "training"}
+ROLLOUT_POOL = {"flashrl.dev/pool": "rollout"}
+ROLLOUT_TAINT = {"key": "dedicated", "value": "rollout", "effect": "NoSchedule"}
+DECOY_PRODUCT = "NVIDIA-H100-80GB-HBM3"
+
+
+def test_the_separate_async_example_lands_each_pool_on_its_own_h20_nodes(e2e: E2E) -> None:
+    """examples/flashrljob-separate-async.yaml as shipped among nodes of two GPU products: the trainer's
+    group on the H20 training pool, the rollout group on the tainted H20 rollout pool; H100 nodes carrying
+    the same pool labels and taint, and the module's unlabelled H20 nodes, get none of its pods."""
+    plane = e2e.plane
+    example = REPO / "examples" / "flashrljob-separate-async.yaml"
+    job = yaml.safe_load(example.read_text())["metadata"]["name"]
+    taint = [ROLLOUT_TAINT]
+    add_nodes(
+        plane,
+        [
+            gpu_node("h20-train", labels=TRAINING_POOL),
+            gpu_node("h20-rollout", labels=ROLLOUT_POOL, taints=taint),
+            gpu_node("h100-train", DECOY_PRODUCT, labels=TRAINING_POOL),
+            gpu_node("h100-rollout", DECOY_PRODUCT, labels=ROLLOUT_POOL, taints=taint),
+        ],
+    )
+    plane.kubectl("apply", "-f", str(example))
+
+    # Staging (the same model as the first test's job: it may find it staged already).
+    stage = f"batch.kubernetes.io/job-name={job}-stage"
+    e2e.wait(
+        "the staging pod running or the RayJob",
+        lambda: (
+            e2e.get("rayjob", job) or [p for p in e2e.pods(stage) if p["status"].get("phase") == "Running"]
+        ),
+    )
+    if e2e.get("rayjob", job) is None:
+        e2e.exit_pods(stage)
+    e2e.wait("the RayJob", lambda: e2e.get("rayjob", job))
+    status = e2e.wait_phase(job, "Running")
+    cluster = str(status["rayClusterName"])
+
+    def running_workers() -> dict[str, list[dict[str, Any]]]:
+        pods = [p for p in e2e.gpu_pods(cluster) if p["status"].get("phase") == "Running"]
+        groups: dict[str, list[dict[str, Any]]] = {}
+        for pod in pods:
+            groups.setdefault(pod["metadata"]["labels"][kuberay.GROUP_LABEL], []).append(pod)
+        return groups
+
+    one_each = {WORKER_GROUP: 1, ROLLOUT_WORKER_GROUP: 1}
+    groups = e2e.wait(
+        "both worker groups running",
+        lambda: (g := running_workers()) and {k: len(v) for k, v in g.items()} == one_each and g,
+    )
+    placed = {group: [p["spec"]["nodeName"] for p in pods] for group, pods in groups.items()}
+    # KubeRay names each pod's group to Ray (RAY_NODE_TYPE_NAME): Ray labels the node ray.io/node-group
+    # with it (tests/ray/test_ray_pools.py), the one handle a placement group could select a pool by.
+    for group, pods in groups.items():
+        assert env_value(pods[0], "RAY_NODE_TYPE_NAME") == group, json.dumps(pods[0]["spec"]["containers"])
+    assert placed == {WORKER_GROUP: ["h20-train"], ROLLOUT_WORKER_GROUP: ["h20-rollout"]}
+    products = {
+        node["metadata"]["name"]: node["metadata"]["labels"]["nvidia.com/gpu.product"]
+        for node in e2e.plane.get_json("node")["items"]
+    }
+    on_decoys = [
+        p["metadata"]["name"]
+        for p in e2e.gpu_pods(cluster)
+        if products.get(p["spec"].get("nodeName", "")) == DECOY_PRODUCT
+    ]
+    assert on_decoys == [], "a pod of the H20 job sits on an H100 node"
+    assert e2e.get("rayjob", job)["status"]["jobDeploymentStatus"] == "Running"
+
+    # The rest is played as for the synchronous example: last step, SUCCEEDED, the submitter exits.
+    total = (status.get("progress") or {}).get("totalSteps") or 150
+    e2e.launcher_reports(job, total, total)
+    e2e.dashboard.set(job, "SUCCEEDED")
+    e2e.wait("KubeRay's submitter pod", lambda: e2e.pods(f"batch.kubernetes.io/job-name={job}"))
+    e2e.exit_pods(f"batch.kubernetes.io/job-name={job}")
+    assert e2e.wait_phase(job, "Succeeded")["progress"]["step"] == total
+    # Both groups' GPU workers are freed (KubeRay's deletion rules suspend every worker group).
+    e2e.holds_no_gpu(job)
     e2e.assert_nothing_refused()

@@ -32,6 +32,9 @@ from flashrl_operator.sim import free_port
 BIN = Path(sys.executable).parent
 LOOPBACK = "127.0.0.1"
 
+#: The variable KubeRay sets in every Ray container to its group's name (``groupName``, or headgroup).
+GROUP_ENV = "RAY_NODE_TYPE_NAME"
+
 #: The environment a driver (e.g. flashrl-launch) needs to reach this cluster on loopback.
 DRIVER_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
 
@@ -115,9 +118,9 @@ class LocalRay:
         return self.address
 
     def start_worker(self, num_gpus: int, group: str | None = None) -> subprocess.Popen[bytes]:
-        """Begin joining a worker node; returns at once (see :meth:`wait_worker`). ``group``: the KubeRay
-        worker group the node plays, set as KubeRay sets it (``RAY_NODE_TYPE_NAME``, which Ray turns into
-        the node label ``ray.io/node-group``)."""
+        """Begin joining a worker node; returns at once (see :meth:`wait_worker`). ``group`` is the
+        KubeRay worker group it plays: KubeRay names it to Ray in ``RAY_NODE_TYPE_NAME``, and Ray labels
+        the node ``ray.io/node-group`` with it."""
         name = f"worker-{len(self._groups)}.log"
         argv = [
             sys.executable,
@@ -129,7 +132,7 @@ class LocalRay:
         ]
         env = self._env(single_node=False)
         if group is not None:
-            env["RAY_NODE_TYPE_NAME"] = group
+            env[GROUP_ENV] = group
         proc = self._spawn(argv, env, name)
         self._pending.append(proc)
         return proc

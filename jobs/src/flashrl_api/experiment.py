@@ -9,7 +9,9 @@ rollout.
 
 A comparison means something only when the runs differ in what is being compared. So the fields a
 variant may change are split in two (:data:`FREE_FIELDS`, :data:`SETUP_FIELDS`): the rollout's
-precision and engine settings, the correction, images, storage, scheduling and pod placement may
+precision and engine settings, the correction, the training mode (with its async settings and
+rollout pool: how generation and training share time and GPUs, which the report weighs in time per
+step, time to a validation score and GPU-hours), images, storage, scheduling and pod placement may
 differ freely; the model, the data, the algorithm and its hyperparameters, the sampling, the GPU
 count and type, checkpointing (it is part of the measured step time), dry runs and raw verl overrides
 change what the comparison measures and need ``allowSetupChanges: true`` on that variant. Every spec
@@ -72,13 +74,19 @@ MAX_VARIANTS: Final = 8
 MAX_VARIANT_NAME: Final = 24
 
 #: Spec paths (camelCase, relative to the job spec) a variant may change without changing what the
-#: comparison means: the treatment (rollout precision and engine settings, the correction) and
-#: operations (images, volumes, lifecycle, queueing, pod placement and sizes, credentials, tracking).
+#: comparison means: the treatment (rollout precision and engine settings, the correction, the training
+#: mode) and operations (images, volumes, lifecycle, queueing, pod placement and sizes, credentials,
+#: tracking). The mode is a treatment with its settings and its rollout pool: "separate-async + FP8"
+#: against "sync + FP8" is the comparison issue 35 asks for; the pool's extra GPUs are no hidden
+#: difference, since ``flashrl report`` sets time per step and to a score beside each run's GPU-hours.
 FREE_FIELDS: Final[tuple[str, ...]] = (
     "rollout.quantization",
     "rollout.tensorParallelSize",
     "rollout.gpuMemoryUtilization",
     "correction",
+    "training.mode",
+    "training.async",
+    "rollout.pool",
     "images",
     "storage",
     "lifecycle",
@@ -129,9 +137,6 @@ SETUP_FIELDS: Final[dict[str, str]] = {
     "rollout.temperature": "the sampling",
     "rollout.topP": "the sampling",
     "rollout.topK": "the sampling",
-    "training.mode": "the training mode (how rollout and training share time and GPUs)",
-    "training.async": "the training mode (how rollout and training share time and GPUs)",
-    "rollout.pool": "the rollout pool (its GPUs)",
     "resources.nodes": "the GPU count",
     "resources.gpusPerNode": "the GPU count",
     "resources.gpuProduct": "the GPU type",
@@ -562,12 +567,22 @@ def experiment_runs(spec: FlashRLExperimentSpec) -> list[tuple[Variant, int | No
 # --- parsing ---------------------------------------------------------------------------------------
 
 
-def variant_field_path(index: int, spec_path: str, partial: Mapping[str, Any]) -> str:
-    """Where a problem of a merged spec belongs: the variant's field when it set it, else the template's."""
+def _sets(partial: Mapping[str, Any], rest: str) -> bool:
+    return any(
+        rest == path or rest.startswith((path + ".", path + "[")) or path.startswith(rest + ".")
+        for path in set_paths(partial)
+    )
+
+
+def variant_field_path(
+    index: int, spec_path: str, partial: Mapping[str, Any], template: Mapping[str, Any] | None = None
+) -> str:
+    """Where a problem of a merged spec belongs: the variant's field when it set it, the template's when
+    the template set it (or no ``template`` is given), else the variant's: a field neither set is
+    missing because of the variant (a variant switching to separate-async without ``rollout.pool``)."""
     rest = spec_path.removeprefix("spec.")
-    for path in set_paths(partial):
-        if rest == path or rest.startswith((path + ".", path + "[")) or path.startswith(rest + "."):
-            return f"spec.variants[{index}].spec.{rest}"
+    if _sets(partial, rest) or (template is not None and not _sets(template, rest)):
+        return f"spec.variants[{index}].spec.{rest}"
     return f"spec.template.{rest}"
 
 
@@ -640,11 +655,13 @@ def experiment_problems(
             variant_spec(template_wire, variant, name or "x"), prefix="spec"
         )
         for problem in merged_problems:
-            path = variant_field_path(i, problem.path, variant.spec)
-            if path in template_paths:
+            path = variant_field_path(i, problem.path, variant.spec, template_wire)
+            rest = problem.path.removeprefix("spec.")
+            if path in template_paths or (
+                f"spec.template.{rest}" in template_paths and not _sets(variant.spec, rest)
+            ):
                 continue  # the template's own problem, already reported once
             suffix = "" if path.startswith(where) else f" (in variant {variant.name!r})"
-            rest = problem.path.removeprefix("spec.")
             message = moved_suggestion(problem.message, "spec.", path[: len(path) - len(rest)])
             problems.append(Problem(path, message + suffix))
         if merged is not None and not merged_problems:

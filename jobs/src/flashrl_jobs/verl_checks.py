@@ -18,6 +18,8 @@ loaded. This module runs those checks offline, where they can run without torch 
   Ray or the model: the checks of ``workers/engine_workers.py`` (parallel sizes against the world size,
   dynamic batch sizes), ``utils/seqlen_balancing.py`` (token budget against the sequence length),
   ``trainer/ppo/v1/trainer_base.py`` (DAPO's metric, and what the V1 trainer overrides or ignores),
+  ``trainer/ppo/v1/trainer_separate_async.py`` (the separate-async trainer's constructor assertions:
+  its module imports torch),
   and the model-dependent ones (``models/transformers/monkey_patch.py``: Ulysses against the attention
   heads; ``workers/rollout/sglang_rollout/async_sglang_server.py``: context length). Those need the
   model's ``config.json``; they run when the model (``model.source``) is a local directory holding it, and are
@@ -575,7 +577,79 @@ def _transcribed_checks(cfg: Any, report: Report) -> None:
                 )
             )
 
+    _separate_async_checks(cfg, report)
     _dapo_checks(cfg, report)
+
+
+#: Where verl 0.9.1's separate-async trainer asserts its start-up conditions.
+SEPARATE_ASYNC_SOURCE: Final = "verl/trainer/ppo/v1/trainer_separate_async.py"
+
+
+def _separate_async_checks(cfg: Any, report: Report) -> None:
+    """The start-up assertions of ``PPOTrainerSeparateAsync.__init__`` (trainer_separate_async.py:55-107),
+    transcribed: the module imports ``transfer_queue`` and ``verl.experimental.separation.engine_workers``
+    (torch) at its top, so neither the class nor its constructor can be loaded without torch. Its
+    assertions read nothing but the config, so they run here on the composed one."""
+    if _get(cfg, "trainer.v1.trainer_mode") != "separate_async":
+        return
+    findings = report.findings
+    rollout = "actor_rollout_ref.rollout."
+    batch = int(_get(cfg, "data.train_batch_size"))
+    mini = int(_get(cfg, "actor_rollout_ref.actor.ppo_mini_batch_size"))
+    sync_step = int(_get(cfg, "trainer.v1.separate_async.parameter_sync_step", 1))
+    if batch != sync_step * mini:
+        findings.append(
+            Finding(
+                "train_batch_size must equal parameter_sync_step * ppo_mini_batch_size in separate async "
+                f"training, but got train_batch_size={batch}, parameter_sync_step={sync_step}, "
+                f"ppo_mini_batch_size={mini} ({SEPARATE_ASYNC_SOURCE}:59)",
+                (
+                    "data.train_batch_size",
+                    "trainer.v1.separate_async.parameter_sync_step",
+                    "actor_rollout_ref.actor.ppo_mini_batch_size",
+                ),
+            )
+        )
+    for key, line in (("nnodes", 64), ("n_gpus_per_node", 65)):
+        if int(_get(cfg, rollout + key, 0) or 0) <= 0:
+            findings.append(
+                Finding(
+                    f"{key} must be > 0 in separate async training ({SEPARATE_ASYNC_SOURCE}:{line})",
+                    (rollout + key,),
+                )
+            )
+    if _get(cfg, rollout + "checkpoint_engine.backend") == "naive":
+        findings.append(
+            Finding(
+                "please use nccl/nixl/mooncake, etc. backend for separate async training "
+                f"({SEPARATE_ASYNC_SOURCE}:68)",
+                (rollout + "checkpoint_engine.backend",),
+            )
+        )
+    # trainer/ppo/utils.py:89-93 (need_reward_model) is reward.reward_model.enable.
+    if _get(cfg, "reward.reward_model.enable") and not _get(cfg, "reward.reward_model.enable_resource_pool"):
+        findings.append(
+            Finding(
+                "Colocate reward model (reward.reward_model.enable_resource_pool=False) is not supported in "
+                f"separate async mode ({SEPARATE_ASYNC_SOURCE}:72)",
+                ("reward.reward_model.enable_resource_pool", "reward.reward_model.enable"),
+            )
+        )
+    # :89-105: lending idle trainer GPUs (hybrid rollout switching) needs the hybrid replicas and no
+    # prefill/decode disaggregation; without hybrid replicas verl turns the switch off (a warning).
+    switch = bool(_get(cfg, "trainer.v1.separate_async.hybrid_rollout.enable_switch", False))
+    hybrid = bool(_get(cfg, "actor_rollout_ref.hybrid_engine", True))
+    if switch and hybrid and bool(_get(cfg, rollout + "disaggregation.enabled", False)):
+        findings.append(
+            Finding(
+                "trainer.v1.separate_async.hybrid_rollout.enable_switch does not support rollout "
+                f"disaggregation ({SEPARATE_ASYNC_SOURCE}:100)",
+                (
+                    "trainer.v1.separate_async.hybrid_rollout.enable_switch",
+                    rollout + "disaggregation.enabled",
+                ),
+            )
+        )
 
 
 def _dapo_checks(cfg: Any, report: Report) -> None:

@@ -19,6 +19,7 @@ from flashrl_report.analysis import (
     choose_baseline,
     mismatch_key,
     paired_baseline,
+    run_cost,
     score_key,
     summarize,
 )
@@ -125,6 +126,11 @@ def build_report(
     colors = {run.label: color_of(runs, run) for run in runs}
     variant_colors = {split_label(label)[0]: color for label, color in colors.items()}
     goodput, target = goodput_summaries(runs, score, base)
+    costs = {g.label: g for g in goodput}
+    for run, summary in zip(runs, summaries, strict=True):
+        if (spent := costs.get(run.label)) is not None:
+            reached = spent.reached.last_step if spent.reached is not None else None
+            summary.cost = run_cost(run, spent.ledger, spent.hours_to_score, reached)
     plots = [
         line_plot(
             runs,

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from flashrl_api import verl_metrics as vm
+from flashrl_api.goodput import UNHELD, Ledger
 from flashrl_report.data import RunMetrics
 from flashrl_report.intervals import LEVEL, Interval, mean_interval
 
@@ -261,6 +262,43 @@ def speedup(variant: RunMetrics, baseline: RunMetrics) -> Speedup | None:
     return Speedup(key_v, steps, ratios, overall, windows, mean_interval(ratios, null=1.0))
 
 
+@dataclass(frozen=True)
+class RunCost:
+    """A run's time and GPU-hours, the columns that weigh a faster training mode against the GPUs of its
+    second pool: sync and separate-async side by side in one table."""
+
+    held_gpu_hours: float
+    #: GPU-hours held per pool when the run has two (the trainer's and the rollout pool's).
+    by_pool: dict[str, float]
+    #: GPU-hours held up to the common validation score (prorated by step time), when reached.
+    gpu_hours_to_score: float | None = None
+    #: Wall-clock hours of training and validation (:func:`wall_hours`) to the common score, and the step.
+    hours_to_score: tuple[float, int] | None = None
+
+
+def run_cost(
+    run: RunMetrics, ledger: Ledger, gpu_hours_to_score: float | None, reached_step: int | None
+) -> RunCost:
+    """The run's :class:`RunCost` from its goodput ledger, the GPU-hours to the common score (prorated
+    from the ledger's) and the step the score was reached at.
+
+    With two pools, each pool's GPU-hours are the time the ledger holds GPUs × that pool's GPUs: both
+    worker groups are held for the whole attempt. That holds whether the ledger's GPU-seconds count the
+    rollout pool (the steps' own ledger, built with both pools' GPUs) or only the trainer's (the
+    operator's ``status.goodput`` before it accounts per pool), and the total is their sum."""
+    ledger_hours = ledger.held_gpu_seconds / 3600
+    held_seconds = sum(v for p, v in ledger.seconds.items() if p not in UNHELD)
+    by_pool = (
+        {pool: held_seconds * gpus / 3600 for pool, gpus in run.pools.items()} if len(run.pools) > 1 else {}
+    )
+    held = sum(by_pool.values()) if by_pool else ledger_hours
+    if gpu_hours_to_score is not None and ledger_hours > 0:
+        gpu_hours_to_score *= held / ledger_hours
+    hours = wall_hours(run).get(reached_step) if reached_step is not None else None
+    to_score = (hours, reached_step) if hours is not None and reached_step is not None else None
+    return RunCost(held, by_pool, gpu_hours_to_score, to_score)
+
+
 @dataclass
 class VariantSummary:
     """One row of the summary table."""
@@ -281,6 +319,10 @@ class VariantSummary:
     weight_sync_share: tuple[float, int] | None = None
     mismatch_key: str | None = None
     mismatch_quarters: tuple[Stat, Stat] | None = None
+    #: Seconds per training step (``timing_s/step``).
+    step_seconds: Stat | None = None
+    #: What the run cost beside what it reached (set once the goodput ledgers are known).
+    cost: RunCost | None = None
     #: What this run did not log, or where it stopped, one sentence each.
     missing: list[str] = field(default_factory=list)
 
@@ -360,6 +402,7 @@ def summarize(
             counted += 1
     if counted and step_total > 0:
         out.weight_sync_share = (sync_total / step_total, counted)
+    out.step_seconds = stat(*run.series(vm.TIMING_STEP, training_only=True))
     out.mismatch_key = mismatch_key(run)
     if out.mismatch_key is not None:
         out.mismatch_quarters = quarters(*run.series(out.mismatch_key, training_only=True))

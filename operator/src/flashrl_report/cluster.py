@@ -28,7 +28,7 @@ from flashrl_api.experiment import (
 from flashrl_api.goodput import ledger_of
 from flashrl_api.history import HISTORY_KEY, add_metrics, history_name
 from flashrl_api.validation_summary import VALIDATION_KEY
-from flashrl_report.data import RunMetrics, parse_lines
+from flashrl_report.data import RunMetrics, parse_lines, pool_gpus
 from flashrl_report.validation import ValidationSamples, samples_from_summaries
 
 #: Where a run's numbers were read, as the report's header shows it.
@@ -100,10 +100,8 @@ def runs_from_objects(namespace: str, objects: Sequence[JobObjects]) -> list[Run
         goodput = status.get("goodput")
         if isinstance(goodput, Mapping) and isinstance(goodput.get("byPhase"), list):
             run.goodput = ledger_of(goodput["byPhase"])
-        resources = ((item.job or {}).get("spec") or {}).get("resources") or {}
-        nodes, per_node = resources.get("nodes"), resources.get("gpusPerNode")
-        if isinstance(nodes, int) and isinstance(per_node, int):
-            run.gpus = nodes * per_node
+        run.pools = pool_gpus((item.job or {}).get("spec") or {})
+        run.gpus = sum(run.pools.values()) or None
         phase = status.get("phase")
         if phase == "Failed":
             reason = status.get("reason")

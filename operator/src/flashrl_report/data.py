@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
 from flashrl_api.goodput import Ledger
 
@@ -28,6 +29,29 @@ ATTEMPT_FILE = re.compile(r"^attempt-(?P<k>\d+)\.jsonl$")
 
 class MetricsInputError(ValueError):
     """A metrics source the user named cannot be read at all (missing, a directory without files)."""
+
+
+#: The pools a run's GPUs are counted in: the trainer's worker group and the standalone rollout pool.
+TRAINER_POOL: Final = "trainer"
+ROLLOUT_POOL: Final = "rollout pool"
+
+
+def pool_gpus(spec: Mapping[str, object]) -> dict[str, int]:
+    """GPUs per pool of a FlashRLJob spec in wire form (``resources``, ``rollout.pool``); pools whose
+    counts the spec does not state (a malformed object read from the cluster) are left out."""
+
+    def count(section: object) -> int | None:
+        if not isinstance(section, Mapping):
+            return None
+        nodes, per_node = section.get("nodes"), section.get("gpusPerNode")
+        return nodes * per_node if isinstance(nodes, int) and isinstance(per_node, int) else None
+
+    rollout = spec.get("rollout")
+    found = {
+        TRAINER_POOL: count(spec.get("resources")),
+        ROLLOUT_POOL: count(rollout.get("pool")) if isinstance(rollout, Mapping) else None,
+    }
+    return {pool: gpus for pool, gpus in found.items() if gpus is not None}
 
 
 @dataclass
@@ -44,8 +68,10 @@ class RunMetrics:
     #: The job's goodput ledger (``status.goodput``) when the run was read from the cluster: pods,
     #: start-up, restarts and teardown included. Without it the report splits the steps' own timings.
     goodput: Ledger | None = None
-    #: GPUs the run held (``resources.nodes × gpusPerNode``), when known.
+    #: GPUs the run held (both pools' with separate-async), when known.
     gpus: int | None = None
+    #: GPUs per pool (:data:`TRAINER_POOL`, and :data:`ROLLOUT_POOL` with separate-async), when known.
+    pools: dict[str, int] = field(default_factory=dict)
 
     def names(self) -> set[str]:
         """Every metric name logged at any step."""

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from html import escape
 from typing import Final
 
-from flashrl_report.analysis import Stat, VariantSummary
+from flashrl_report.analysis import RunCost, Stat, VariantSummary
 from flashrl_report.plots import Plot
 
 STYLE: Final = """
@@ -114,7 +114,25 @@ def _row(summary: VariantSummary, color: str, is_baseline: bool) -> str:
         cells.append('<td>–<span class="sub">too few steps for quarters</span></td>')
     else:
         cells.append("<td>–</td>")
+    cells.append(_stat_cell(summary.step_seconds, 3))
+    cells.extend(_cost_cells(summary.cost))
     return "<tr>" + "".join(cells) + "</tr>"
+
+
+def _cost_cells(cost: RunCost | None) -> list[str]:
+    """Hours to the common score (wall clock, then GPU-hours) and GPU-hours held, split by pool."""
+    if cost is None:
+        return ["<td>–</td>", "<td>–</td>"]
+    if cost.hours_to_score is None:
+        to_score = '<td>–<span class="sub">not reached</span></td>'
+    else:
+        hours, step = cost.hours_to_score
+        gpu_hours = "" if cost.gpu_hours_to_score is None else f", {cost.gpu_hours_to_score:.1f} GPU-h"
+        to_score = f'<td>{hours:.2f} h<span class="sub">step {step}{gpu_hours}</span></td>'
+    pools = "".join(
+        f'<span class="sub">{escape(pool)} {hours:.1f}</span>' for pool, hours in cost.by_pool.items()
+    )
+    return [to_score, f"<td>{cost.held_gpu_hours:.1f}{pools}</td>"]
 
 
 HEADERS: Final = (
@@ -128,6 +146,9 @@ HEADERS: Final = (
     "generation speed-up over the baseline",
     "weight-sync share of step time",
     "mismatch, first → last quarter",
+    "time per step, s",
+    "hours to the common validation score (training + validation)",
+    "GPU-hours held (by pool)",
 )
 
 

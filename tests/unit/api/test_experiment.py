@@ -31,6 +31,7 @@ from flashrl_api.experiment import (
     setup_changes_allowed,
     variant_jobs,
 )
+from flashrl_api.pools import gpu_pools
 from flashrl_operator.generate.crd_experiment import (
     CHART_EXPERIMENT_CRD_PATH,
     HEADER,
@@ -424,3 +425,77 @@ def test_the_examples_variants_render_and_compose_with_verl() -> None:
         kinds = [o["kind"] for o in render(job)]
         assert kinds[-1] == "RayJob"
         assert check_user_overrides(job) == []
+
+
+# --- a variant may change the training mode (issue 35) ---------------------------------------------
+
+ASYNC_EXAMPLE = REPO / "examples" / "flashrlexperiment-async.yaml"
+_POOL = {"nodes": 1, "gpusPerNode": 8, "gpuProduct": "NVIDIA-H20"}
+_SEPARATE_ASYNC = {"training": {"mode": "separate-async", "async": {"parameterSyncStep": 4}}}
+
+
+def test_a_variant_changes_the_mode_with_its_rollout_pool_without_allow_setup_changes() -> None:
+    spec = {
+        "template": {"training": {"miniBatchSize": 8}},
+        "variants": [
+            {"name": "sync", "spec": {"rollout": {"quantization": "blockwise-fp8"}}},
+            {
+                "name": "async",
+                "spec": {**_SEPARATE_ASYNC, "rollout": {"quantization": "blockwise-fp8", "pool": _POOL}},
+            },
+        ],
+    }
+    assert _problems(spec) == []
+    sync, separate = variant_jobs(parse_experiment(_experiment(spec)))
+    assert (sync.spec.training.mode, sync.spec.rollout.pool) == ("sync", None)
+    assert separate.spec.training.mode == "separate-async"
+    assert separate.spec.rollout.pool is not None and sum(p.gpus for p in gpu_pools(separate.spec)) == 16
+    assert separate.spec.training.mini_batch_size == 8, "the template's batch geometry holds for both"
+
+
+def test_a_variant_switching_to_separate_async_without_a_pool_is_refused_at_its_own_field() -> None:
+    spec = {
+        "template": {"training": {"miniBatchSize": 8}},
+        "variants": [{"name": "sync"}, {"name": "async", "spec": _SEPARATE_ASYNC}],
+    }
+    (problem,) = _problems(spec)
+    # Neither the template nor the variant set rollout.pool: the variant made it required.
+    assert problem.startswith(
+        "spec.variants[1].spec.rollout.pool: is required with training.mode separate-async"
+    )
+
+
+def test_a_variant_breaking_the_batch_invariant_is_refused_at_its_own_field() -> None:
+    broken = copy.deepcopy(_SEPARATE_ASYNC)
+    broken["training"]["async"]["parameterSyncStep"] = 3
+    spec = {
+        "template": {"training": {"miniBatchSize": 8}},
+        "variants": [{"name": "sync"}, {"name": "async", "spec": {**broken, "rollout": {"pool": _POOL}}}],
+    }
+    (problem,) = _problems(spec)
+    assert problem.startswith("spec.variants[1].spec.training.promptBatchSize: is 32, and must equal")
+
+
+def test_a_template_problem_is_reported_once_not_per_variant() -> None:
+    spec = {
+        "template": {"training": {"mode": "separate-async", "miniBatchSize": 8}},
+        "variants": [{"name": "a"}, {"name": "b", "spec": {"rollout": {"quantization": "bf16"}}}],
+    }
+    (problem,) = _problems(spec)
+    assert problem.startswith("spec.template.rollout.pool: is required")
+
+
+def test_the_async_example_is_four_runs_sync_and_separate_async_each_with_fp8_and_bf16() -> None:
+    raw = yaml.safe_load(ASYNC_EXAMPLE.read_text())
+    experiment = parse_experiment(raw)
+    assert not any(v.allow_setup_changes for v in experiment.spec.variants or [])
+    jobs = variant_jobs(experiment)
+    runs = {
+        (j.spec.training.mode, j.spec.rollout.quantization, j.spec.rollout.pool is not None) for j in jobs
+    }
+    assert runs == {
+        ("sync", "blockwise-fp8", False),
+        ("sync", "bf16", False),
+        ("separate-async", "blockwise-fp8", True),
+        ("separate-async", "bf16", True),
+    }

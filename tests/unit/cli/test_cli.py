@@ -547,6 +547,22 @@ def test_validate_accepts_the_experiment_example(capsys: pytest.CaptureFixture[s
     assert "note:" not in err
 
 
+def test_validate_accepts_the_async_experiment_example(capsys: pytest.CaptureFixture[str]) -> None:
+    """Sync and separate-async, each with FP8 and BF16 rollout, checked as the jobs they become (verl's
+    separate-async start-up assertions included)."""
+    path = REPO / "examples" / "flashrlexperiment-async.yaml"
+    code, out, err = _run(["validate", str(path)], capsys)
+    assert code == 0, err
+    pool = "separate-async, rollout pool 1x8 NVIDIA-H20"
+    assert out.splitlines() == [
+        f'{path}: valid FlashRLExperiment "async-vs-sync-fp8", 4 variants:',
+        "  async-vs-sync-fp8-sync-fp8 (blockwise-fp8, token TIS C=2.0, 1x8 NVIDIA-H20)",
+        "  async-vs-sync-fp8-sync-bf16 (bf16, token TIS C=2.0, 1x8 NVIDIA-H20)",
+        f"  async-vs-sync-fp8-async-fp8 (blockwise-fp8, token TIS C=2.0, 1x8 NVIDIA-H20, {pool})",
+        f"  async-vs-sync-fp8-async-bf16 (bf16, token TIS C=2.0, 1x8 NVIDIA-H20, {pool})",
+    ]
+
+
 def test_validate_refuses_an_experiment_with_every_problem_at_its_path(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

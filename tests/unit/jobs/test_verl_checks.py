@@ -285,3 +285,47 @@ def test_an_hf_model_in_the_local_hugging_face_cache_is_checked(
     assert "num_attention_heads 6" in result.problems[0].message
     elsewhere = check_config(job({"model": {"source": "hf://acme/other"}}))
     assert any("model-dependent" in note for note in elsewhere.skipped)
+
+
+#: The separate-async trainer's constructor assertions (transcribed: its module imports torch), each
+#: broken on a composed separate-async config by the overrides given.
+SEPARATE_ASYNC_JOB: dict[str, Any] = {
+    "training": {"mode": "separate-async", "miniBatchSize": 8},
+    "rollout": {"pool": {"nodes": 1, "gpusPerNode": 8}},
+}
+SEPARATE_ASYNC_CASES: list[tuple[list[str], str]] = [
+    (["data.train_batch_size=64"], "train_batch_size must equal parameter_sync_step * ppo_mini_batch_size"),
+    (["actor_rollout_ref.rollout.nnodes=0"], "nnodes must be > 0 in separate async training"),
+    (["actor_rollout_ref.rollout.n_gpus_per_node=0"], "n_gpus_per_node must be > 0"),
+    (["actor_rollout_ref.rollout.checkpoint_engine.backend=naive"], "please use nccl/nixl/mooncake"),
+    (["reward.reward_model.enable=True"], "Colocate reward model"),
+    (
+        [
+            "trainer.v1.separate_async.hybrid_rollout.enable_switch=True",
+            "actor_rollout_ref.hybrid_engine=True",
+            "actor_rollout_ref.rollout.disaggregation.enabled=True",
+        ],
+        "does not support rollout disaggregation",
+    ),
+]
+
+
+def _separate_async_findings(extra: list[str], spec: dict[str, Any] = SEPARATE_ASYNC_JOB) -> list[str]:
+    report = run_checks(compose_config([*generated_overrides(job(spec)), *extra]))
+    return [f.message for f in report.findings if "trainer_separate_async.py" in f.message]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "words"), SEPARATE_ASYNC_CASES, ids=[w for _, w in SEPARATE_ASYNC_CASES]
+)
+def test_the_separate_async_trainers_start_up_assertions_run_on_the_composed_config(
+    overrides: list[str], words: str
+) -> None:
+    assert _separate_async_findings([]) == [], "the job as composed passes them"
+    found = _separate_async_findings(overrides)
+    assert len(found) == 1 and words in found[0], found
+
+
+def test_the_separate_async_assertions_hold_only_in_that_mode() -> None:
+    # A sync job's batch is not tied to the sync step, nor does it need a rollout pool.
+    assert _separate_async_findings(["data.train_batch_size=64"], {"training": {"miniBatchSize": 8}}) == []

@@ -86,7 +86,7 @@ def _validate_experiment(source: str, raw: Mapping[str, Any]) -> int:
         if report.note and report.note not in notes:
             notes.append(report.note)
         for problem in report.problems:
-            path = variant_field_path(i, problem.path, variant.spec)
+            path = variant_field_path(i, problem.path, variant.spec, template)
             suffix = "" if path.startswith("spec.variants") else f" (in variant {variant.name!r})"
             located = Problem(path, problem.message + suffix)
             if not any(p.path == located.path for p in found):
@@ -104,7 +104,7 @@ def _validate_experiment(source: str, raw: Mapping[str, Any]) -> int:
     for variant, job in zip(runs, jobs, strict=True):
         i = index[variant.name]
         for path, message in spec_warnings(job.spec):
-            line = f"warning: {variant_field_path(i, 'spec.' + path, variant.spec)}: {message}"
+            line = f"warning: {variant_field_path(i, 'spec.' + path, variant.spec, template)}: {message}"
             if line not in warnings:
                 warnings.append(line)
     for line in [*warnings, *dict.fromkeys(offline_limits(job) for job in jobs)]:

@@ -172,7 +172,7 @@ class EmulatedCluster:
 
         The emulator serves no CRD objects (so kopf's scanning is off) and no pods are watched.
         """
-        return loopback_config(server=self.url, scanning=False, request_timeout=5.0, **overrides)
+        return loopback_config(**{"server": self.url, "scanning": False, "request_timeout": 5.0, **overrides})
 
     async def start_operator(self, **overrides: Any) -> OperatorThread:
         """Start the real operator (``OperatorConfig`` fields as keywords) and wait until it watches."""
