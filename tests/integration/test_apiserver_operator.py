@@ -37,6 +37,7 @@ from flashrl_operator.sim import (
     eventually,
     failed,
 )
+from flashrl_operator.vocab.kuberay import entrypoint_failed_message
 
 NAMESPACE = "rl-real"
 EXPERIMENT_EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "flashrlexperiment.yaml"
@@ -188,9 +189,10 @@ async def test_a_failed_attempt_is_retried_on_a_new_rayjob(real: Real, operator:
     await real.wait_phase("retry", "Running", operator)
     await real.kuberay.report_checkpoint(NAMESPACE, "retry", 5, "/checkpoints/DAPO-1/retry/global_step_5", 1)
     await real.kuberay.report_progress(NAMESPACE, "retry", 7, 20, 1)
-    message = (
-        "Job entrypoint command failed with exit code 1, last available logs (truncated to 20,000 chars):\n"
-        "RuntimeError: NCCL watchdog timeout\nflashrl-launch: verl exited with code 1 on its own at step 7"
+    message = entrypoint_failed_message(
+        1,
+        "RuntimeError: NCCL watchdog timeout",
+        "flashrl-launch: verl exited with code 1 on its own at step 7",
     )
     await real.kuberay.set_status(NAMESPACE, "retry", failed("AppFailed", message))
     second = await real.wait_for(RAY_JOBS_RESOURCE, "retry-2")

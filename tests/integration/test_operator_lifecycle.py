@@ -15,6 +15,7 @@ from flashrl_operator.sim import (
     eventually,
     failed,
 )
+from flashrl_operator.vocab.kuberay import entrypoint_failed_message
 
 CHILDREN = {
     ("serviceaccounts", "v1/serviceaccounts"),
@@ -190,10 +191,8 @@ async def test_a_launcher_failure_is_named_by_its_exit_code(
     reason = (
         "timed out after 600s waiting for 8 available GPU(s): 0/8 GPUs registered on 0 node(s) (0 available)"
     )
-    ray_message = (
-        "Job entrypoint command failed with exit code 75, last available logs (truncated to 20,000 chars):\n"
-        "flashrl-launch: Connecting to the Ray head at delta-head-svc:6379\n"
-        f"flashrl-launch: {reason}"
+    ray_message = entrypoint_failed_message(
+        75, "flashrl-launch: Connecting to the Ray head at delta-head-svc:6379", f"flashrl-launch: {reason}"
     )
     await cluster.kuberay.set_status(NAMESPACE, "delta", failed("AppFailed", ray_message))
     status = await cluster.wait_phase("delta", "Failed")

@@ -18,17 +18,14 @@ from flashrl_operator.sim import (
     eventually,
     failed,
 )
+from flashrl_operator.vocab.kuberay import entrypoint_failed_message
 
 CKPT = "/checkpoints/DAPO-1/{job}/global_step_{step}"
 
 
 def exited(code: int, *log_lines: str) -> dict[str, Any]:
     """KubeRay's status when the entrypoint exited with ``code`` (Ray's job message ends with its logs)."""
-    return failed(
-        "AppFailed",
-        f"Job entrypoint command failed with exit code {code}, last available logs (truncated to 20,000 "
-        "chars):\n" + "\n".join(log_lines),
-    )
+    return failed("AppFailed", entrypoint_failed_message(code, *log_lines))
 
 
 def crash(step: int, code: int = 1) -> dict[str, Any]:

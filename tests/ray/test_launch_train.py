@@ -26,6 +26,7 @@ from flashrl_jobs import contract
 from flashrl_jobs.deadline import RUNTIME_ENV_KEY
 from flashrl_jobs.verl_args import verl_overrides
 from flashrl_operator.job.status.launcher_failure import launcher_failure
+from flashrl_operator.vocab.kuberay import entrypoint_failed_message
 
 pytestmark = pytest.mark.ray
 
@@ -376,10 +377,7 @@ def test_a_resume_that_runs_no_step_is_stopped_early_not_success(
     run = start_train(launch, ray_cluster, setup, FAKE_VERL_LAST_STEP="0")
     assert run.wait() == contract.EXIT_STOPPED_EARLY, run.output
     assert "Checkpoint of step 1 found" in run.output
-    ray_message = (
-        f"Job entrypoint command failed with exit code {contract.EXIT_STOPPED_EARLY}, "
-        "last available logs (truncated to 20,000 chars):\n" + "\n".join(run.lines[-10:])
-    )
+    ray_message = entrypoint_failed_message(contract.EXIT_STOPPED_EARLY, *run.lines[-10:])
     failure = launcher_failure(ray_message)
     assert failure is not None and failure.reason == "StoppedEarly"
     assert failure.detail.startswith("verl stopped early: it exited 0 at step 1 of 3")

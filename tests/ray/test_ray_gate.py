@@ -13,6 +13,7 @@ from local_ray import LocalRay
 
 from flashrl_jobs import contract
 from flashrl_operator.job.status.launcher_failure import launcher_failure
+from flashrl_operator.vocab.kuberay import entrypoint_failed_message
 
 pytestmark = pytest.mark.ray
 
@@ -39,10 +40,7 @@ def test_times_out_with_exit_code_and_termination_message(
     assert message.startswith("timed out after 2s waiting for 16 available GPU(s)")
     assert "never registered" in message
     # What the operator will read: Ray's job message (the output's last lines) as KubeRay copies it.
-    ray_message = (
-        f"Job entrypoint command failed with exit code {contract.EXIT_GPU_TIMEOUT}, "
-        "last available logs (truncated to 20,000 chars):\n" + "\n".join(run.lines[-10:])
-    )
+    ray_message = entrypoint_failed_message(contract.EXIT_GPU_TIMEOUT, *run.lines[-10:])
     failure = launcher_failure(ray_message)
     assert failure is not None
     assert (failure.reason, failure.detail) == ("GPUWaitTimeout", message)

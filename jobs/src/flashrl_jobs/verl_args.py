@@ -13,12 +13,13 @@ package and fails on any unknown key). Keys verl removed (``rollout_token_veto_t
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 from flashrl_api import FlashRLJob, FlashRLJobSpec
 from flashrl_api.rules import sync_step
-from flashrl_api.spec import VERL_TRAINER_MODES
+from flashrl_api.spec import VERL_TRAINER_MODES, AsyncSpec
 from flashrl_api.staging import data_location, model_location
 from flashrl_jobs.contract import VALIDATION_DIR
 from flashrl_jobs.override_rules import parsed_override_value, unsafe_override_problems
@@ -27,37 +28,6 @@ ENTRY_MODULE: Final = "verl.trainer.main_ppo"
 #: verl's JSONL logger (``verl/utils/tracking.py`` ``FileLogger``), on in every job.
 FILE_LOGGER: Final = "file"
 CONFIG_NAME: Final = "ppo_trainer"
-
-#: Keys that follow from other spec fields; a user override would silently desynchronise the pods
-#: from verl's view of them, so ``spec.overrides`` may not set them.
-PROTECTED_KEYS: Final[Mapping[str, str]] = {
-    "trainer.nnodes": "spec.resources.nodes",
-    "trainer.n_gpus_per_node": "spec.resources.gpusPerNode",
-    "actor_rollout_ref.rollout.name": "spec.rollout.engine",
-    "actor_rollout_ref.rollout.quantization": "spec.rollout.quantization",
-    "actor_rollout_ref.rollout.load_format": "spec.rollout.quantization",
-    "actor_rollout_ref.rollout.engine_kwargs.sglang.quantization": "spec.rollout.quantization",
-    "actor_rollout_ref.rollout.calculate_log_probs": "spec.correction.tis (TIS needs rollout log-probs)",
-    "trainer.default_local_dir": "spec.storage.checkpoints.mountPath",
-    "trainer.validation_data_dir": "spec.storage.checkpoints.mountPath (one directory per attempt)",
-    # The operator's retries reason about the checkpoint interval: it must be the one verl uses.
-    "trainer.save_freq": "spec.checkpoint.interval",
-    "trainer.max_actor_ckpt_to_keep": "spec.checkpoint.keep",
-    "trainer.resume_mode": "spec.checkpoint.resumeMode",
-    # The V1 trainer's mode and its settings: the typed fields own them (and the rules check them).
-    "trainer.use_v1": "spec.training.mode (verl's V1 trainer runs every mode)",
-    "trainer.v1.trainer_mode": "spec.training.mode",
-    "trainer.v1.colocate_async.num_warmup_batches": "spec.training.async.warmupBatches",
-    "trainer.v1.separate_async.num_warmup_batches": "spec.training.async.warmupBatches",
-    "trainer.v1.separate_async.parameter_sync_step": "spec.training.async.parameterSyncStep",
-    "trainer.v1.separate_async.hybrid_rollout.enable_switch": "spec.training.async.lendIdleTrainerGpus",
-    "trainer.v1.sampler.max_off_policy_threshold": "spec.training.async.maxOffPolicyVersions",
-    "trainer.v1.sampler.max_off_policy_strategy": "spec.training.async.offPolicyStrategy",
-    "actor_rollout_ref.hybrid_engine": "spec.training.async.lendIdleTrainerGpus",
-    "actor_rollout_ref.rollout.nnodes": "spec.rollout.pool.nodes",
-    "actor_rollout_ref.rollout.n_gpus_per_node": "spec.rollout.pool.gpusPerNode",
-    "actor_rollout_ref.rollout.checkpoint_engine.backend": "spec.training.async.checkpointEngine",
-}
 
 #: The checkpoint engine of a separate-async job that names none: verl's default ``naive`` is refused
 #: by its own separate-async trainer.
@@ -92,199 +62,6 @@ def override_key(override: str) -> str:
     return key.strip().lstrip("+~").strip()
 
 
-def _tis(spec: FlashRLJobSpec) -> dict[str, Value]:
-    tis = spec.correction.tis
-    prefix = "algorithm.rollout_correction."
-    return {
-        # Set explicitly: verl's YAML default (null) and dataclass default ("sequence") disagree.
-        prefix + "rollout_is": None if tis.level == "off" else tis.level,
-        prefix + "rollout_is_threshold": float(tis.cap),
-        prefix + "rollout_is_batch_normalize": tis.batch_normalize,
-        prefix + "rollout_rs": None,
-        prefix + "bypass_mode": False,
-    }
-
-
-def _rollout(spec: FlashRLJobSpec) -> dict[str, Value]:
-    r = spec.rollout
-    prefix = "actor_rollout_ref.rollout."
-    values: dict[str, Value] = {
-        prefix + "name": r.engine,
-        prefix + "mode": "async",
-        prefix + "tensor_model_parallel_size": r.tensor_parallel_size,
-        prefix + "gpu_memory_utilization": float(r.gpu_memory_utilization),
-        prefix + "n": r.samples_per_prompt,
-        prefix + "temperature": float(r.temperature),
-        prefix + "top_p": float(r.top_p),
-        prefix + "top_k": r.top_k,
-        # TIS divides by the rollout's own log-probs: without them no correction is computed.
-        prefix + "calculate_log_probs": True,
-        prefix + "val_kwargs.temperature": float(r.temperature),
-        prefix + "val_kwargs.top_p": float(r.top_p),
-        prefix + "val_kwargs.top_k": r.top_k,
-        prefix + "val_kwargs.do_sample": True,
-        prefix + "val_kwargs.n": spec.validation.samples_per_problem,
-        # The sampling seed (verl passes it to vLLM's sampler and sets PYTHONHASHSEED from it; its
-        # SGLang server in 0.9.1 does not read it): replicas of an experiment pair on it.
-        prefix + "seed": spec.training.seed,
-    }
-    if r.quantization == "blockwise-fp8":
-        # verl's own path: SGLang is told the model is 128x128-block FP8 and the trainer quantizes
-        # the bf16 weights at every sync. load_format stays "dummy": weights arrive from the trainer.
-        values[prefix + "quantization"] = "fp8"
-    elif r.quantization == "channel-fp8":
-        # SGLang's flash_rl loader: loads bf16, quantizes per output channel inside SGLang and
-        # re-quantizes every update_weights_from_tensor into the same FP8 storage.
-        values[prefix + "load_format"] = "flash_rl"
-        values["+" + prefix + "engine_kwargs.sglang.quantization"] = "fp8"
-    return values
-
-
-def _mode(spec: FlashRLJobSpec) -> dict[str, Value]:
-    """verl's V1 trainer keys for ``spec.training.mode``. A sync job renders none of them: verl's
-    defaults (``trainer.use_v1: true``, ``trainer_mode: sync``) are the origin recipe, and its command
-    stays as it was. Every mode runs the same entry point (``verl.trainer.main_ppo`` picks the trainer
-    class from ``trainer.v1.trainer_mode``)."""
-    t = spec.training
-    if t.mode == "sync":
-        return {}
-    a = t.async_
-    verl_mode = VERL_TRAINER_MODES[t.mode]
-    values: dict[str, Value] = {
-        "trainer.use_v1": True,
-        "trainer.v1.trainer_mode": verl_mode,
-        f"trainer.v1.{verl_mode}.num_warmup_batches": float(a.warmup_batches) if a else 1.0,
-        "trainer.v1.sampler.max_off_policy_threshold": a.max_off_policy_versions if a else 8,
-        "trainer.v1.sampler.max_off_policy_strategy": a.off_policy_strategy if a else "drop",
-    }
-    if t.mode == "separate-async":
-        lend = bool(a is not None and a.lend_idle_trainer_gpus)
-        engine = a.checkpoint_engine if a is not None and a.checkpoint_engine else None
-        pool = spec.rollout.pool
-        values.update(
-            {
-                "trainer.v1.separate_async.parameter_sync_step": sync_step(spec),
-                "trainer.v1.separate_async.hybrid_rollout.enable_switch": lend,
-                # Without lending, no rollout replica lives on the trainer's GPUs: the standalone
-                # pool serves every rollout (verl's trainer_separate_async.py).
-                "actor_rollout_ref.hybrid_engine": lend,
-                "actor_rollout_ref.rollout.nnodes": pool.nodes if pool else 0,
-                "actor_rollout_ref.rollout.n_gpus_per_node": pool.gpus_per_node if pool else 0,
-                "actor_rollout_ref.rollout.checkpoint_engine.backend": engine
-                or DEFAULT_SEPARATE_CHECKPOINT_ENGINE,
-            }
-        )
-    return values
-
-
-def _dynamic_sampling(spec: FlashRLJobSpec) -> dict[str, Value]:
-    """DAPO's group filtering, in the keys verl 0.9.1's V1 trainer actually reads.
-
-    With filtering on, the V1 trainer forces ``data.gen_batch_size`` to 1 (it refills one prompt at a
-    time) and ignores ``algorithm.filter_groups.max_num_gen_batches``
-    (``verl/trainer/ppo/v1/trainer_base.py``: ``_init_dataloader``'s ``requires_exact_refill`` block and
-    ``_resolve_filter_groups_metric``); generation concurrency is ``max_inflight_gen_batches``, in
-    train-batch units (``verl/trainer/ppo/v1/replay_buffer.py``). So neither of the first two is
-    rendered, and generationBatchSize / promptBatchSize becomes the third. Without filtering the V1
-    trainer reads none of them but ``enable``.
-    """
-    ds = spec.training.dynamic_sampling
-    prefix = "algorithm.filter_groups."
-    if not ds.enabled:
-        return {prefix + "enable": False}
-    values: dict[str, Value] = {prefix + "enable": True, prefix + "metric": ds.metric}
-    if spec.training.mode == "sync":
-        # Read only by the synchronous replay buffer; the asynchronous modes bound generation by
-        # staleness (training.async) instead.
-        values[prefix + "max_inflight_gen_batches"] = (
-            spec.training.generation_batch_size // spec.training.prompt_batch_size
-        )
-    return values
-
-
-def _training(job: FlashRLJob) -> dict[str, Value]:
-    spec = job.spec
-    t = spec.training
-    tokens_per_gpu = t.max_prompt_length + t.max_response_length
-    actor = "actor_rollout_ref.actor."
-    ref = "actor_rollout_ref.ref."
-    model = "actor_rollout_ref.model."
-    values: dict[str, Value] = {
-        "algorithm.adv_estimator": "grpo",
-        "algorithm.use_kl_in_reward": False,
-        "algorithm.kl_ctrl.kl_coef": 0.0,
-        **_dynamic_sampling(spec),
-        "data.train_files": data_location(spec, spec.data.train),
-        "data.val_files": data_location(spec, spec.data.validation),
-        "data.prompt_key": spec.data.prompt_key,
-        "data.truncation": spec.data.truncation,
-        "data.max_prompt_length": t.max_prompt_length,
-        "data.max_response_length": t.max_response_length,
-        "data.train_batch_size": t.prompt_batch_size,
-        "data.val_max_samples": -1,
-        # Unset, verl draws the data order from an unseeded generator: two variants would train on
-        # different prompts at the same step, and the report pairs them step by step.
-        "data.seed": t.seed,
-        actor + "data_loader_seed": t.seed,
-        model + "path": model_location(spec),
-        model + "use_remove_padding": True,
-        model + "enable_gradient_checkpointing": True,
-        model + "use_fused_kernels": True,
-        actor + "ppo_mini_batch_size": t.mini_batch_size,
-        actor + "use_dynamic_bsz": True,
-        actor + "ppo_max_token_len_per_gpu": tokens_per_gpu,
-        ref + "log_prob_use_dynamic_bsz": True,
-        ref + "log_prob_max_token_len_per_gpu": tokens_per_gpu,
-        "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz": True,
-        "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu": tokens_per_gpu,
-        actor + "use_kl_loss": False,
-        actor + "kl_loss_coef": 0.0,
-        actor + "clip_ratio_low": float(t.clip_ratio_low),
-        actor + "clip_ratio_high": float(t.clip_ratio_high),
-        actor + "clip_ratio_c": float(t.clip_ratio_c),
-        actor + "optim.lr": float(t.learning_rate),
-        actor + "optim.lr_warmup_steps": t.warmup_steps,
-        actor + "optim.weight_decay": float(t.weight_decay),
-        actor + "grad_clip": float(t.grad_clip),
-        actor + "entropy_coeff": 0,
-        actor + "loss_agg_mode": "token-mean",
-        actor + "fsdp_config.param_offload": True,
-        actor + "fsdp_config.optimizer_offload": True,
-        actor + "fsdp_config.fsdp_size": -1,
-        ref + "fsdp_config.param_offload": True,
-        actor + "ulysses_sequence_parallel_size": t.ulysses_sequence_parallel_size,
-        ref + "ulysses_sequence_parallel_size": t.ulysses_sequence_parallel_size,
-        "reward.reward_manager.name": "dapo",
-        "+reward.reward_kwargs.overlong_buffer_cfg.enable": t.overlong_buffer.enabled,
-        "+reward.reward_kwargs.overlong_buffer_cfg.len": t.overlong_buffer.length,
-        "+reward.reward_kwargs.overlong_buffer_cfg.penalty_factor": float(t.overlong_buffer.penalty_factor),
-        "+reward.reward_kwargs.overlong_buffer_cfg.log": False,
-        "+reward.reward_kwargs.max_resp_len": t.max_response_length,
-    }
-    experiment = t.experiment_name or job.name
-    values.update(
-        {
-            # verl's file logger always, next to the user's: the launcher reads its JSONL for status
-            # and /metrics (flashrl_jobs.run_metrics); the path comes at launch, per attempt.
-            "trainer.logger": [*t.loggers, *([] if FILE_LOGGER in t.loggers else [FILE_LOGGER])],
-            "trainer.project_name": t.project_name,
-            "trainer.experiment_name": experiment,
-            "trainer.nnodes": spec.resources.nodes,
-            "trainer.n_gpus_per_node": spec.resources.gpus_per_node,
-            "trainer.val_before_train": t.validate_before_train,
-            "trainer.test_freq": t.test_frequency,
-            "trainer.total_epochs": 1,
-            "trainer.total_training_steps": t.total_steps,
-            "trainer.default_local_dir": checkpoint_dir(job),
-            # Every validation sample (prompt, response, answer, score, step) kept on the claim, so the
-            # report can compare variants problem by problem; the launcher adds the attempt.
-            "trainer.validation_data_dir": validation_dir(job),
-        }
-    )
-    values.update(_checkpoint(spec))
-    return values
-
-
 def checkpoint_dir(job: FlashRLJob) -> str:
     """verl's ``trainer.default_local_dir``: ``global_step_<n>/`` and the tracker file live here."""
     t = job.spec.training
@@ -305,30 +82,445 @@ def validation_dir(job: FlashRLJob, attempt: int | None = None) -> str:
 RESUMABLE_CONTENTS: Final = ("model", "optimizer", "extra")
 
 
-def _checkpoint(spec: FlashRLJobSpec) -> dict[str, Value]:
-    c = spec.checkpoint
-    actor = "actor_rollout_ref.actor.checkpoint."
-    contents = [*RESUMABLE_CONTENTS, *(["hf_model"] if c.hugging_face_model else [])]
-    return {
-        # verl saves when save_freq > 0 and (step % save_freq == 0 or it is the last step),
-        # trainer/ppo/v1/trainer_base.py fit().
-        "trainer.save_freq": c.interval,
-        "trainer.max_actor_ckpt_to_keep": c.keep,
-        "trainer.resume_mode": c.resume_mode,
-        actor + "save_contents": contents,
-        # verl's default load_contents is ${.save_contents}; a resume needs exactly the resumable set.
-        actor + "load_contents": list(RESUMABLE_CONTENTS),
-    }
+@dataclass(frozen=True)
+class VerlKey:
+    """One verl key the spec generates, and all that is known about it.
+
+    The generated overrides (in row order), :data:`PROTECTED_KEYS` and :data:`FIELD_OF_KEY` are read
+    off these rows, so a key cannot be written without a row, nor protected or attributed in a table
+    that lags behind what is written. A spec field that reaches verl is one model field and one row.
+    """
+
+    key: str
+    #: The value, from the whole job (the checkpoint directory needs its name).
+    value: Callable[[FlashRLJob], Value]
+    #: The FlashRLJob field the value comes from (relative to ``spec``), so a problem verl finds with it
+    #: is reported where the user set it; None for a value the launcher fixes (only an override changes it).
+    field: str | None = None
+    #: A key that follows from a spec field: a user override would silently desynchronise the pods from
+    #: verl's view of it, so ``spec.overrides`` may not set it.
+    protected: bool = False
+    #: The field that owns a protected key whose value comes from no field (a fixed value a field needs).
+    owner: str | None = None
+    #: Why the field owns it, said in the refusal.
+    why: str = ""
+    #: Written only for specs that satisfy this (a quantization, a training mode); always when None.
+    when: Callable[[FlashRLJobSpec], bool] | None = None
+    #: Written ``+key=...``: the key is absent from verl's config and Hydra must add it.
+    append: bool = False
+
+    @property
+    def owned_by(self) -> str:
+        """The refusal's ``set by ...`` text of a protected key."""
+        return f"spec.{self.owner or self.field}" + (f" ({self.why})" if self.why else "")
+
+    def applies(self, spec: FlashRLJobSpec) -> bool:
+        """Whether this spec writes the key (a mode's keys are absent from another mode's command)."""
+        return self.when is None or self.when(spec)
+
+
+def _const(value: Value) -> Callable[[FlashRLJob], Value]:
+    return lambda _job: value
+
+
+def _tokens_per_gpu(job: FlashRLJob) -> int:
+    t = job.spec.training
+    return t.max_prompt_length + t.max_response_length
+
+
+def _filtering(spec: FlashRLJobSpec) -> bool:
+    return spec.training.dynamic_sampling.enabled
+
+
+def _in_mode(*modes: str) -> Callable[[FlashRLJobSpec], bool]:
+    return lambda spec: spec.training.mode in modes
+
+
+def _async(job: FlashRLJob) -> AsyncSpec | None:
+    return job.spec.training.async_
+
+
+def _lend(job: FlashRLJob) -> bool:
+    a = _async(job)
+    return bool(a is not None and a.lend_idle_trainer_gpus)
+
+
+def _quantization(quantization: str, key: str, value: str, append: bool = False) -> VerlKey:
+    """A key only a ``spec.rollout.quantization`` writes (and owns)."""
+    return VerlKey(
+        key,
+        _const(value),
+        "rollout.quantization",
+        protected=True,
+        when=lambda spec: spec.rollout.quantization == quantization,
+        append=append,
+    )
+
+
+#: The training modes that run verl's asynchronous V1 trainers, and the one with a rollout pool.
+_ASYNC_MODES: Final = ("colocate-async", "separate-async")
+_SEPARATE: Final = ("separate-async",)
+
+
+def _mode_key(modes: tuple[str, ...], key: str, value: Callable[[FlashRLJob], Value], field: str) -> VerlKey:
+    """A key only these training modes write; its typed field owns it (and the rules check it)."""
+    return VerlKey(key, value, field, protected=True, when=_in_mode(*modes))
+
+
+_ACTOR = "actor_rollout_ref.actor."
+_REF = "actor_rollout_ref.ref."
+_MODEL = "actor_rollout_ref.model."
+_ROLLOUT = "actor_rollout_ref.rollout."
+_OVERLONG = "reward.reward_kwargs.overlong_buffer_cfg."
+_FILTER = "algorithm.filter_groups."
+_CORRECTION = "algorithm.rollout_correction."
+
+_TRAINING: Final = (
+    VerlKey("algorithm.adv_estimator", _const("grpo")),
+    VerlKey("algorithm.use_kl_in_reward", _const(False)),
+    VerlKey("algorithm.kl_ctrl.kl_coef", _const(0.0)),
+    # DAPO's group filtering, in the keys verl 0.9.1's V1 trainer actually reads. With filtering on,
+    # the V1 trainer forces ``data.gen_batch_size`` to 1 (it refills one prompt at a time) and ignores
+    # ``algorithm.filter_groups.max_num_gen_batches`` (``verl/trainer/ppo/v1/trainer_base.py``:
+    # ``_init_dataloader``'s ``requires_exact_refill`` block and ``_resolve_filter_groups_metric``);
+    # generation concurrency is ``max_inflight_gen_batches``, in train-batch units
+    # (``verl/trainer/ppo/v1/replay_buffer.py``). So neither of the first two is rendered, and
+    # generationBatchSize / promptBatchSize becomes the third. Without filtering the V1 trainer reads
+    # none of them but ``enable``.
+    VerlKey(
+        _FILTER + "enable",
+        lambda j: j.spec.training.dynamic_sampling.enabled,
+        "training.dynamicSampling.enabled",
+    ),
+    VerlKey(
+        _FILTER + "metric",
+        lambda j: j.spec.training.dynamic_sampling.metric,
+        "training.dynamicSampling.metric",
+        when=_filtering,
+    ),
+    # Read only by the synchronous replay buffer; the asynchronous modes bound generation by
+    # staleness (training.async) instead.
+    VerlKey(
+        _FILTER + "max_inflight_gen_batches",
+        lambda j: j.spec.training.generation_batch_size // j.spec.training.prompt_batch_size,
+        "training.generationBatchSize",
+        when=lambda spec: _filtering(spec) and spec.training.mode == "sync",
+    ),
+    VerlKey("data.train_files", lambda j: data_location(j.spec, j.spec.data.train), "data.train"),
+    VerlKey("data.val_files", lambda j: data_location(j.spec, j.spec.data.validation), "data.validation"),
+    VerlKey("data.prompt_key", lambda j: j.spec.data.prompt_key, "data.promptKey"),
+    VerlKey("data.truncation", lambda j: j.spec.data.truncation, "data.truncation"),
+    VerlKey(
+        "data.max_prompt_length", lambda j: j.spec.training.max_prompt_length, "training.maxPromptLength"
+    ),
+    VerlKey(
+        "data.max_response_length",
+        lambda j: j.spec.training.max_response_length,
+        "training.maxResponseLength",
+    ),
+    VerlKey("data.train_batch_size", lambda j: j.spec.training.prompt_batch_size, "training.promptBatchSize"),
+    VerlKey("data.val_max_samples", _const(-1)),
+    # Unset, verl draws the data order from an unseeded generator: two variants would train on
+    # different prompts at the same step, and the report pairs them step by step.
+    VerlKey("data.seed", lambda j: j.spec.training.seed, "training.seed"),
+    VerlKey(_ACTOR + "data_loader_seed", lambda j: j.spec.training.seed, "training.seed"),
+    VerlKey(_MODEL + "path", lambda j: model_location(j.spec), "model.source"),
+    VerlKey(_MODEL + "use_remove_padding", _const(True)),
+    VerlKey(_MODEL + "enable_gradient_checkpointing", _const(True)),
+    VerlKey(_MODEL + "use_fused_kernels", _const(True)),
+    VerlKey(
+        _ACTOR + "ppo_mini_batch_size", lambda j: j.spec.training.mini_batch_size, "training.miniBatchSize"
+    ),
+    VerlKey(_ACTOR + "use_dynamic_bsz", _const(True)),
+    VerlKey(_ACTOR + "ppo_max_token_len_per_gpu", _tokens_per_gpu, "training.maxResponseLength"),
+    VerlKey(_REF + "log_prob_use_dynamic_bsz", _const(True)),
+    VerlKey(_REF + "log_prob_max_token_len_per_gpu", _tokens_per_gpu, "training.maxResponseLength"),
+    VerlKey(_ROLLOUT + "log_prob_use_dynamic_bsz", _const(True)),
+    VerlKey(_ROLLOUT + "log_prob_max_token_len_per_gpu", _tokens_per_gpu, "training.maxResponseLength"),
+    VerlKey(_ACTOR + "use_kl_loss", _const(False)),
+    VerlKey(_ACTOR + "kl_loss_coef", _const(0.0)),
+    VerlKey(
+        _ACTOR + "clip_ratio_low", lambda j: float(j.spec.training.clip_ratio_low), "training.clipRatioLow"
+    ),
+    VerlKey(
+        _ACTOR + "clip_ratio_high", lambda j: float(j.spec.training.clip_ratio_high), "training.clipRatioHigh"
+    ),
+    VerlKey(_ACTOR + "clip_ratio_c", lambda j: float(j.spec.training.clip_ratio_c), "training.clipRatioC"),
+    VerlKey(_ACTOR + "optim.lr", lambda j: float(j.spec.training.learning_rate), "training.learningRate"),
+    VerlKey(_ACTOR + "optim.lr_warmup_steps", lambda j: j.spec.training.warmup_steps, "training.warmupSteps"),
+    VerlKey(
+        _ACTOR + "optim.weight_decay", lambda j: float(j.spec.training.weight_decay), "training.weightDecay"
+    ),
+    VerlKey(_ACTOR + "grad_clip", lambda j: float(j.spec.training.grad_clip), "training.gradClip"),
+    VerlKey(_ACTOR + "entropy_coeff", _const(0)),
+    VerlKey(_ACTOR + "loss_agg_mode", _const("token-mean")),
+    VerlKey(_ACTOR + "fsdp_config.param_offload", _const(True)),
+    VerlKey(_ACTOR + "fsdp_config.optimizer_offload", _const(True)),
+    VerlKey(_ACTOR + "fsdp_config.fsdp_size", _const(-1)),
+    VerlKey(_REF + "fsdp_config.param_offload", _const(True)),
+    VerlKey(
+        _ACTOR + "ulysses_sequence_parallel_size",
+        lambda j: j.spec.training.ulysses_sequence_parallel_size,
+        "training.ulyssesSequenceParallelSize",
+    ),
+    VerlKey(
+        _REF + "ulysses_sequence_parallel_size",
+        lambda j: j.spec.training.ulysses_sequence_parallel_size,
+        "training.ulyssesSequenceParallelSize",
+    ),
+    VerlKey("reward.reward_manager.name", _const("dapo")),
+    VerlKey(
+        _OVERLONG + "enable",
+        lambda j: j.spec.training.overlong_buffer.enabled,
+        "training.overlongBuffer.enabled",
+        append=True,
+    ),
+    VerlKey(
+        _OVERLONG + "len",
+        lambda j: j.spec.training.overlong_buffer.length,
+        "training.overlongBuffer.length",
+        append=True,
+    ),
+    VerlKey(
+        _OVERLONG + "penalty_factor",
+        lambda j: float(j.spec.training.overlong_buffer.penalty_factor),
+        "training.overlongBuffer.penaltyFactor",
+        append=True,
+    ),
+    VerlKey(_OVERLONG + "log", _const(False), append=True),
+    VerlKey(
+        "reward.reward_kwargs.max_resp_len",
+        lambda j: j.spec.training.max_response_length,
+        "training.maxResponseLength",
+        append=True,
+    ),
+    # verl's file logger always, next to the user's: the launcher reads its JSONL for status and
+    # /metrics (flashrl_jobs.run_metrics); the path comes at launch, per attempt.
+    VerlKey(
+        "trainer.logger",
+        lambda j: [
+            *j.spec.training.loggers,
+            *([] if FILE_LOGGER in j.spec.training.loggers else [FILE_LOGGER]),
+        ],
+        "training.loggers",
+    ),
+    VerlKey("trainer.project_name", lambda j: j.spec.training.project_name, "training.projectName"),
+    VerlKey(
+        "trainer.experiment_name",
+        lambda j: j.spec.training.experiment_name or j.name,
+        "training.experimentName",
+    ),
+    VerlKey("trainer.nnodes", lambda j: j.spec.resources.nodes, "resources.nodes", protected=True),
+    VerlKey(
+        "trainer.n_gpus_per_node",
+        lambda j: j.spec.resources.gpus_per_node,
+        "resources.gpusPerNode",
+        protected=True,
+    ),
+    VerlKey(
+        "trainer.val_before_train",
+        lambda j: j.spec.training.validate_before_train,
+        "training.validateBeforeTrain",
+    ),
+    VerlKey("trainer.test_freq", lambda j: j.spec.training.test_frequency, "training.testFrequency"),
+    VerlKey("trainer.total_epochs", _const(1)),
+    VerlKey("trainer.total_training_steps", lambda j: j.spec.training.total_steps, "training.totalSteps"),
+    VerlKey("trainer.default_local_dir", checkpoint_dir, "storage.checkpoints.mountPath", protected=True),
+    # Every validation sample (prompt, response, answer, score, step) kept on the claim, so the report
+    # can compare variants problem by problem; the launcher adds the attempt.
+    VerlKey(
+        "trainer.validation_data_dir",
+        validation_dir,
+        "storage.checkpoints.mountPath",
+        protected=True,
+        why="one directory per attempt",
+    ),
+    # verl saves when save_freq > 0 and (step % save_freq == 0 or it is the last step),
+    # trainer/ppo/v1/trainer_base.py fit(). The operator's retries reason about the checkpoint
+    # interval: it must be the one verl uses.
+    VerlKey("trainer.save_freq", lambda j: j.spec.checkpoint.interval, "checkpoint.interval", protected=True),
+    VerlKey(
+        "trainer.max_actor_ckpt_to_keep", lambda j: j.spec.checkpoint.keep, "checkpoint.keep", protected=True
+    ),
+    VerlKey(
+        "trainer.resume_mode",
+        lambda j: j.spec.checkpoint.resume_mode,
+        "checkpoint.resumeMode",
+        protected=True,
+    ),
+    VerlKey(
+        _ACTOR + "checkpoint.save_contents",
+        lambda j: [*RESUMABLE_CONTENTS, *(["hf_model"] if j.spec.checkpoint.hugging_face_model else [])],
+    ),
+    # verl's default load_contents is ${.save_contents}; a resume needs exactly the resumable set.
+    VerlKey(_ACTOR + "checkpoint.load_contents", _const(list(RESUMABLE_CONTENTS))),
+)
+
+_ROLLOUT_KEYS: Final = (
+    VerlKey(_ROLLOUT + "name", lambda j: j.spec.rollout.engine, "rollout.engine", protected=True),
+    VerlKey(_ROLLOUT + "mode", _const("async")),
+    VerlKey(
+        _ROLLOUT + "tensor_model_parallel_size",
+        lambda j: j.spec.rollout.tensor_parallel_size,
+        "rollout.tensorParallelSize",
+    ),
+    VerlKey(
+        _ROLLOUT + "gpu_memory_utilization",
+        lambda j: float(j.spec.rollout.gpu_memory_utilization),
+        "rollout.gpuMemoryUtilization",
+    ),
+    VerlKey(_ROLLOUT + "n", lambda j: j.spec.rollout.samples_per_prompt, "rollout.samplesPerPrompt"),
+    VerlKey(_ROLLOUT + "temperature", lambda j: float(j.spec.rollout.temperature), "rollout.temperature"),
+    VerlKey(_ROLLOUT + "top_p", lambda j: float(j.spec.rollout.top_p), "rollout.topP"),
+    VerlKey(_ROLLOUT + "top_k", lambda j: j.spec.rollout.top_k, "rollout.topK"),
+    # TIS divides by the rollout's own log-probs: without them no correction is computed.
+    VerlKey(
+        _ROLLOUT + "calculate_log_probs",
+        _const(True),
+        protected=True,
+        owner="correction.tis",
+        why="TIS needs rollout log-probs",
+    ),
+    VerlKey(
+        _ROLLOUT + "val_kwargs.temperature",
+        lambda j: float(j.spec.rollout.temperature),
+        "rollout.temperature",
+    ),
+    VerlKey(_ROLLOUT + "val_kwargs.top_p", lambda j: float(j.spec.rollout.top_p), "rollout.topP"),
+    VerlKey(_ROLLOUT + "val_kwargs.top_k", lambda j: j.spec.rollout.top_k, "rollout.topK"),
+    VerlKey(_ROLLOUT + "val_kwargs.do_sample", _const(True)),
+    VerlKey(
+        _ROLLOUT + "val_kwargs.n",
+        lambda j: j.spec.validation.samples_per_problem,
+        "validation.samplesPerProblem",
+    ),
+    # The sampling seed (verl passes it to vLLM's sampler and sets PYTHONHASHSEED from it; its SGLang
+    # server in 0.9.1 does not read it): replicas of an experiment pair on it.
+    VerlKey(_ROLLOUT + "seed", lambda j: j.spec.training.seed, "training.seed"),
+    # verl's own path: SGLang is told the model is 128x128-block FP8 and the trainer quantizes the bf16
+    # weights at every sync. load_format stays "dummy": weights arrive from the trainer.
+    _quantization("blockwise-fp8", _ROLLOUT + "quantization", "fp8"),
+    # SGLang's flash_rl loader: loads bf16, quantizes per output channel inside SGLang and re-quantizes
+    # every update_weights_from_tensor into the same FP8 storage.
+    _quantization("channel-fp8", _ROLLOUT + "load_format", "flash_rl"),
+    _quantization("channel-fp8", _ROLLOUT + "engine_kwargs.sglang.quantization", "fp8", append=True),
+)
+
+_TIS: Final = (
+    # Set explicitly: verl's YAML default (null) and dataclass default ("sequence") disagree.
+    VerlKey(
+        _CORRECTION + "rollout_is",
+        lambda j: None if j.spec.correction.tis.level == "off" else j.spec.correction.tis.level,
+        "correction.tis.level",
+    ),
+    VerlKey(
+        _CORRECTION + "rollout_is_threshold", lambda j: float(j.spec.correction.tis.cap), "correction.tis.cap"
+    ),
+    VerlKey(
+        _CORRECTION + "rollout_is_batch_normalize",
+        lambda j: j.spec.correction.tis.batch_normalize,
+        "correction.tis.batchNormalize",
+    ),
+    VerlKey(_CORRECTION + "rollout_rs", _const(None)),
+    VerlKey(_CORRECTION + "bypass_mode", _const(False)),
+)
+
+# verl's V1 trainer keys for ``spec.training.mode``. A sync job renders none of them: verl's defaults
+# (``trainer.use_v1: true``, ``trainer_mode: sync``) are the origin recipe, and its command stays as it
+# was. Every mode runs the same entry point (``verl.trainer.main_ppo`` picks the trainer class from
+# ``trainer.v1.trainer_mode``). The typed fields own these keys (and the rules check them).
+_MODE: Final = (
+    VerlKey(
+        "trainer.use_v1",
+        _const(True),
+        protected=True,
+        owner="training.mode",
+        why="verl's V1 trainer runs every mode",
+        when=_in_mode(*_ASYNC_MODES),
+    ),
+    _mode_key(
+        _ASYNC_MODES,
+        "trainer.v1.trainer_mode",
+        lambda j: VERL_TRAINER_MODES[j.spec.training.mode],
+        "training.mode",
+    ),
+    *(
+        _mode_key(
+            (mode,),
+            f"trainer.v1.{VERL_TRAINER_MODES[mode]}.num_warmup_batches",
+            lambda j: float(a.warmup_batches) if (a := _async(j)) else 1.0,
+            "training.async.warmupBatches",
+        )
+        for mode in _ASYNC_MODES
+    ),
+    _mode_key(
+        _ASYNC_MODES,
+        "trainer.v1.sampler.max_off_policy_threshold",
+        lambda j: a.max_off_policy_versions if (a := _async(j)) else 8,
+        "training.async.maxOffPolicyVersions",
+    ),
+    _mode_key(
+        _ASYNC_MODES,
+        "trainer.v1.sampler.max_off_policy_strategy",
+        lambda j: a.off_policy_strategy if (a := _async(j)) else "drop",
+        "training.async.offPolicyStrategy",
+    ),
+    _mode_key(
+        _SEPARATE,
+        "trainer.v1.separate_async.parameter_sync_step",
+        lambda j: sync_step(j.spec),
+        "training.async.parameterSyncStep",
+    ),
+    _mode_key(
+        _SEPARATE,
+        "trainer.v1.separate_async.hybrid_rollout.enable_switch",
+        _lend,
+        "training.async.lendIdleTrainerGpus",
+    ),
+    # Without lending, no rollout replica lives on the trainer's GPUs: the standalone pool serves every
+    # rollout (verl's trainer_separate_async.py).
+    _mode_key(_SEPARATE, "actor_rollout_ref.hybrid_engine", _lend, "training.async.lendIdleTrainerGpus"),
+    _mode_key(
+        _SEPARATE,
+        _ROLLOUT + "nnodes",
+        lambda j: pool.nodes if (pool := j.spec.rollout.pool) else 0,
+        "rollout.pool.nodes",
+    ),
+    _mode_key(
+        _SEPARATE,
+        _ROLLOUT + "n_gpus_per_node",
+        lambda j: pool.gpus_per_node if (pool := j.spec.rollout.pool) else 0,
+        "rollout.pool.gpusPerNode",
+    ),
+    _mode_key(
+        _SEPARATE,
+        _ROLLOUT + "checkpoint_engine.backend",
+        lambda j: (a.checkpoint_engine if (a := _async(j)) else None) or DEFAULT_SEPARATE_CHECKPOINT_ENGINE,
+        "training.async.checkpointEngine",
+    ),
+)
+
+#: Every verl key the spec generates, in the order the overrides are written.
+VERL_KEYS: Final[tuple[VerlKey, ...]] = (*_TRAINING, *_ROLLOUT_KEYS, *_TIS, *_MODE)
+
+#: Keys that follow from other spec fields (the rows marked ``protected``): ``spec.overrides`` may not
+#: set them. Each names the field that owns it.
+PROTECTED_KEYS: Final[Mapping[str, str]] = {row.key: row.owned_by for row in VERL_KEYS if row.protected}
+
+#: The FlashRLJob field each generated verl key comes from (relative to ``spec``), so a problem verl
+#: finds with a value can be reported where the user set it. Keys the launcher fixes (remove padding,
+#: dynamic batch sizes, ...) are absent: only an override can change them.
+FIELD_OF_KEY: Final[Mapping[str, str]] = {row.key: row.field for row in VERL_KEYS if row.field is not None}
 
 
 def generated_overrides(job: FlashRLJob) -> list[str]:
-    """The overrides derived from the typed spec, before the user's ``spec.overrides``."""
-    values: dict[str, Value] = {}
-    values.update(_training(job))
-    values.update(_rollout(job.spec))
-    values.update(_tis(job.spec))
-    values.update(_mode(job.spec))
-    return [f"{key}={format_value(value)}" for key, value in values.items()]
+    """The overrides derived from the typed spec, before the user's ``spec.overrides``: one per row
+    that applies to this spec, in row order."""
+    return [
+        f"{'+' if row.append else ''}{row.key}={format_value(row.value(job))}"
+        for row in VERL_KEYS
+        if row.applies(job.spec)
+    ]
 
 
 def merge_overrides(generated: Iterable[str], user: Iterable[str]) -> list[str]:
@@ -410,82 +602,3 @@ def verl_overrides(job: FlashRLJob) -> list[str]:
 def verl_argv(job: FlashRLJob, python: str = "python3") -> list[str]:
     """The full verl command as an argument list (no shell involved)."""
     return [python, "-m", ENTRY_MODULE, *verl_overrides(job)]
-
-
-#: The FlashRLJob field each generated verl key comes from (relative to ``spec``), so a problem verl
-#: finds with a value can be reported where the user set it. Keys the launcher fixes (remove padding,
-#: dynamic batch sizes, ...) are absent: only an override can change them.
-FIELD_OF_KEY: Final[Mapping[str, str]] = {
-    "algorithm.filter_groups.enable": "training.dynamicSampling.enabled",
-    "algorithm.filter_groups.metric": "training.dynamicSampling.metric",
-    "algorithm.filter_groups.max_inflight_gen_batches": "training.generationBatchSize",
-    "data.train_files": "data.train",
-    "data.val_files": "data.validation",
-    "data.prompt_key": "data.promptKey",
-    "data.truncation": "data.truncation",
-    "data.max_prompt_length": "training.maxPromptLength",
-    "data.max_response_length": "training.maxResponseLength",
-    "data.train_batch_size": "training.promptBatchSize",
-    "actor_rollout_ref.model.path": "model.source",
-    "actor_rollout_ref.actor.ppo_mini_batch_size": "training.miniBatchSize",
-    "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": "training.maxResponseLength",
-    "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu": "training.maxResponseLength",
-    "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu": "training.maxResponseLength",
-    "actor_rollout_ref.actor.clip_ratio_low": "training.clipRatioLow",
-    "actor_rollout_ref.actor.clip_ratio_high": "training.clipRatioHigh",
-    "actor_rollout_ref.actor.clip_ratio_c": "training.clipRatioC",
-    "actor_rollout_ref.actor.optim.lr": "training.learningRate",
-    "actor_rollout_ref.actor.optim.lr_warmup_steps": "training.warmupSteps",
-    "actor_rollout_ref.actor.optim.weight_decay": "training.weightDecay",
-    "actor_rollout_ref.actor.grad_clip": "training.gradClip",
-    "actor_rollout_ref.actor.ulysses_sequence_parallel_size": "training.ulyssesSequenceParallelSize",
-    "actor_rollout_ref.ref.ulysses_sequence_parallel_size": "training.ulyssesSequenceParallelSize",
-    "reward.reward_kwargs.overlong_buffer_cfg.enable": "training.overlongBuffer.enabled",
-    "reward.reward_kwargs.overlong_buffer_cfg.len": "training.overlongBuffer.length",
-    "reward.reward_kwargs.overlong_buffer_cfg.penalty_factor": "training.overlongBuffer.penaltyFactor",
-    "reward.reward_kwargs.max_resp_len": "training.maxResponseLength",
-    "trainer.logger": "training.loggers",
-    "trainer.project_name": "training.projectName",
-    "trainer.experiment_name": "training.experimentName",
-    "trainer.nnodes": "resources.nodes",
-    "trainer.n_gpus_per_node": "resources.gpusPerNode",
-    "trainer.val_before_train": "training.validateBeforeTrain",
-    "trainer.test_freq": "training.testFrequency",
-    "trainer.total_training_steps": "training.totalSteps",
-    "trainer.default_local_dir": "storage.checkpoints.mountPath",
-    "trainer.validation_data_dir": "storage.checkpoints.mountPath",
-    "data.seed": "training.seed",
-    "actor_rollout_ref.actor.data_loader_seed": "training.seed",
-    "actor_rollout_ref.rollout.seed": "training.seed",
-    "actor_rollout_ref.rollout.val_kwargs.n": "validation.samplesPerProblem",
-    "trainer.save_freq": "checkpoint.interval",
-    "trainer.max_actor_ckpt_to_keep": "checkpoint.keep",
-    "trainer.resume_mode": "checkpoint.resumeMode",
-    "actor_rollout_ref.rollout.name": "rollout.engine",
-    "actor_rollout_ref.rollout.tensor_model_parallel_size": "rollout.tensorParallelSize",
-    "actor_rollout_ref.rollout.gpu_memory_utilization": "rollout.gpuMemoryUtilization",
-    "actor_rollout_ref.rollout.n": "rollout.samplesPerPrompt",
-    "actor_rollout_ref.rollout.temperature": "rollout.temperature",
-    "actor_rollout_ref.rollout.top_p": "rollout.topP",
-    "actor_rollout_ref.rollout.top_k": "rollout.topK",
-    "actor_rollout_ref.rollout.val_kwargs.temperature": "rollout.temperature",
-    "actor_rollout_ref.rollout.val_kwargs.top_p": "rollout.topP",
-    "actor_rollout_ref.rollout.val_kwargs.top_k": "rollout.topK",
-    "actor_rollout_ref.rollout.quantization": "rollout.quantization",
-    "actor_rollout_ref.rollout.load_format": "rollout.quantization",
-    "actor_rollout_ref.rollout.engine_kwargs.sglang.quantization": "rollout.quantization",
-    "algorithm.rollout_correction.rollout_is": "correction.tis.level",
-    "algorithm.rollout_correction.rollout_is_threshold": "correction.tis.cap",
-    "algorithm.rollout_correction.rollout_is_batch_normalize": "correction.tis.batchNormalize",
-    "trainer.v1.trainer_mode": "training.mode",
-    "trainer.v1.colocate_async.num_warmup_batches": "training.async.warmupBatches",
-    "trainer.v1.separate_async.num_warmup_batches": "training.async.warmupBatches",
-    "trainer.v1.separate_async.parameter_sync_step": "training.async.parameterSyncStep",
-    "trainer.v1.separate_async.hybrid_rollout.enable_switch": "training.async.lendIdleTrainerGpus",
-    "trainer.v1.sampler.max_off_policy_threshold": "training.async.maxOffPolicyVersions",
-    "trainer.v1.sampler.max_off_policy_strategy": "training.async.offPolicyStrategy",
-    "actor_rollout_ref.hybrid_engine": "training.async.lendIdleTrainerGpus",
-    "actor_rollout_ref.rollout.nnodes": "rollout.pool.nodes",
-    "actor_rollout_ref.rollout.n_gpus_per_node": "rollout.pool.gpusPerNode",
-    "actor_rollout_ref.rollout.checkpoint_engine.backend": "training.async.checkpointEngine",
-}

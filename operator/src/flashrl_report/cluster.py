@@ -6,31 +6,29 @@ the Ray cluster and needs neither Prometheus nor access to the checkpoint volume
 holds each validation's per-problem counts (:mod:`flashrl_api.validation_summary`), which feed the
 paired per-problem verdict as the dumps given with ``--validation`` do. A job without one
 (an operator that predates it, or a job that never reached its first step) contributes its latest
-``status.metrics`` instead, and the report says so. Reading is :func:`fetch_runs` (the only I/O);
-turning the objects into runs is :func:`runs_from_objects` (pure).
+``status.metrics`` instead, and the report says so. This module is the pure part, turning the
+objects into runs (:func:`runs_from_objects`); reading them over the API is the operator's client
+layer's (:mod:`flashrl_operator.client.report_runs`), so the report imports nothing of the operator.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from flashrl_api.experiment import (
-    EXPERIMENT_KIND,
     REPLICA_LABEL,
     VARIANT_LABEL,
     ExperimentReason,
     FlashRLExperiment,
-    parse_experiment,
     run_label,
     variant_jobs,
 )
 from flashrl_api.goodput import ledger_of
 from flashrl_api.history import HISTORY_KEY, add_metrics, history_name
 from flashrl_api.validation_summary import VALIDATION_KEY
-from flashrl_report.data import MetricsInputError, RunMetrics, parse_lines, pool_gpus
+from flashrl_report.data import RunMetrics, parse_lines, pool_gpus, pool_held_gpu_seconds
 from flashrl_report.validation import ValidationSamples, samples_from_summaries
 
 #: Where a run's numbers were read, as the report's header shows it.
@@ -103,6 +101,7 @@ def runs_from_objects(namespace: str, objects: Sequence[JobObjects]) -> list[Run
         if isinstance(goodput, Mapping) and isinstance(goodput.get("byPhase"), list):
             run.goodput = ledger_of(goodput["byPhase"])
         run.pools = pool_gpus((item.job or {}).get("spec") or {})
+        run.pool_held_gpu_seconds = pool_held_gpu_seconds(goodput)
         run.gpus = sum(run.pools.values()) or None
         phase = status.get("phase")
         if phase == "Failed":
@@ -155,66 +154,10 @@ def experiment_jobs(experiment: FlashRLExperiment) -> list[tuple[str, str]]:
     return out
 
 
-async def fetch_runs(
-    client: Any, namespace: str, experiment: str | None, jobs: Sequence[str]
-) -> tuple[list[RunMetrics], list[ValidationSamples], str]:
-    """Read the experiment's (or the named) jobs and their histories: the runs, their validation
-    samples (per problem, for the paired verdict), and a title for the page."""
-    from flashrl_operator.vocab.kinds import CONFIG_MAP, FLASHRL_EXPERIMENT, FLASHRL_JOB
-
-    pairs: list[tuple[str, str]] = [(name, name) for name in jobs]
-    title = f"FlashRL comparison: {', '.join(jobs)}"
-    variants: dict[str, Mapping[str, Any]] = {}
-    parallelism: int | None = None
-    if experiment is not None:
-        raw = await client.get(FLASHRL_EXPERIMENT, namespace, experiment)
-        if raw is None:
-            raise MetricsInputError(f"{EXPERIMENT_KIND} {namespace}/{experiment} does not exist")
-        parsed = parse_experiment(raw)
-        pairs = experiment_jobs(parsed) + pairs
-        title = f"FlashRL experiment {namespace}/{experiment}"
-        variants = variant_statuses(raw, parsed.spec.replicas)
-        parallelism = parsed.spec.parallelism
-
-    async def one(label: str, name: str) -> JobObjects:
-        job, history = await asyncio.gather(
-            client.get(FLASHRL_JOB, namespace, name), client.get(CONFIG_MAP, namespace, history_name(name))
-        )
-        variant = variants.get(label)
-        return JobObjects(label, name, job, history, variant, parallelism if variant is not None else None)
-
-    objects = await asyncio.gather(*(one(label, name) for label, name in pairs))
-    return runs_from_objects(namespace, objects), validation_from_objects(namespace, objects), title
-
-
-def load_cluster_runs(
-    namespace: str, experiment: str | None, jobs: Sequence[str], server: str | None = None
-) -> tuple[list[RunMetrics], list[ValidationSamples], str]:
-    """Connect like kubectl (``$KUBECONFIG`` and its current context, exec plugins included; or
-    ``server``), read the runs, disconnect. The same client layer as the operator's
-    (:mod:`flashrl_operator.client.login`, :mod:`flashrl_operator.client.kube`)."""
-    from flashrl_operator.client.kube import KubeClient
-    from flashrl_operator.client.login import CredentialError, Credentials
-
-    async def main() -> tuple[list[RunMetrics], list[ValidationSamples], str]:
-        try:
-            client = await KubeClient.connect(Credentials(server))
-        except CredentialError as exc:
-            raise MetricsInputError(f"{exc}: set KUBECONFIG or run inside a cluster") from exc
-        try:
-            return await fetch_runs(client, namespace, experiment, jobs)
-        finally:
-            await client.close()
-
-    return asyncio.run(main())
-
-
 __all__ = [
     "JobObjects",
     "experiment_jobs",
-    "fetch_runs",
     "history_name",
-    "load_cluster_runs",
     "missing_job_note",
     "runs_from_objects",
     "validation_from_objects",

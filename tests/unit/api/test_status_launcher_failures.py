@@ -22,6 +22,7 @@ from flashrl_operator.job import retry_policy
 from flashrl_operator.job.retry_policy import NON_RETRYABLE, AttemptEnd, decide, non_retryable
 from flashrl_operator.job.status import launcher_failure
 from flashrl_operator.job.status.launcher_failure import launcher_failure as read_failure
+from flashrl_operator.vocab.kuberay import entrypoint_failed_message
 
 ROOT = Path(__file__).resolve().parents[3]
 OPERATOR_DOC = ROOT / "docs" / "operator.md"
@@ -99,10 +100,7 @@ def test_the_operator_reads_each_code_as_its_row() -> None:
     for row in LAUNCHER_FAILURES:
         if row.exit_code is None:
             continue
-        message = (
-            f"Job entrypoint command failed with exit code {row.exit_code}, last available logs:\n"
-            "flashrl-launch: it went wrong\n"
-        )
+        message = entrypoint_failed_message(row.exit_code, "flashrl-launch: it went wrong")
         found = read_failure(message)
         assert found is not None and (found.exit_code, found.reason) == (row.exit_code, row.reason)
 

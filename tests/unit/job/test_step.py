@@ -847,7 +847,7 @@ def test_a_final_failure_keeps_its_wording_on_later_reconciles() -> None:
         "Failed",
         "FAILED",
         reason="AppFailed",
-        message=f"Job entrypoint command failed with exit code 73, last logs:\nflashrl-launch: {line}",
+        message=kuberay.entrypoint_failed_message(73, f"flashrl-launch: {line}"),
     )
     first = next_step(observe(job, running(), live=as_live(job, running(), RayJob=ended)))
     assert (first.status.phase, first.status.reason) == ("Failed", "CheckpointUnwritable")

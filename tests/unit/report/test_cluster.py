@@ -11,8 +11,9 @@ from manifests import job_object as _job
 
 from flashrl_api import verl_metrics as vm
 from flashrl_api.history import HISTORY_KEY, add_step, history_name
+from flashrl_operator.client.report_runs import fetch_runs
 from flashrl_report import build_report, write_report
-from flashrl_report.cluster import JobObjects, fetch_runs, runs_from_objects
+from flashrl_report.cluster import JobObjects, runs_from_objects
 from flashrl_report.paired import PLOT_DIFFERENCE, PLOT_PROBLEMS
 from flashrl_report.synthetic import records
 

@@ -147,8 +147,6 @@ def test_the_operators_per_pool_goodput_is_the_split_when_the_status_has_it() ->
             JobObjects("sync", "x-sync", _job("x-sync", {}), _history("blockwise-fp8")),
         ]
         runs = runs_from_objects("rl", objects)
-        # What the cluster reader does with the job's status.goodput.
-        runs[0].pool_held_gpu_seconds = pool_held_gpu_seconds(goodput)
         cost = build_report(runs, baseline="sync").summaries[0].cost
         assert cost is not None
         assert cost.held_gpu_hours == pytest.approx(sum(cost.by_pool.values()))

@@ -8,7 +8,8 @@ from typing import Any
 
 import flashrl_operator
 from flashrl_operator.experiment.plan import controlled_by, name_taken
-from flashrl_operator.experiment.reconciler import experiment_of, history_is_ours
+from flashrl_operator.experiment.reconciler import experiment_of
+from flashrl_operator.job.history import history_is_ours
 from flashrl_operator.render.children import owner_name, ownership_conflict
 from flashrl_operator.vocab.owners import (
     controller_name,

@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         runs: list[RunMetrics] = []
         validation: list[ValidationSamples] = []
         if args.experiment or args.job:
-            from flashrl_report.cluster import load_cluster_runs
+            from flashrl_operator.client.report_runs import load_cluster_runs
 
             runs, validation, cluster_title = load_cluster_runs(args.namespace, args.experiment, args.job)
             title = title or cluster_title

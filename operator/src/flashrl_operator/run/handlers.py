@@ -36,10 +36,10 @@ from flashrl_operator.client.login import CredentialError, Credentials
 from flashrl_operator.experiment.reconciler import (
     EXPERIMENT_PLURAL,
     ExperimentReconciler,
-    HistoryRecorder,
     experiment_of,
 )
 from flashrl_operator.job.fair import DEFAULT_SLOTS
+from flashrl_operator.job.history import HistoryRecorder
 from flashrl_operator.job.policy import AdminPolicy
 from flashrl_operator.job.reconciler import Reconciler
 from flashrl_operator.job.retry_policy import jittered

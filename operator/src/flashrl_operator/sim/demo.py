@@ -19,11 +19,9 @@ directory.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 import urllib.request
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from importlib import resources
 from importlib.abc import Traversable
 from pathlib import Path
@@ -51,6 +49,7 @@ from flashrl_operator.sim.apiserver import (
     eventually,
 )
 from flashrl_operator.sim.harness import EmulatedCluster
+from flashrl_operator.sim.logs import held_logs
 from flashrl_operator.sim.staging import JOB_CONTROLLER, STAGER
 from flashrl_operator.sim.standins import (
     CLUSTER_STARTING,
@@ -61,7 +60,7 @@ from flashrl_operator.sim.standins import (
     unschedulable,
     verl_step_metrics,
 )
-from flashrl_operator.vocab.kuberay import DeletionPolicy, KubeRayReason
+from flashrl_operator.vocab.kuberay import DeletionPolicy, KubeRayReason, entrypoint_failed_message
 
 #: The example FlashRLJob shipped with the package (``examples/flashrljob.yaml`` in the repository).
 EXAMPLE: Final[Traversable] = resources.files("flashrl_operator.sim") / "example.yaml"
@@ -149,38 +148,6 @@ class Timeline:
                 continue
             self._events.add(name)
             self.say("event", f"{event.get('type')} {event.get('reason')}: {event.get('message')}")
-
-
-class _Held(logging.Handler):
-    """Keeps log records instead of printing them (the demo prints them only if it fails)."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.INFO)
-        self.lines: list[str] = []
-        self.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(self.format(record))
-
-
-@contextmanager
-def _held_logs() -> Iterator[_Held]:
-    """Route the operator's and kopf's log records to a :class:`_Held` while the demo runs."""
-    held = _Held()
-    levels = {"flashrl_operator": logging.INFO, "kopf": logging.INFO, "aiohttp": logging.WARNING}
-    loggers = [logging.getLogger(name) for name in levels]
-    saved = [(lg.level, lg.propagate) for lg in loggers]
-    for lg in loggers:
-        lg.addHandler(held)
-        lg.setLevel(levels[lg.name])
-        lg.propagate = False
-    try:
-        yield held
-    finally:
-        for lg, (level, propagate) in zip(loggers, saved, strict=True):
-            lg.removeHandler(held)
-            lg.setLevel(level)
-            lg.propagate = propagate
 
 
 class DemoFailedError(Exception):
@@ -408,10 +375,10 @@ async def _play(
             await until(f"progress step {step}", lambda s, n=step: (s.get("progress") or {}).get("step") == n)
 
     await run_steps(1, range(1, fails_after + 1))
-    crash = (
-        "Job entrypoint command failed with exit code 1, last available logs (truncated to 20,000 chars):\n"
-        "RuntimeError: NCCL watchdog timeout (a GPU node was lost)\n"
-        f"flashrl-launch: verl exited with code 1 on its own at step {fails_after}"
+    crash = entrypoint_failed_message(
+        1,
+        "RuntimeError: NCCL watchdog timeout (a GPU node was lost)",
+        f"flashrl-launch: verl exited with code 1 on its own at step {fails_after}",
     )
     timeline.say(
         KUBERAY, f"the Ray job failed after step {fails_after} (NCCL timeout): jobDeploymentStatus=Failed"
@@ -686,7 +653,7 @@ def run_demo(
             print(str(problem), file=err)
         return 2
     started = time.monotonic()
-    with _held_logs() as held:
+    with held_logs() as held:
         try:
             asyncio.run(_lifecycle(dict(docs[0]), out, started + deadline_s, full))
         except DemoFailedError as exc:

@@ -19,6 +19,7 @@ from typing import Any, Final, TextIO
 from flashrl_api.history import HISTORY_KEY, history_name, parse_history
 from flashrl_api.validation_summary import VALIDATION_KEY, parse_summaries
 from flashrl_jobs.validation_watch import ValidationWatch
+from flashrl_operator.client.report_runs import load_cluster_runs
 from flashrl_operator.sim.apiserver import (
     CONFIG_MAPS_RESOURCE,
     EVENTS_RESOURCE,
@@ -29,10 +30,10 @@ from flashrl_operator.sim.apiserver import (
     eventually,
 )
 from flashrl_operator.sim.harness import EmulatedCluster
+from flashrl_operator.sim.logs import held_logs
 from flashrl_operator.sim.staging import BATCH_JOBS_RESOURCE
 from flashrl_operator.sim.standins import SUCCEEDED, TRAINING
 from flashrl_report import build_report, write_report
-from flashrl_report.cluster import load_cluster_runs
 from flashrl_report.synthetic import records, validation_rows, validation_steps
 
 NAMESPACE: Final = "rl"
@@ -218,10 +219,8 @@ def run_experiment_demo(
     out: TextIO, err: TextIO, report_dir: Path, deadline_s: float = 90.0, steps: int = STEPS
 ) -> int:
     """Run the experiment act; 0 when it completed and the report was written, 1 otherwise."""
-    from flashrl_operator.sim.demo import _held_logs
-
     started = time.monotonic()
-    with _held_logs() as held:
+    with held_logs() as held:
         try:
             page = asyncio.run(run_experiment(out, report_dir, started + deadline_s, steps))
         except TimeoutError as exc:

@@ -141,6 +141,23 @@ CLUSTER_DEPLOYMENTS: Final = frozenset(
 )
 
 
+#: How Ray's job supervisor (``ray/dashboard/modules/job/job_supervisor.py``) says that the entrypoint
+#: (the launcher) exited non-zero, as the Ray job's message; KubeRay copies it into the RayJob's
+#: ``status.message`` (reason ``AppFailed``). The code follows it.
+ENTRYPOINT_FAILED: Final = "entrypoint command failed with exit code"
+#: Ray's cap on the log tail it appends to that message.
+ENTRYPOINT_LOG_LIMIT: Final = "20,000 chars"
+
+
+def entrypoint_failed_message(exit_code: int, *log_lines: str) -> str:
+    """The Ray job's message when its entrypoint exited with ``exit_code``: the last lines of its output
+    appended, or that there are none (as the emulated KubeRay and the tests write it)."""
+    message = f"Job {ENTRYPOINT_FAILED} {exit_code}"
+    if not log_lines:
+        return f"{message}. No logs available."
+    return f"{message}, last available logs (truncated to {ENTRYPOINT_LOG_LIMIT}):\n" + "\n".join(log_lines)
+
+
 def as_text(value: Any) -> str:
     """A string field of an API object as written, or ``""`` when absent or not a string."""
     return value if isinstance(value, str) else ""

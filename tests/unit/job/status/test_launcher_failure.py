@@ -13,6 +13,7 @@ from flashrl_operator.job.status.mapping import (
     Observation,
     RayJobView,
 )
+from flashrl_operator.vocab.kuberay import entrypoint_failed_message
 
 GPU_TIMEOUT = (
     "timed out after 600s waiting for 8 available GPU(s): 0/8 GPUs registered on 0 node(s) (0 available); "
@@ -23,10 +24,7 @@ GPU_TIMEOUT = (
 
 def ray_message(code: int, *lines: str) -> str:
     """Ray's message for a failed entrypoint (``ray/dashboard/modules/job/job_supervisor.py``)."""
-    return (
-        f"Job entrypoint command failed with exit code {code}, "
-        "last available logs (truncated to 20,000 chars):\n" + "\n".join(lines)
-    )
+    return entrypoint_failed_message(code, *lines)
 
 
 @pytest.mark.parametrize(
@@ -80,7 +78,7 @@ def test_each_exit_code_maps_to_a_reason_with_the_launchers_last_line(
     "message",
     [
         "",
-        "Job entrypoint command failed with exit code 1. No logs available.",
+        entrypoint_failed_message(1),
         ray_message(
             1, "Traceback (most recent call last):", "ModuleNotFoundError: No module named 'flashrl_jobs'"
         ),
@@ -149,7 +147,7 @@ def test_a_retry_says_what_failed() -> None:
             {
                 "jobDeploymentStatus": "Complete",
                 "jobStatus": "FAILED",
-                "message": "Job entrypoint command failed with exit code 1. No logs available.",
+                "message": entrypoint_failed_message(1),
             },
             "AppFailed",
         ),

@@ -25,6 +25,7 @@ from types import MappingProxyType
 from typing import Final
 
 from flashrl_api.status import LAUNCHER_FAILURES, Reason, reasons_by_exit_code
+from flashrl_operator.vocab.kuberay import ENTRYPOINT_FAILED
 
 #: How every launcher log line starts (``flashrl_jobs.cli.log``).
 LAUNCHER_PREFIX: Final = "flashrl-launch: "
@@ -35,7 +36,7 @@ VERL_FAILED_PREFIX: Final = "verl exited with code "
 #: Reason per launcher exit code, from the launcher failure table; any other non-zero code is verl's own.
 REASONS: Final[Mapping[int, Reason]] = MappingProxyType(reasons_by_exit_code(LAUNCHER_FAILURES))
 
-_EXIT_CODE = re.compile(r"entrypoint command failed with exit code (-?\d+)")
+_EXIT_CODE = re.compile(re.escape(ENTRYPOINT_FAILED) + r" (-?\d+)")
 
 
 @dataclass(frozen=True)
