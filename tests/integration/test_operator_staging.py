@@ -34,13 +34,19 @@ async def make_claims(cluster: Cluster) -> None:
         )
 
 
+async def staging_started(cluster: Cluster, start_operator: StartOperator, name: str) -> tuple[Any, Any]:
+    """Claims, the operator, and a job whose sources are on the Hub: returns the operator once the job's
+    staging Job exists (``<name>-stage``), and the Job."""
+    await make_claims(cluster)
+    op = await start_operator()
+    await cluster.api.create(JOBS_RESOURCE, job_manifest(name, hf_sources=True))
+    return op, await cluster.wait_for(BATCH_JOBS_RESOURCE, f"{name}-stage")
+
+
 async def test_the_staging_job_runs_first_and_the_rayjob_only_after_it_succeeded(
     cluster: Cluster, start_operator: StartOperator, staging: StagingStandIn
 ) -> None:
-    await make_claims(cluster)
-    await start_operator()
-    await cluster.api.create(JOBS_RESOURCE, job_manifest("gamma", hf_sources=True))
-    stage = await cluster.wait_for(BATCH_JOBS_RESOURCE, "gamma-stage")
+    _, stage = await staging_started(cluster, start_operator, "gamma")
     status = await cluster.wait_phase("gamma", "Staging")
     assert conditions(status)["Staged"] == ("False", "Staging")
     pod = stage["spec"]["template"]["spec"]
@@ -85,10 +91,7 @@ async def test_the_staging_job_runs_first_and_the_rayjob_only_after_it_succeeded
 async def test_a_failed_staging_job_fails_the_job_with_its_cause_and_no_rayjob(
     cluster: Cluster, start_operator: StartOperator, staging: StagingStandIn
 ) -> None:
-    await make_claims(cluster)
-    op = await start_operator()
-    await cluster.api.create(JOBS_RESOURCE, job_manifest("delta", hf_sources=True))
-    await cluster.wait_for(BATCH_JOBS_RESOURCE, "delta-stage")
+    op, _ = await staging_started(cluster, start_operator, "delta")
     cause = "GatedRepository: Qwen/Qwen3-8B-Base is gated: accept its terms on the Hub and provide a token"
     await staging.fail(NAMESPACE, "delta-stage", cause)
     status = await cluster.wait_phase("delta", "Failed")
@@ -113,10 +116,7 @@ async def test_a_failed_staging_job_fails_the_job_with_its_cause_and_no_rayjob(
 async def test_sources_already_staged_on_the_claims_skip_the_job(
     cluster: Cluster, start_operator: StartOperator, staging: StagingStandIn
 ) -> None:
-    await make_claims(cluster)
-    await start_operator()
-    await cluster.api.create(JOBS_RESOURCE, job_manifest("first", hf_sources=True))
-    await cluster.wait_for(BATCH_JOBS_RESOURCE, "first-stage")
+    await staging_started(cluster, start_operator, "first")
     await staging.succeed(NAMESPACE, "first-stage")
     await cluster.wait_for(RAY_JOBS_RESOURCE, "first")
     # The reconcile that creates the RayJob records the claims, then writes the status: the phase
