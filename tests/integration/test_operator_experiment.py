@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from operator_harness import LOCAL_SOURCES, NAMESPACE, WAIT_S, Cluster, StartOperator
 
+from flashrl_api.exported_metrics import status_metric_names
 from flashrl_api.history import HISTORY_KEY, parse_history
 from flashrl_api.validation_summary import VALIDATION_KEY, parse_summaries
 from flashrl_jobs.validation_watch import ValidationWatch
@@ -30,23 +31,6 @@ from flashrl_report import PLOT_IDS
 from flashrl_report.synthetic import FixtureRun, records, write_fixture
 
 STEPS = 12
-#: The metrics the launcher (played) puts in status.metrics each step (verl's names).
-REPORTED = (
-    "val-core/aime-2024/acc/mean@1",
-    "critic/score/mean",
-    "actor/entropy",
-    "response_length/mean",
-    "response_length/clip_ratio",
-    "perf/throughput",
-    "timing_s/step",
-    "timing_s/gen",
-    "timing_s/update_weights",
-    "timing_per_token_ms/gen",
-    "rollout_corr/kl",
-    "rollout_corr/rollout_is_eff_sample_size",
-    "rollout_corr/rollout_is_ratio_fraction_high",
-    "training/rollout_probs_diff_mean",
-)
 
 
 def experiment_manifest(name: str, parallelism: int | None = None) -> dict[str, Any]:
@@ -104,7 +88,7 @@ async def run_variant(
             continue
         if fail_at is not None and step > fail_at:
             break
-        await cluster.kuberay.report_named_metrics(NAMESPACE, job, step, STEPS, record["data"], REPORTED)
+        await cluster.kuberay.report_named_metrics(NAMESPACE, job, step, STEPS, record["data"])
         entries = watch.poll(step) if watch is not None else None
         if entries:
             await cluster.kuberay.report_validations(NAMESPACE, job, entries)
@@ -183,8 +167,12 @@ async def test_an_experiment_runs_its_variants_and_reports_them(
     assert status["phase"] == "Running" and status["finished"] == "1/2"
     fp8_status = status["variants"][0]
     assert fp8_status["step"] == STEPS and fp8_status["jobName"] == "cmp-fp8"
-    # The last step validates too, so every reported metric is there, at that step.
-    assert {m["name"] for m in fp8_status["metrics"]} == set(REPORTED)
+    # The last step validates too, so every reported metric is there, at that step: what the launcher
+    # reports, the training score and entropy the report draws among them.
+    last = next(r["data"] for r in records("blockwise-fp8", STEPS) if r["step"] == STEPS)
+    names = {m["name"] for m in fp8_status["metrics"]}
+    assert names == set(status_metric_names(last))
+    assert {"critic/score/mean", "actor/entropy", "val-core/aime-2024/acc/mean@1"} <= names
     assert {m["step"] for m in fp8_status["metrics"]} == {STEPS}
     await run_variant(cluster, "cmp-bf16", "bf16", dumps=dumps["bf16"][1])
     status = await wait_experiment(cluster, "cmp", lambda s: s.get("phase") == "Succeeded", "Succeeded")
@@ -437,7 +425,7 @@ async def test_a_configmap_under_the_metrics_name_is_left_alone(
     await cluster.wait_for(RAY_JOBS_RESOURCE, "sq")
     await cluster.kuberay_says("sq", TRAINING, "Running")
     record = next(r for r in records("bf16", STEPS) if r["step"] == 1)
-    await cluster.kuberay.report_named_metrics(NAMESPACE, "sq", 1, STEPS, record["data"], REPORTED)
+    await cluster.kuberay.report_named_metrics(NAMESPACE, "sq", 1, STEPS, record["data"])
 
     async def warned() -> bool | None:
         events = await cluster.events_for("sq")
@@ -462,7 +450,7 @@ async def test_a_metrics_configmap_recreated_by_someone_else_is_a_conflict_and_s
     await cluster.wait_for(RAY_JOBS_RESOURCE, "re")
     await cluster.kuberay_says("re", TRAINING, "Running")
     data = {r["step"]: r["data"] for r in records("bf16", STEPS)}
-    await cluster.kuberay.report_named_metrics(NAMESPACE, "re", 1, STEPS, data[1], REPORTED)
+    await cluster.kuberay.report_named_metrics(NAMESPACE, "re", 1, STEPS, data[1])
     await eventually(functools.partial(history_step, cluster, "re", 1), "step 1 in re-metrics", WAIT_S)
     job = await cluster.job("re")
 
@@ -476,7 +464,7 @@ async def test_a_metrics_configmap_recreated_by_someone_else_is_a_conflict_and_s
     }
     await cluster.api.create(CONFIG_MAPS_RESOURCE, theirs)
     before = await cluster.api.get(CONFIG_MAPS_RESOURCE, NAMESPACE, "re-metrics")
-    await cluster.kuberay.report_named_metrics(NAMESPACE, "re", 2, STEPS, data[2], REPORTED)
+    await cluster.kuberay.report_named_metrics(NAMESPACE, "re", 2, STEPS, data[2])
 
     async def warned() -> bool | None:
         events = await cluster.events_for("re")

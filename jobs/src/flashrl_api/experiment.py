@@ -30,6 +30,7 @@ from pydantic import Field, ValidationError
 
 from flashrl_api._base import ApiModel
 from flashrl_api.cel import cel_string
+from flashrl_api.exported_metrics import MAX_STATUS_METRICS
 from flashrl_api.k8s_names import DNS_LABEL_PATTERN
 from flashrl_api.manifest import (
     API_VERSION,
@@ -265,7 +266,7 @@ class VariantStatus(ApiModel):
     message: str | None = Field(default=None, max_length=1024)
     """What a waiting variant waits for (which variants run, or whose GPUs are not released yet)."""
 
-    metrics: list[VariantMetric] = Field(default_factory=list, max_length=64)
+    metrics: list[VariantMetric] = Field(default_factory=list, max_length=MAX_STATUS_METRICS)
     """The job's latest metrics (validation score, throughput, mismatch ...), copied from its status."""
 
     held_gpu_hours: float | None = Field(default=None, ge=0, alias="heldGPUHours")

@@ -11,8 +11,10 @@ from the pod itself (its namespace and its ``flashrl.dev/job`` label) and drops 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Final
 
+from flashrl_api import history
 from flashrl_api import verl_metrics as verl
 
 NAMESPACE_LABEL: Final = "namespace"
@@ -187,3 +189,25 @@ STATUS_METRICS: Final[tuple[str, ...]] = (
     verl.OFF_POLICY_EVICTED,
     verl.TRAINER_IDLE,
 )
+
+#: ``status.metrics``' bound (``maxItems`` in both CRDs: a job's and an experiment variant's copy).
+MAX_STATUS_METRICS: Final = 64
+
+
+def _is_mean(name: str) -> bool:
+    match = verl.VAL_CORE_PATTERN.match(name)
+    return match is not None and match["metric"].startswith("mean@")
+
+
+def status_metric_names(reported: Iterable[str]) -> list[str]:
+    """Which of verl's ``reported`` metric names the launcher puts in ``status.metrics``, in order: the
+    validation ``mean@N`` scores, :data:`STATUS_METRICS`, then every other name the operator's per-step
+    history keeps (:func:`flashrl_api.history.kept`; it copies them from ``status.metrics`` and
+    ``flashrl report --experiment`` draws them, so a name missing here is a plot missing there); at
+    most :data:`MAX_STATUS_METRICS`. The launcher and the emulated one both ask this function."""
+    names = set(reported)
+    ordered = [n for n in verl.val_core_keys(names) if _is_mean(n)]
+    ordered += [n for n in STATUS_METRICS if n in names]
+    chosen = set(ordered)
+    ordered += sorted(n for n in names if n not in chosen and history.keeps(n))
+    return ordered[:MAX_STATUS_METRICS]

@@ -65,11 +65,16 @@ def history_name(job_name: str) -> str:
     return f"{job_name}-{HISTORY_SUFFIX}"
 
 
+def keeps(name: str) -> bool:
+    """Whether the history keeps verl's metric ``name`` (when its value is a finite number)."""
+    return name in KEPT_NAMES or name.startswith(KEPT_PREFIXES)
+
+
 def kept(data: Mapping[str, Any]) -> dict[str, float]:
     """The finite numeric metrics of one step that the history keeps."""
     out: dict[str, float] = {}
     for name, value in data.items():
-        if not (name in KEPT_NAMES or name.startswith(KEPT_PREFIXES)):
+        if not keeps(name):
             continue
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
             continue

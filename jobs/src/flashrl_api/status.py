@@ -32,6 +32,7 @@ from typing import Annotated, Final, Literal
 from pydantic import Field
 
 from flashrl_api._base import ApiModel
+from flashrl_api.exported_metrics import MAX_STATUS_METRICS
 from flashrl_api.goodput import MAX_PHASES, GoodputPhase
 from flashrl_api.validation_summary import MAX_STATUS_PROBLEMS, STATUS_VALIDATIONS
 
@@ -563,10 +564,13 @@ class FlashRLJobStatus(ApiModel):
     checkpoint: Annotated[CheckpointRecord | None, LAUNCHER] = None
     """The newest checkpoint, reported by the launcher after each step (a retry resumes from it)."""
 
-    metrics: Annotated[list[MetricValue], LAUNCHER] = Field(default_factory=list, max_length=64)
+    metrics: Annotated[list[MetricValue], LAUNCHER] = Field(
+        default_factory=list, max_length=MAX_STATUS_METRICS
+    )
     """Newest values of a curated set of verl metrics, reported by the launcher after each step:
     validation scores (``val-core/.../mean@N``), response length, throughput, step and phase times,
-    and the rollout/trainer mismatch (``rollout_corr/*``, ``training/rollout_probs_diff_mean``).
+    the rollout/trainer mismatch (``rollout_corr/*``, ``training/rollout_probs_diff_mean``), and the
+    rest of what the job's per-step history keeps (training score, entropy, tokens).
     Every metric is on the job's Prometheus endpoint (docs/observability.md)."""
 
     mismatch_guard_step: Annotated[int | None, OPERATOR] = Field(default=None, ge=0)

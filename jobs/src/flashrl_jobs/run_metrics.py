@@ -267,20 +267,14 @@ class RunState:
             return round(left * sum(self.durations) / len(self.durations))
 
     def status_metrics(self) -> list[StatusMetric]:
-        """The curated ``status.metrics``: validation ``mean@N`` scores first, then
-        :data:`flashrl_api.exported_metrics.STATUS_METRICS`, each when verl has reported it."""
+        """The curated ``status.metrics`` (:func:`flashrl_api.exported_metrics.status_metric_names`), each
+        when verl has reported it."""
         with self._lock:
             latest = dict(self.latest)
-        keys = [k for k in verl.val_core_keys(latest) if _is_mean(k)]
-        keys += [k for k in names.STATUS_METRICS if k in latest]
+        keys = names.status_metric_names(latest)
         return [StatusMetric(k, latest[k][0], latest[k][1]) for k in keys]
 
     def validation_score(self) -> StatusMetric | None:
         """The headline validation score: the first ``val-core/.../mean@N`` (for the printer column)."""
         found = [m for m in self.status_metrics() if m.name.startswith(verl.VAL_CORE_PREFIX)]
         return found[0] if found else None
-
-
-def _is_mean(key: str) -> bool:
-    match = verl.VAL_CORE_PATTERN.match(key)
-    return match is not None and match["metric"].startswith("mean@")

@@ -22,6 +22,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from flashrl_api.exported_metrics import status_metric_names
 from flashrl_api.times import now_rfc3339
 from flashrl_jobs.progress import step_status
 from flashrl_jobs.run_metrics import RunState
@@ -531,11 +532,12 @@ class KubeRayStandIn:
         await self._launcher.patch(JOBS_RESOURCE, namespace, job, patch, subresource="status")
 
     async def report_named_metrics(
-        self, namespace: str, job: str, step: int, total: int, data: Mapping[str, Any], names: Sequence[str]
+        self, namespace: str, job: str, step: int, total: int, data: Mapping[str, Any]
     ) -> None:
         """What the launcher does after a step once verl's metrics are in: progress and ``status.metrics``
-        (the latest value of ``names``, as ``{name, value, step}``) in one status patch."""
-        metrics = [{"name": n, "value": data[n], "step": step} for n in names if n in data]
+        (the names the launcher reports, :func:`~flashrl_api.exported_metrics.status_metric_names`, as
+        ``{name, value, step}``) in one status patch."""
+        metrics = [{"name": n, "value": data[n], "step": step} for n in status_metric_names(data)]
         progress = {"step": step, "totalSteps": total, "updateTime": now_rfc3339()}
         patch = {"status": {"progress": progress, "metrics": metrics}}
         await self._launcher.patch(JOBS_RESOURCE, namespace, job, patch, subresource="status")
