@@ -390,38 +390,28 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
         ctx.known_experiments.add(key)
         ctx.require_experiment_intake().submit(*key, None)
 
-    @kopf.on.event(
-        kuberay.GROUP,
-        kuberay.VERSION,
-        kuberay.RAY_JOB.plural,
-        labels={MANAGED_BY_LABEL: MANAGED_BY},
-        registry=registry,
-    )
-    async def ray_job_event(body: kopf.Body, type: str | None, namespace: str | None, **_: Any) -> None:
-        # A RayJob appearing (listed at start, or just created by a reconcile) brings nothing new:
-        # the job's own reconcile covers it. Changes and deletions are what matter.
+    async def ray_object_event(body: kopf.Body, type: str | None, namespace: str | None, **_: Any) -> None:
+        # A RayJob or RayCluster appearing (listed at start, or just created) brings nothing new: the
+        # job's own reconcile covers it. Changes and deletions are what matter: a RayJob's states, and
+        # KubeRay deleting a finished RayJob's workers (its deletion rules) without changing the RayJob,
+        # which is when the job's GPUs are seen released (goodput, the experiment's next variant). The
+        # job is the RayJob's controller; KubeRay copies the RayJob's labels, ours included, to its
+        # RayCluster, so owner_name finds the job of either.
         if type not in ("MODIFIED", "DELETED"):
             return
         owner = owner_name(body, KIND, JOB_LABEL)
         if owner is not None and ctx.reconciler is not None:
             ctx.require_intake().submit(namespace or "default", owner, None)
 
-    @kopf.on.event(
-        kuberay.GROUP,
-        kuberay.VERSION,
-        kuberay.RAY_CLUSTER.plural,
-        labels={MANAGED_BY_LABEL: MANAGED_BY},
-        registry=registry,
-    )
-    async def ray_cluster_event(body: kopf.Body, type: str | None, namespace: str | None, **_: Any) -> None:
-        # KubeRay deletes a finished RayJob's workers (its deletion rules) without changing the RayJob:
-        # the cluster's changes and deletion are when the job's GPUs are seen released (goodput, and the
-        # experiment's next variant). KubeRay copies the RayJob's labels, ours included, to it.
-        if type not in ("MODIFIED", "DELETED"):
-            return
-        owner = ((body.get("metadata") or {}).get("labels") or {}).get(JOB_LABEL)
-        if owner and ctx.reconciler is not None:
-            ctx.require_intake().submit(namespace or "default", str(owner), None)
+    for ray_resource in (kuberay.RAY_JOB, kuberay.RAY_CLUSTER):
+        kopf.on.event(
+            kuberay.GROUP,
+            kuberay.VERSION,
+            ray_resource.plural,
+            id=f"{ray_resource.plural}_event",
+            labels={MANAGED_BY_LABEL: MANAGED_BY},
+            registry=registry,
+        )(ray_object_event)
 
     @kopf.on.event("batch", "v1", "jobs", labels={MANAGED_BY_LABEL: MANAGED_BY}, registry=registry)
     async def staging_job_event(body: kopf.Body, type: str | None, namespace: str | None, **_: Any) -> None:
