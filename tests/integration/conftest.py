@@ -62,12 +62,12 @@ def real_operator_config(plane: ControlPlane, **overrides: Any) -> OperatorConfi
     """An operator on the real server as the tests run it: its own user (the audit log tells its
     requests apart), loopback, short delays, the tests' namespaces only (other modules' jobs are left
     to their own operators)."""
-    return loopback_config(
-        kubeconfig=str(plane.operator_kubeconfig),
-        namespaces=TEST_NAMESPACES,
-        request_timeout=10.0,
-        **overrides,
-    )
+    ours: dict[str, Any] = {
+        "kubeconfig": str(plane.operator_kubeconfig),
+        "namespaces": TEST_NAMESPACES,
+        "request_timeout": 10.0,
+    }
+    return loopback_config(**{**ours, **overrides})  # a test's setting wins over ours
 
 
 @pytest.fixture
