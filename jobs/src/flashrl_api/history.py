@@ -169,29 +169,28 @@ def render_history(records: Mapping[int, Mapping[str, float]], max_bytes: int = 
     )
 
 
-#: The largest step a status may report: ``spec.training.totalSteps``' own bound (the CRD's maximum of
-#: ``status.metrics[].step``).
+#: The largest step a status may report: ``spec.training.totalSteps``' own bound, ``INT32_MAX`` (the
+#: CRD's maximum of ``status.metrics[].step``).
 MAX_STEP: Final = 2**31 - 1
 #: The largest magnitude a metric value may have: no metric the report draws comes near it (tokens per
 #: step, seconds, scores, ratios), and a plot's axis over such values stays computable.
 MAX_VALUE: Final = 1e15
 #: The shape of verl's phase timers (``marked_timer`` names: identifiers).
 TIMING_PATTERN: Final = re.compile(r"^timing_s/[A-Za-z0-9_]{1,64}$")
-#: The longest metric name a status may carry (the CRD's maxLength of ``status.metrics[].name``).
-MAX_NAME_LENGTH: Final = 256
+_NAME: Final = re.compile(vm.METRIC_NAME_PATTERN)
 
 
 def plausible_name(name: str) -> bool:
     """Whether verl could have logged ``name`` and the history keeps it: a kept name, a ``val-core``
     score in verl's shape, or a phase timer."""
-    if len(name) > MAX_NAME_LENGTH:
+    if len(name) > vm.MAX_METRIC_NAME or _NAME.fullmatch(name) is None:
         return False
     if name in KEPT_NAMES:
         return True
     if name.startswith(vm.VAL_CORE_PREFIX):
-        return vm.VAL_CORE_PATTERN.match(name) is not None
+        return vm.VAL_CORE_PATTERN.fullmatch(name) is not None
     if name.startswith(vm.TIMING_PREFIX):
-        return TIMING_PATTERN.match(name) is not None
+        return TIMING_PATTERN.fullmatch(name) is not None
     return False
 
 
@@ -266,7 +265,6 @@ __all__ = [
     "KEPT_NAMES",
     "KEPT_PREFIXES",
     "MAX_HISTORY_BYTES",
-    "MAX_NAME_LENGTH",
     "MAX_STEP",
     "MAX_VALUE",
     "add_metrics",

@@ -164,3 +164,16 @@ def test_real_values_are_kept_as_floats() -> None:
     assert plausible_metrics(["not a mapping", {"name": vm.ENTROPY, "value": 1, "step": 0}]) == {  # type: ignore[list-item]
         0: {vm.ENTROPY: 1.0}
     }
+
+
+def test_the_launcher_never_reports_a_name_the_crd_refuses() -> None:
+    from flashrl_api.exported_metrics import status_metric_names
+    from flashrl_api.status import MetricValue
+
+    odd = ["val-core/my data/acc/mean@1", "timing_s/gen\n", "val-core/" + "s" * 300 + "/acc/mean@1"]
+    assert status_metric_names([*odd, vm.THROUGHPUT]) == [vm.THROUGHPUT]
+    for name in odd:
+        with pytest.raises(ValueError):
+            MetricValue(name=name, value=1.0, step=1)
+    with pytest.raises(ValueError):
+        MetricValue(name=vm.THROUGHPUT, value=1.0, step=MAX_STEP + 1)
