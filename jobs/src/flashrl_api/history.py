@@ -25,6 +25,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from flashrl_api import report_metrics
 from flashrl_api import verl_metrics as vm
 
 #: The ConfigMap key holding the history.
@@ -35,30 +36,10 @@ MAX_HISTORY_BYTES: Final = 768 * 1024
 #: Its name: ``<job>-metrics``.
 HISTORY_SUFFIX: Final = "metrics"
 
-#: The metrics kept per step: what ``flashrl report`` draws (prefixes end with ``/``).
-KEPT_PREFIXES: Final[tuple[str, ...]] = (
-    vm.VAL_CORE_PREFIX,
-    vm.TIMING_PREFIX,
-)
-KEPT_NAMES: Final[frozenset[str]] = frozenset(
-    {
-        vm.RESPONSE_LENGTH_MEAN,
-        vm.RESPONSE_LENGTH_CLIP_RATIO,
-        vm.THROUGHPUT,
-        vm.TOTAL_TOKENS,
-        vm.GEN_MS_PER_TOKEN,
-        vm.CRITIC_SCORE_MEAN,
-        vm.ENTROPY,
-        vm.MISMATCH_KL,
-        vm.MISMATCH_K3_KL,
-        vm.LOG_PPL_ABS_DIFF,
-        vm.IS_ESS,
-        vm.IS_MEAN,
-        vm.IS_CLIP_FRACTION,
-        vm.PROBS_DIFF_MEAN,
-        vm.PROBS_DIFF_MAX,
-    }
-)
+#: The metrics kept per step: what ``flashrl report`` reads, one row each in
+#: :data:`flashrl_api.report_metrics.ROWS` (prefixes end with ``/``).
+KEPT_PREFIXES: Final[tuple[str, ...]] = report_metrics.kept_prefixes()
+KEPT_NAMES: Final[frozenset[str]] = report_metrics.kept_names()
 
 
 def history_name(job_name: str) -> str:
