@@ -127,7 +127,8 @@ def run() -> str:
         "refuses such a step); the render alone shows what the same history costs to fold.",
         "",
         f"On the real API server (`{TEST}`, the operator as the chart runs it): one job's launcher token "
-        "patches such a status every 0.2 s (110 patches; the job asks for 2**31-1 steps, so every one "
+        "patches such a status every 0.2 s (55 patches to fill the history, then on until the measurements "
+        "are done; the job asks for 2**31-1 steps, so every one "
         "is folded and the history is thinned at each), while plain jobs are created in another "
         "namespace; measured side by side in one run (2 cores shared with other work):",
         "",
