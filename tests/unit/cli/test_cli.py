@@ -655,3 +655,42 @@ def test_validate_and_the_operator_give_one_verdict_on_the_size_budget(
         assert code == EXIT_INVALID and "valid" not in out
         items = sum(o.count(",") for o in overrides)
         assert err.startswith(f"spec.overrides: {items} list or dict items"), err
+
+
+def test_a_verl_finding_naming_no_field_is_reported_at_the_overrides_that_reached_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """verl refused the merged configuration without naming a field (its finding is at ``spec``): the
+    template's overrides are the free-form input that reached it, so it is reported there, once, not at
+    ``spec.variants[i].spec.spec``; a variant with its own overrides gets it at its own."""
+    from flashrl_api import Problem
+    from flashrl_api.experiment import variant_field_path
+    from flashrl_operator.cli import validate as validate_module
+    from flashrl_operator.job.overrides import ConfigReport
+
+    monkeypatch.setattr(
+        validate_module,
+        "override_problems",
+        lambda job, **_: ConfigReport([Problem("spec", "verl 0.9.1: refused")]),
+    )
+    spec = """\
+    spec:
+      template: {overrides: [trainer.val_before_train=false]}
+      variants:
+        - {name: a, spec: {rollout: {quantization: bf16}}}
+        - name: b
+          allowSetupChanges: true
+          spec: {rollout: {quantization: blockwise-fp8}, overrides: [trainer.val_before_train=true]}
+    """
+    code, _, err = _run(["validate", _write(tmp_path, EXPERIMENT_HEAD + textwrap.dedent(spec))], capsys)
+    assert code == 2
+    assert err.splitlines() == [
+        "spec.template.overrides: verl 0.9.1: refused (in variant 'a')",
+        "spec.variants[1].spec.overrides: verl 0.9.1: refused",
+    ], err
+    # Nothing set overrides: the variant's spec (or the template's, for a variant that changes nothing).
+    assert variant_field_path(0, "spec", {"rollout": {}}, {}) == "spec.variants[0].spec"
+    assert variant_field_path(0, "spec", {}, {}) == "spec.template"
+    assert (
+        variant_field_path(0, "spec.overrides[0]", {}, {"overrides": ["x=1"]}) == "spec.template.overrides[0]"
+    )
