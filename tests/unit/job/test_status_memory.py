@@ -8,6 +8,7 @@ from typing import Any
 
 from test_step import as_live, make_job, observe, ray_status, running
 
+from flashrl_operator.job.goodput import CLOCK_SKEW_SECONDS
 from flashrl_operator.job.memory import StatusMemory
 from flashrl_operator.job.status.mapping import OWNED_KEYS
 from flashrl_operator.job.step import distrusted, next_step
@@ -79,3 +80,36 @@ def test_without_memory_a_succeeded_the_rayjob_contradicts_is_dropped() -> None:
     assert distrusted(previous, None) is previous
     failed = {**previous, "phase": "Failed"}
     assert distrusted(failed, starting) is failed
+
+
+def test_whatever_the_ledger_holds_the_goodput_stays_within_the_jobs_age_times_its_gpus() -> None:
+    """No memory (a restart) and a forged ledger: times long before the job, an attempt holding a
+    million GPUs, a launcher phase of 1e308 seconds reported in the year 9999."""
+    job = make_job()
+    launcher = {
+        "attempt": 1,
+        "launchTime": "2020-01-01T00:00:00Z",
+        "reportTime": "9999-01-01T00:00:00Z",
+        "steps": 3,
+        "phases": [{"phase": "training", "seconds": 1e308, "gpuSeconds": 1e308}],
+    }
+    forged = running(
+        attempts=[
+            {
+                "attempt": 1,
+                "startStep": 0,
+                "startTime": "2000-01-01T00:00:00Z",
+                "admitTime": "2000-01-01T00:00:00Z",
+                "gpus": 1000000,
+            }
+        ],
+        launcherPhases=launcher,
+    )
+    live = as_live(job, running(), RayJob=ray_status("Running", "RUNNING"))
+    step = next_step(observe(job, forged, live=live))
+    gpus = 8
+    age = 3600  # the test job was created an hour before the reconcile
+    ledger = step.status_patch["goodput"]
+    assert 0 < ledger["heldGPUSeconds"] <= (age + 2 * CLOCK_SKEW_SECONDS) * gpus
+    assert ledger["trainingGPUSeconds"] <= ledger["heldGPUSeconds"]
+    assert step.status_patch["attempts"][0]["gpus"] == gpus

@@ -59,7 +59,7 @@ from flashrl_api.staging import staging_plan
 from flashrl_api.status import RECOVERABLE_FAILURES, ConditionType, Reason
 from flashrl_api.times import rfc3339
 from flashrl_operator.job.attempts import Attempts, Reported, on_failure
-from flashrl_operator.job.goodput import fold_attempts, goodput, unreleased
+from flashrl_operator.job.goodput import fold_attempts, goodput, unreleased, within_life
 from flashrl_operator.job.retry_policy import BACKOFF_BASE_SECONDS
 from flashrl_operator.job.staging import record_patches, recorded
 from flashrl_operator.job.status.conditions import find_condition
@@ -652,7 +652,9 @@ def with_goodput(o: Observed, obs: Observation, decided: Decided) -> Decided:
     pools = gpu_pools(o.job.spec)  # both pools' GPUs are held from the RayJob's creation (separate-async)
     gpus = sum(pool.gpus for pool in pools)
     launcher = obs.previous.get("launcherPhases")
-    folded = fold_attempts(attempts, launcher, gpus, o.released, rfc3339(o.now), admitted)
+    now = rfc3339(o.now)
+    folded = fold_attempts(attempts, launcher, gpus, o.released, now, admitted)
+    folded = within_life(folded, rfc3339(o.created), now, gpus)
     split = [(pool.name, pool.gpus) for pool in pools]
     ledger = goodput(folded, obs.previous.get("conditions"), rfc3339(o.created), split)
     # Unchanged attempts stay as the attempt rules left them (a final job's are not rewritten).
