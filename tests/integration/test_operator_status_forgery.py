@@ -15,6 +15,7 @@ from flashrl_operator.sim import (
     CLUSTER_STARTING,
     EXPERIMENTS_RESOURCE,
     JOBS_RESOURCE,
+    RAY_JOBS_RESOURCE,
     TRAINING,
     eventually,
 )
@@ -76,7 +77,7 @@ async def test_a_variant_claiming_succeeded_frees_no_parallelism_slot(
 ) -> None:
     await start_operator()
     await cluster.api.create(EXPERIMENTS_RESOURCE, experiment_manifest("par", parallelism=1))
-    await cluster.wait_for(JOBS_RESOURCE, "par-fp8")
+    await cluster.wait_for(RAY_JOBS_RESOURCE, "par-fp8")
     await cluster.kuberay_says("par-fp8", TRAINING, "Running")
     # The variant's status claims it ended and its GPUs were released (attempts ledger included).
     ended = {"attempt": 1, "startTime": "2026-01-01T00:00:00Z", "endTime": "2026-01-01T00:00:01Z"}
