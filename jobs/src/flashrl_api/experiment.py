@@ -580,7 +580,17 @@ def variant_field_path(
 ) -> str:
     """Where a problem of a merged spec belongs: the variant's field when it set it, the template's when
     the template set it (or no ``template`` is given), else the variant's: a field neither set is
-    missing because of the variant (a variant switching to separate-async without ``rollout.pool``)."""
+    missing because of the variant (a variant switching to separate-async without ``rollout.pool``).
+
+    ``spec`` itself (verl refused the configuration without naming a field) belongs to the overrides
+    that reached it, the only free-form input: the variant's when it sets them, else the template's.
+    """
+    if spec_path == "spec":
+        if _sets(partial, "overrides"):
+            return f"spec.variants[{index}].spec.overrides"
+        if template is not None and _sets(template, "overrides"):
+            return "spec.template.overrides"
+        return f"spec.variants[{index}].spec" if partial else "spec.template"
     rest = spec_path.removeprefix("spec.")
     if _sets(partial, rest) or (template is not None and not _sets(template, rest)):
         return f"spec.variants[{index}].spec.{rest}"

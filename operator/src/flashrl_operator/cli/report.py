@@ -25,7 +25,8 @@ def arguments(p: argparse.ArgumentParser) -> None:
         "<step>.jsonl files, or the attempt-<k>/ directories a job keeps under <checkpoint dir>/validation); "
         "LABEL names a run given by --metrics, --experiment (the variant's name) or --job, and replaces the "
         "per-problem summaries --experiment/--job read from the job's ConfigMap. Each variant is then "
-        "compared with the baseline problem by problem; repeat for each run",
+        "compared with the baseline problem by problem; repeat for each run. Only regular files inside DIR "
+        "are read (no symbolic link is followed; a dump over 512 MiB is skipped, with a note)",
     )
     p.add_argument(
         "--experiment",

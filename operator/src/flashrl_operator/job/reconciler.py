@@ -110,10 +110,11 @@ from flashrl_operator.client.kube import KubeClient
 from flashrl_operator.job import overrides
 from flashrl_operator.job.attempts import Reported
 from flashrl_operator.job.fair import DEFAULT_SLOTS, FairSlots
+from flashrl_operator.job.memory import StatusMemory
 from flashrl_operator.job.policy import AdminPolicy, policy_problems
 from flashrl_operator.job.retry_policy import BACKOFF_BASE_SECONDS
 from flashrl_operator.job.status.pods import PodProblem, pod_problems
-from flashrl_operator.job.status.ray import should_read_cluster, should_read_pods
+from flashrl_operator.job.status.ray import is_final, should_read_cluster, should_read_pods
 from flashrl_operator.job.step import (
     Apply,
     Observed,
@@ -123,6 +124,7 @@ from flashrl_operator.job.step import (
     claims_to_read,
     converging,
     creates_first,
+    distrusted,
     may_end_attempt,
     needs_staging_pods,
     next_step,
@@ -251,6 +253,7 @@ class Reconciler:
         network: NetworkSettings | None = None,
         default_trainer_image: str | None = None,
         check_slots: int = DEFAULT_SLOTS,
+        memory: StatusMemory | None = None,
     ) -> None:
         self._kube = kube
         self._submit = submit
@@ -276,6 +279,8 @@ class Reconciler:
         self._created_first: set[str] = set()
         #: The cancellation tokens of the reconciles under way, by job.
         self._tokens: dict[tuple[str, str], set[Token]] = {}
+        #: The status keys the operator last wrote, by job UID (:mod:`flashrl_operator.job.memory`).
+        self._memory = memory if memory is not None else StatusMemory()
 
     async def reconcile(
         self, namespace: str, name: str, body: Mapping[str, Any] | None = None
@@ -333,6 +338,11 @@ class Reconciler:
             f"FlashRLJob {namespace}/{name} changed {MAX_VIEWS} times while it was reconciled", REREAD_SECONDS
         )
 
+    @property
+    def memory(self) -> StatusMemory:
+        """What the operator wrote in each job's status (the experiments count variants by it)."""
+        return self._memory
+
     def forget(self, namespace: str, name: str, uid: str | None) -> None:
         """Drop what is remembered about a deleted job, and stop its reconciles under way before their
         next write (their tokens; one that already read a new job of the name is left alone)."""
@@ -342,6 +352,7 @@ class Reconciler:
         self._rejections.pop((namespace, name), None)
         self._metrics.forget_goodput(namespace, name)
         if uid:
+            self._memory.forget(uid)
             self._first_seen.pop(uid, None)
             self._created_first.discard(uid)
             self._metrics.forget(uid)
@@ -364,6 +375,7 @@ class Reconciler:
             return REREAD_SECONDS
         await self._act(observed, step, token)
         await self._write(body, observed, step, token)
+        self._memory.remember(observed.uid, step.status)
         return step.wake_after
 
     async def _current(self, body: Mapping[str, Any], token: Token) -> None:
@@ -404,16 +416,33 @@ class Reconciler:
             previous=body.get("status") or {},
             retry_backoff=self._retry_backoff,
         )
+        # The operator's keys as it wrote them, not as anyone with the launcher's token left them.
+        remembered = self._memory.as_written(uid, seen.previous)
+        if remembered != seen.previous:
+            seen = replace(seen, previous=remembered, on_server=seen.previous)
         job, problems = await self._spec_problems(body)
         if job is None or problems:
             return replace(seen, spec_problems=tuple(problems))
         # The operator's default trainer image is the job's from here on: the policy judges it, the
         # staging Job and the Ray pods run it, the RayJob's spec snapshot records it.
         job = with_trainer_image(job, self._default_trainer_image)
-        refused = tuple(str(p) for p in policy_problems(job, self._policy))
+        desired = render(job, attempt_context(job, seen.previous, seen.created), self._network)
+        # The policy judges the pods of exactly what would be applied.
+        refused = tuple(str(p) for p in policy_problems(job, self._policy, desired))
         if refused:
             return replace(seen, job=job, policy_problems=refused)
-        desired = render(job, attempt_context(job, seen.previous, seen.created), self._network)
+        if self._memory.recall(uid) is None and is_final(seen.previous):
+            # Nothing remembered (a restart): a final phase is checked against the job's RayJob once.
+            ray_live = owned(await self._kube.get(kuberay.RAY_JOB, namespace, desired.ray_job.name), uid)
+            trusted = distrusted(seen.previous, ray_live)
+            if trusted is not seen.previous:
+                logger.warning(
+                    "FlashRLJob %s/%s: status.phase %s is not what its RayJob says; judging it again",
+                    namespace,
+                    name,
+                    seen.previous.get("phase"),
+                )
+                seen = replace(seen, previous=trusted, on_server=seen.server_status)
         rejected = self._rejections.pop((namespace, name), None)
         seen = replace(
             seen,

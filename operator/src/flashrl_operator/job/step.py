@@ -59,7 +59,7 @@ from flashrl_api.staging import staging_plan
 from flashrl_api.status import RECOVERABLE_FAILURES, ConditionType, Reason
 from flashrl_api.times import rfc3339
 from flashrl_operator.job.attempts import Attempts, Reported, on_failure
-from flashrl_operator.job.goodput import fold_attempts, goodput, unreleased
+from flashrl_operator.job.goodput import fold_attempts, goodput, unreleased, within_life
 from flashrl_operator.job.retry_policy import BACKOFF_BASE_SECONDS
 from flashrl_operator.job.staging import record_patches, recorded
 from flashrl_operator.job.status.conditions import find_condition
@@ -128,7 +128,11 @@ class Observed:
     """``metadata.creationTimestamp`` (when the operator first saw it, if absent)."""
     generation: int | None = None
     previous: Mapping[str, Any] = field(default_factory=dict)
-    """The status as read (the launcher's keys included)."""
+    """The status the reconcile decides from: the launcher's keys as read, the operator's own keys as
+    the operator last wrote them (:class:`~flashrl_operator.job.memory.StatusMemory`)."""
+    on_server: Mapping[str, Any] | None = None
+    """The status as read, when someone else wrote the operator's keys since (``None``: ``previous``):
+    what the status patch is computed against, so their values are written over."""
     spec_problems: tuple[str, ...] = ()
     """An invalid spec, or what verl would refuse in it (nothing else is read then)."""
     policy_problems: tuple[str, ...] = ()
@@ -157,6 +161,11 @@ class Observed:
     new: bool = False
     """A new job (:func:`creates_first`): only :func:`children_to_read` were read, and each child not
     read is created first, with no read before (a taken name is the server's 409)."""
+
+    @property
+    def server_status(self) -> Mapping[str, Any]:
+        """The status as the server holds it (what a patch changes)."""
+        return self.previous if self.on_server is None else self.on_server
 
     def live_of(self, child: Child) -> Mapping[str, Any] | None:
         """``child`` as read (``None`` when missing or not read)."""
@@ -266,6 +275,25 @@ def attempt_context(
 
 
 # What is read.
+
+
+#: The keys a final phase is: dropped together when an observation contradicts it.
+FINAL_KEYS: Final = ("phase", "reason", "message", "completionTime")
+
+
+def distrusted(previous: Mapping[str, Any], ray_job: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """``previous`` without a ``Succeeded`` the job's own RayJob contradicts (pure).
+
+    For a status the operator has no memory of writing (it restarted): ``Succeeded`` comes only from the
+    RayJob's ``jobStatus: SUCCEEDED``, so while the job's RayJob exists and says anything else the
+    phase was written by someone else, and the job is judged again from what is observed. A missing
+    RayJob contradicts nothing (a finished job's may be deleted), so the phase stands then.
+    """
+    if previous.get("phase") != "Succeeded" or ray_job is None:
+        return previous
+    if RayJobView.of(ray_job).job_status == kuberay.JobStatus.SUCCEEDED:
+        return previous
+    return {k: v for k, v in previous.items() if k not in FINAL_KEYS}
 
 
 def rejection(previous: Mapping[str, Any], generation: int | None, refused: str | None) -> str | None:
@@ -624,7 +652,9 @@ def with_goodput(o: Observed, obs: Observation, decided: Decided) -> Decided:
     pools = gpu_pools(o.job.spec)  # both pools' GPUs are held from the RayJob's creation (separate-async)
     gpus = sum(pool.gpus for pool in pools)
     launcher = obs.previous.get("launcherPhases")
-    folded = fold_attempts(attempts, launcher, gpus, o.released, rfc3339(o.now), admitted)
+    now = rfc3339(o.now)
+    folded = fold_attempts(attempts, launcher, gpus, o.released, now, admitted)
+    folded = within_life(folded, rfc3339(o.created), now, gpus)
     split = [(pool.name, pool.gpus) for pool in pools]
     ledger = goodput(folded, obs.previous.get("conditions"), rfc3339(o.created), split)
     # Unchanged attempts stay as the attempt rules left them (a final job's are not rewritten).
@@ -667,7 +697,7 @@ def _refused(o: Observed) -> Step:
         previous=o.previous,
     )
     status = status_of(obs, Decided(decide_phase(obs)), rfc3339(o.now))
-    return Step(status, status_patch(o.previous, status), tuple(status_events(o.previous, status)))
+    return Step(status, status_patch(o.server_status, status), tuple(status_events(o.previous, status)))
 
 
 def next_step(o: Observed) -> Step:
@@ -723,7 +753,7 @@ def next_step(o: Observed) -> Step:
     spec_patch, guard_events = guard_suspend(job, previous, status)
     return Step(
         status=status,
-        status_patch=status_patch(previous, status),
+        status_patch=status_patch(o.server_status, status),
         events=(*outcome.events, *status_events(previous, status), *guard_events),
         apply=plan.apply,
         claim_patches=plan.claim_patches,

@@ -312,7 +312,7 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
             default_trainer_image=config.default_trainer_image,
             check_slots=config.check_slots,
         )
-        ctx.experiments = ExperimentReconciler(ctx.kube)
+        ctx.experiments = ExperimentReconciler(ctx.kube, memory=ctx.reconciler.memory)
         ctx.experiment_intake = experiment_intake(ctx)
         ctx.history = HistoryRecorder(ctx.kube)
         if config.metrics_port is not None:
