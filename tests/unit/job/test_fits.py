@@ -249,6 +249,7 @@ def test_a_job_that_never_fits_fails_at_once_creating_nothing() -> None:
     assert (event.type, event.reason) == ("Warning", "NeverFits")
     assert event.message.startswith("Phase New -> Failed: The cluster can never hold this job: needs 2 nodes")
     assert step.status.completion_time is not None  # final: not judged again
+    assert step.status.ray_job_name is None  # none was created, none will be
 
 
 def test_a_missing_claim_fails_at_once_naming_the_claim_even_with_sources_to_stage() -> None:

@@ -719,7 +719,6 @@ def _never_starts(o: Observed, missing: str | None, never: str | None) -> Step:
         generation=o.generation,
         missing_claims=missing,
         never_fits=never,
-        ray_job_name=o.desired.ray_job.name if o.desired is not None else None,
         previous=o.previous,
     )
     status = status_of(obs, Decided(decide_phase(obs)), rfc3339(o.now))
