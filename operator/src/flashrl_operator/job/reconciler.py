@@ -8,9 +8,12 @@ events change nothing. Each reconcile
 
 1. **reads** once: the job (from the watch event that triggered it, else a GET), its children (none
    of a new job's: they are created first, see below), and
-   only what can matter now (the staging claims and the failed staging Job's pods, the RayCluster
-   and its starting pods, the job's status again after a RayJob that ended, the clusters of ended
-   attempts not yet seen released), each behind a pure predicate of :mod:`~flashrl_operator.job.step`;
+   only what can matter now (before the first RayJob of each generation of the spec, the claims the
+   job mounts and the GPU nodes, to fail at once a job that can never start; the staging claims and
+   the failed staging Job's pods, the RayCluster and its starting pods, and when one waits for GPUs,
+   the GPU nodes and their pods; the job's status again after a RayJob that ended, the clusters of
+   ended attempts not yet seen released), each behind a pure predicate of
+   :mod:`~flashrl_operator.job.step`;
 2. **decides** in one pure call, :func:`~flashrl_operator.job.step.next_step`, which returns the
    whole :class:`~flashrl_operator.job.step.Step`: the children to write, the objects to delete, the
    patches, the status, its Events and the next wake-up;

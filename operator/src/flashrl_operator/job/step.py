@@ -11,7 +11,10 @@ whole Step out (``tests/unit/job/test_step.py``).
 
 Each rule has one named place here, over the pure modules that hold the details:
 
-* what is read: :func:`converging` (every child, or only the RayJob of a final or rejected job),
+* what is read: :func:`fit_due` (the claims and GPU nodes that decide whether the job can ever start,
+  judged by :mod:`~flashrl_operator.job.fits`: :func:`cannot_start`), :func:`waits_for_gpus` (whose
+  pods hold the GPUs a starting pod waits for), :func:`converging` (every child, or only the RayJob of
+  a final or rejected job),
   :func:`creates_first` and :func:`children_to_read` (a new job reads none of its children but
   creates them first), :func:`claims_to_read`, :func:`needs_staging_pods`, :func:`may_end_attempt`,
   :func:`release_checks`;
