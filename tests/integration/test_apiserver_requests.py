@@ -28,8 +28,8 @@ import pytest
 from operator_harness import job_manifest
 
 from envtest import audit
+from envtest.chart import DEFAULT_CLAIMS, ready_for_jobs, room_for_jobs
 from envtest.chart import NAMESPACE as CHART_NAMESPACE
-from envtest.chart import ready_for_jobs
 from envtest.control_plane import ControlPlane, require_binaries
 from envtest.operator import OperatorProcess, container_service_account
 from flashrl_api import parse_job
@@ -43,7 +43,6 @@ RESYNC_WAIT_S = OperatorConfig().resync_interval + 60.0
 #: The three claims the job mounts, the job's read before the first write, six children (ServiceAccount,
 #: Role, RoleBinding, ConfigMap, NetworkPolicy, RayJob), the status, an Event.
 NEW_JOB_BUDGET = 12
-GPUS = {"nvidia.com/gpu": "8"}
 
 
 class Audited:
@@ -72,27 +71,8 @@ def audited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Audited]:
     with audit.audited(Path(tmp_path_factory.mktemp("audited"))) as (plane, log):
         ready_for_jobs(plane)
         plane.kubectl("create", "namespace", NAMESPACE)
-        # What the job needs of the cluster: its claims and a GPU node for its one 8-GPU worker.
-        plane.apply_json([claim(c) for c in CLAIMS])
-        labels = {"nvidia.com/gpu.product": "NVIDIA-H20"}
-        plane.apply_json(
-            {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "h20-0", "labels": labels}}
-        )
-        status = json.dumps({"status": {"capacity": GPUS, "allocatable": GPUS}})
-        plane.kubectl("patch", "node", "h20-0", "--subresource=status", "--type=merge", "-p", status)
+        room_for_jobs(plane, NAMESPACE)  # the claims and a GPU node: what the fit check asks
         yield Audited(plane, log)
-
-
-CLAIMS = ("hf-cache", "rl-data", "rl-checkpoints")
-
-
-def claim(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": {"name": name, "namespace": NAMESPACE},
-        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "10Gi"}}},
-    }
 
 
 def _is_job_read(event: dict[str, Any]) -> bool:
@@ -145,7 +125,9 @@ def test_a_new_job_and_an_unchanged_resync_cost_few_requests(audited: Audited) -
     reads = {w for w in new_counts if w.startswith("get ")}
     assert reads == {"get flashrljobs", "get persistentvolumeclaims"}, new_counts
     assert new_counts["get flashrljobs"] == 1, f"one read of the job: {new_counts}"
-    assert new_counts["get persistentvolumeclaims"] == len(CLAIMS), f"each claim read once: {new_counts}"
+    assert new_counts["get persistentvolumeclaims"] == len(DEFAULT_CLAIMS), (
+        f"each claim read once: {new_counts}"
+    )
     first_write = next(i for i, e in enumerate(new) if e["verb"] not in ("get", "list"))
     assert _is_job_read(new[first_write - 1]), "the job is read right before its first write"
     assert len(new) <= NEW_JOB_BUDGET, f"{len(new)} requests for a new job: {new_counts}"
