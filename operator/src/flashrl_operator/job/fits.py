@@ -15,7 +15,8 @@ it is now: GPUs that other pods hold do not count against it (they are released 
 the job waits, ``WaitingForGPUs``), and neither do a cordon or the taints the node lifecycle controller
 sets while a node is not ready (an administrator's or the node's own passing state). Nodes that join
 later (a cluster autoscaler's, an administrator's) cannot be seen: the message says so, and the
-operator's ``--no-fit-check`` turns the node judgement off where GPU nodes are only added on demand.
+operator's ``--no-fit-check`` (the chart's ``fitCheck: false``) turns the judgement off where GPU nodes
+are only added on demand.
 
 Several pods may share a node when its GPUs allow (nothing in the rendered pods keeps them apart), so a
 pool's room is counted in pods per node; the two pools of a separate-async job are counted together on
@@ -97,7 +98,8 @@ def pool_tolerations(pool: GpuPool) -> list[dict[str, Any]]:
 def tolerates(tolerations: Sequence[Mapping[str, Any]], taint: Mapping[str, Any]) -> bool:
     """Whether one of ``tolerations`` tolerates ``taint`` (Kubernetes' rule: an empty effect matches
     every effect; ``Exists`` with no key matches every taint; ``Exists`` matches any value, ``Equal``
-    the same value)."""
+    the same value). By hand: the scheduler's rule (``Toleration.ToleratesTaint`` in ``k8s.io/api``) is
+    Go, and no Python client library offers it."""
     for t in tolerations:
         effect = t.get("effect")
         if effect and effect != taint.get("effect"):
@@ -189,11 +191,6 @@ def _gpus_listing(nodes: Sequence[NodeOffer]) -> str:
     if len(counts) > MAX_NAMED:
         return f"with {', '.join(shown)} and {len(counts) - MAX_NAMED} more"
     return f"with {', '.join(shown[:-1])} and {shown[-1]}"
-
-
-def _names(nodes: Sequence[NodeOffer]) -> str:
-    shown = ", ".join(n.name for n in nodes[:MAX_NAMED])
-    return shown + (f" and {len(nodes) - MAX_NAMED} more" if len(nodes) > MAX_NAMED else "")
 
 
 def _products(nodes: Sequence[NodeOffer]) -> str:
