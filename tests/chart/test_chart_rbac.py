@@ -31,6 +31,8 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
 #: Only the cluster-wide ClusterRole adds these (kopf's CRD scanning; read-only).
 CLUSTER_ONLY: dict[tuple[str, str], set[str]] = {
     ("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"},
+    # The GPU nodes, listed before a new job creates anything (NeverFits); cluster-scoped.
+    ("", "nodes"): {"list"},
 }
 
 

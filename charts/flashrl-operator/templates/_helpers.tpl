@@ -165,12 +165,17 @@ namespaced Role (watchNamespaces mode). No wildcards.
   verbs: ["create", "patch"]
 {{- end }}
 
-{{- /* Cluster-wide mode only: kopf watches CRDs to notice resources appearing (read-only). In
-namespace-scoped mode there is no ClusterRole; kopf logs that it cannot list these and carries on. */}}
+{{- /* Cluster-wide mode only: kopf watches CRDs to notice resources appearing (read-only); the GPU
+nodes are listed before a new job creates anything, so a job whose GPU pods can never fit fails at once
+(NeverFits). In namespace-scoped mode there is no ClusterRole; kopf logs that it cannot list CRDs, and the
+operator that it cannot list nodes (a job that never fits then waits for its startup deadline). */}}
 {{- define "flashrl-operator.clusterRules" -}}
 - apiGroups: ["apiextensions.k8s.io"]
   resources: ["customresourcedefinitions"]
   verbs: ["list", "watch"]
+- apiGroups: [""]
+  resources: ["nodes"]
+  verbs: ["list"]
 {{- end }}
 
 {{- /* Leader election is on when asked for, and always with more than one replica. */}}

@@ -52,7 +52,7 @@ from flashrl_api.manifest import (
 )
 from flashrl_api.pins import default_trainer_image
 from flashrl_api.spec import FlashRLJobSpec
-from flashrl_api.status import Condition, Phase
+from flashrl_api.status import Condition, Phase, Reason
 
 EXPERIMENT_KIND: Final = "FlashRLExperiment"
 EXPERIMENT_PLURAL: Final = "flashrlexperiments"
@@ -168,8 +168,9 @@ class ExperimentReason(StrEnum):
     #: A variant waits for a running one to finish (``spec.parallelism``); its message names them.
     WAITING_FOR_SLOT = "WaitingForSlot"
     #: A variant waits for a finished variant's GPU workers to be deleted (its GPUs released): created
-    #: earlier, it could not be scheduled and its startup deadline would count a queue.
-    WAITING_FOR_GPUS = "WaitingForGPUs"
+    #: earlier, it could not be scheduled and its startup deadline would count a queue. The same word
+    #: as a FlashRLJob's own wait for GPUs other pods hold (one vocabulary).
+    WAITING_FOR_GPUS = Reason.WAITING_FOR_GPUS.value
     # Events on the experiment (each on a variant's transition; the message names the variant).
     VARIANT_STARTED = "VariantStarted"  #: the variant's FlashRLJob was created
     VARIANT_WAITING = "VariantWaiting"  #: the variant waits for a slot, or now for GPUs

@@ -48,6 +48,12 @@ def arguments(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="job reconciles under way at once; bounds memory when many jobs arrive together (default: 16)",
     )
+    p.add_argument(
+        "--no-fit-check",
+        action="store_true",
+        help="do not fail a new job whose GPU pods can never fit on the cluster's nodes (NeverFits) or whose "
+        "claim does not exist (ClaimNotFound); for clusters that add GPU nodes on demand (an autoscaler)",
+    )
     p.add_argument("--verbose", action="store_true", help="debug logging")
     policy = p.add_argument_group(
         "admin policy", "refuse FlashRLJobs (reason PolicyViolation) that ask for more than this"
@@ -138,6 +144,7 @@ def run(args: argparse.Namespace) -> int:
         leader_election=args.leader_election,
         lease_duration=args.lease_duration,
         max_concurrent_reconciles=args.max_concurrent_reconciles,
+        check_fit=not args.no_fit_check,
         policy=AdminPolicy(
             allowed_registries=tuple(args.allowed_registry),
             allowed_priority_classes=tuple(args.allowed_priority_class),

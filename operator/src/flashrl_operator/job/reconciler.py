@@ -8,9 +8,12 @@ events change nothing. Each reconcile
 
 1. **reads** once: the job (from the watch event that triggered it, else a GET), its children (none
    of a new job's: they are created first, see below), and
-   only what can matter now (the staging claims and the failed staging Job's pods, the RayCluster
-   and its starting pods, the job's status again after a RayJob that ended, the clusters of ended
-   attempts not yet seen released), each behind a pure predicate of :mod:`~flashrl_operator.job.step`;
+   only what can matter now (before the first RayJob of each generation of the spec, the claims the
+   job mounts and the GPU nodes, to fail at once a job that can never start; the staging claims and
+   the failed staging Job's pods, the RayCluster and its starting pods, and when one waits for GPUs,
+   the GPU nodes and their pods; the job's status again after a RayJob that ended, the clusters of
+   ended attempts not yet seen released), each behind a pure predicate of
+   :mod:`~flashrl_operator.job.step`;
 2. **decides** in one pure call, :func:`~flashrl_operator.job.step.next_step`, which returns the
    whole :class:`~flashrl_operator.job.step.Step`: the children to write, the objects to delete, the
    patches, the status, its Events and the next wake-up;
@@ -104,14 +107,17 @@ from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from flashrl_api import KIND, FlashRLJob, SpecError, parse_job
-from flashrl_api.spec import RolloutSpec
+from flashrl_api.pools import gpu_pools
+from flashrl_api.spec import GPU_PRODUCT_LABEL, RolloutSpec
 from flashrl_operator.client.errors import ConflictError, RejectedError, TransientError
 from flashrl_operator.client.kube import KubeClient
 from flashrl_operator.job import overrides
 from flashrl_operator.job.attempts import Reported
 from flashrl_operator.job.fair import DEFAULT_SLOTS, FairSlots
+from flashrl_operator.job.fits import capacity, gpu_holders, holder_nodes
 from flashrl_operator.job.memory import StatusMemory
 from flashrl_operator.job.policy import AdminPolicy, policy_problems
+from flashrl_operator.job.preflight import cluster_needs
 from flashrl_operator.job.retry_policy import BACKOFF_BASE_SECONDS
 from flashrl_operator.job.status.pods import PodProblem, pod_problems
 from flashrl_operator.job.status.ray import is_final, should_read_cluster, should_read_pods
@@ -120,24 +126,27 @@ from flashrl_operator.job.step import (
     Observed,
     Step,
     attempt_context,
+    cannot_start,
     children_to_read,
     claims_to_read,
     converging,
     creates_first,
     distrusted,
+    fit_due,
     may_end_attempt,
     needs_staging_pods,
     next_step,
     owned,
     rejection,
     release_checks,
+    waits_for_gpus,
     with_trainer_image,
 )
 from flashrl_operator.render import Child, render
 from flashrl_operator.render.network import NetworkSettings
 from flashrl_operator.render.staging import JOB_NAME_LABEL
 from flashrl_operator.vocab import kuberay
-from flashrl_operator.vocab.kinds import FLASHRL_JOB, PERSISTENT_VOLUME_CLAIM, POD
+from flashrl_operator.vocab.kinds import FLASHRL_JOB, NODE, PERSISTENT_VOLUME_CLAIM, POD
 from flashrl_operator.vocab.kuberay import CLUSTER_LABEL, RayClusterView, RayJobView
 from flashrl_operator.vocab.metrics import OperatorMetrics, parse_time
 
@@ -254,8 +263,11 @@ class Reconciler:
         default_trainer_image: str | None = None,
         check_slots: int = DEFAULT_SLOTS,
         memory: StatusMemory | None = None,
+        check_fit: bool = True,
     ) -> None:
         self._kube = kube
+        #: Judge before anything is created whether the job can ever start (job/fits.py).
+        self._check_fit = check_fit
         self._submit = submit
         self._policy = policy or AdminPolicy()
         self._network = network or NetworkSettings()
@@ -452,10 +464,35 @@ class Reconciler:
         )
         tried = uid in self._created_first
         seen = replace(seen, new=creates_first(seen.previous, seen.generation, seen.refused, tried=tried))
+        seen = await self._read_fit(seen)
+        if any(cannot_start(seen)):
+            return seen  # it fails before anything is read or created
         seen = await self._read_children(seen, children_to_read(seen))
         if converging(seen.previous, seen.generation, seen.refused):
             seen = await self._read_staging(seen)
         return await self._read_ray(seen)
+
+    async def _read_fit(self, seen: Observed) -> Observed:
+        """The claims the job mounts and the GPU nodes, when :func:`~flashrl_operator.job.step.fit_due`:
+        a GET per claim and one LIST of the nodes carrying ``nvidia.com/gpu.product``. A refused read
+        (RBAC: the chart's namespace-scoped mode may not list nodes) judges nothing on that side."""
+        assert seen.job is not None
+        if not self._check_fit or not fit_due(seen.previous, seen.generation, seen.refused):
+            return seen
+        mounted: dict[str, Mapping[str, Any] | None] = {}
+        for claim in cluster_needs(seen.job).claims:
+            try:
+                mounted[claim] = await self._kube.get(PERSISTENT_VOLUME_CLAIM, seen.namespace, claim)
+            except RejectedError as exc:
+                self._refused_once("read claims", exc, "a missing claim shows only as pods that wait")
+        nodes: tuple[Mapping[str, Any], ...] | None = None
+        try:
+            nodes = tuple(await self._kube.list_objects(NODE, None, GPU_PRODUCT_LABEL))
+        except RejectedError as exc:
+            self._refused_once(
+                "list nodes", exc, "a job whose GPU pods can never fit waits for its startup deadline"
+            )
+        return replace(seen, nodes=nodes, mounted=mounted)
 
     async def _read_children(self, seen: Observed, children: Sequence[Child]) -> Observed:
         """Each of ``children`` by name (``None``: missing); the others are not read."""
@@ -467,6 +504,9 @@ class Reconciler:
         assert seen.job is not None and seen.desired is not None
         claims: dict[str, Mapping[str, Any] | None] = {}
         for claim in claims_to_read(seen.job, seen.desired, seen.previous):
+            if claim in seen.mounted:  # read a moment ago for the fit judgement
+                claims[claim] = seen.mounted[claim]
+                continue
             try:
                 claims[claim] = await self._kube.get(PERSISTENT_VOLUME_CLAIM, seen.namespace, claim)
             except RejectedError as exc:
@@ -489,13 +529,40 @@ class Reconciler:
         ray_view = RayJobView.of(ray_live) if ray_live is not None else None
         cluster = await self._ray_cluster(seen.namespace, ray_view, seen.previous)
         problems = await self._pod_problems(seen.namespace, ray_view, cluster)
+        holders = await self._gpu_holders(seen, problems)
         reported = None
         if may_end_attempt(seen.previous, ray_live) and seen.desired.ray_job.describe() in seen.live:
             fresh = await self._kube.get(FLASHRL_JOB, seen.namespace, seen.name)
             reported = Reported.of(fresh.get("status") or {}) if fresh is not None else None
         rejected = rejection(seen.previous, seen.generation, seen.refused)
         released = await self._released(seen) if rejected is None else ()
-        return replace(seen, ray_cluster=cluster, pod_problems=problems, reported=reported, released=released)
+        return replace(
+            seen,
+            ray_cluster=cluster,
+            pod_problems=problems,
+            gpu_holders=holders,
+            reported=reported,
+            released=released,
+        )
+
+    async def _gpu_holders(self, seen: Observed, problems: tuple[PodProblem, ...]) -> str | None:
+        """Whose pods hold the GPUs a starting pod waits for
+        (:func:`~flashrl_operator.job.step.waits_for_gpus`), when the job fits the cluster: one LIST of
+        the GPU nodes, and one of the pods bound to each of the job's matching nodes (a few at most,
+        :func:`~flashrl_operator.job.fits.holder_nodes`)."""
+        assert seen.job is not None and seen.desired is not None
+        if not self._check_fit or not waits_for_gpus(problems):
+            return None
+        try:
+            nodes = await self._kube.list_objects(NODE, None, GPU_PRODUCT_LABEL)
+            judged = capacity(gpu_pools(seen.job.spec), nodes)
+            pods: list[dict[str, Any]] = []
+            for node in holder_nodes(judged) if judged.fits else ():
+                pods += await self._kube.list_objects(POD, None, "", field_selector=f"spec.nodeName={node}")
+        except RejectedError as exc:
+            self._refused_once("list nodes and their pods", exc, "a job waiting for GPUs does not say whose")
+            return None
+        return gpu_holders(judged, pods, (seen.namespace, seen.job.name), queued=seen.desired.queued)
 
     async def _released(self, seen: Observed) -> tuple[int, ...]:
         """Ended attempts whose GPUs are released: their Ray cluster gone, or (KubeRay's deletion rules

@@ -11,7 +11,10 @@ whole Step out (``tests/unit/job/test_step.py``).
 
 Each rule has one named place here, over the pure modules that hold the details:
 
-* what is read: :func:`converging` (every child, or only the RayJob of a final or rejected job),
+* what is read: :func:`fit_due` (the claims and GPU nodes that decide whether the job can ever start,
+  judged by :mod:`~flashrl_operator.job.fits`: :func:`cannot_start`), :func:`waits_for_gpus` (whose
+  pods hold the GPUs a starting pod waits for), :func:`converging` (every child, or only the RayJob of
+  a final or rejected job),
   :func:`creates_first` and :func:`children_to_read` (a new job reads none of its children but
   creates them first), :func:`claims_to_read`, :func:`needs_staging_pods`, :func:`may_end_attempt`,
   :func:`release_checks`;
@@ -59,7 +62,9 @@ from flashrl_api.staging import staging_plan
 from flashrl_api.status import RECOVERABLE_FAILURES, ConditionType, Reason
 from flashrl_api.times import rfc3339
 from flashrl_operator.job.attempts import Attempts, Reported, on_failure
+from flashrl_operator.job.fits import capacity, claims_message, missing_claims
 from flashrl_operator.job.goodput import fold_attempts, goodput, unreleased, within_life
+from flashrl_operator.job.preflight import cluster_needs
 from flashrl_operator.job.retry_policy import BACKOFF_BASE_SECONDS
 from flashrl_operator.job.staging import record_patches, recorded
 from flashrl_operator.job.status.conditions import find_condition
@@ -161,6 +166,13 @@ class Observed:
     new: bool = False
     """A new job (:func:`creates_first`): only :func:`children_to_read` were read, and each child not
     read is created first, with no read before (a taken name is the server's 409)."""
+    nodes: tuple[Mapping[str, Any], ...] | None = None
+    """The GPU nodes, read when :func:`fit_due` (``None``: not read, or not readable)."""
+    mounted: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
+    """The claims the job mounts, read when :func:`fit_due` (``None``: missing; a claim whose read was
+    refused has no key)."""
+    gpu_holders: str | None = None
+    """Whose pods hold the GPUs the job's unschedulable pods wait for (:func:`waits_for_gpus`)."""
 
     @property
     def server_status(self) -> Mapping[str, Any]:
@@ -336,6 +348,40 @@ def children_to_read(o: Observed) -> tuple[Child, ...]:
     if o.new:
         return (ray_job,) if o.desired.staging_job is not None else ()
     return tuple(o.desired.children)
+
+
+#: Phases in which a job has not created its RayJob yet (``None``: a new job).
+BEFORE_RAY_JOB: Final = frozenset({None, "Pending", "Staging"})
+
+
+def fit_due(previous: Mapping[str, Any], generation: int | None, refused: str | None) -> bool:
+    """Whether the reconcile judges if the job can ever start (:mod:`~flashrl_operator.job.fits`): before
+    its first RayJob, for each generation of its spec (a new job, an edit), so a job that never fits
+    fails before anything is created. One LIST of the GPU nodes and a GET per claim; none afterwards."""
+    return (
+        converging(previous, generation, refused)
+        and previous.get("phase") in BEFORE_RAY_JOB
+        and previous.get("observedGeneration") != generation
+        and not Attempts.of(previous).created
+    )
+
+
+def cannot_start(o: Observed) -> tuple[str | None, str | None]:
+    """The ``ClaimNotFound`` and ``NeverFits`` messages from what :func:`fit_due` read (``None``: none)."""
+    assert o.job is not None
+    missing = claims_message(missing_claims(cluster_needs(o.job).claims, o.mounted, o.namespace))
+    never = capacity(gpu_pools(o.job.spec), o.nodes).message() if o.nodes is not None else None
+    return missing, never
+
+
+#: What the scheduler says of a pod that no node has the free GPUs for.
+INSUFFICIENT_GPUS: Final = "Insufficient nvidia.com/gpu"
+
+
+def waits_for_gpus(problems: tuple[PodProblem, ...]) -> bool:
+    """Whether a pod of the starting cluster waits for GPUs (the scheduler found none free): then the
+    GPU nodes and their pods are read to name whose pods hold them (``WaitingForGPUs``)."""
+    return any(p.reason == Reason.POD_UNSCHEDULABLE and INSUFFICIENT_GPUS in p.detail for p in problems)
 
 
 def _staged_held(previous: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -700,10 +746,25 @@ def _refused(o: Observed) -> Step:
     return Step(status, status_patch(o.server_status, status), tuple(status_events(o.previous, status)))
 
 
+def _never_starts(o: Observed, missing: str | None, never: str | None) -> Step:
+    """A job the cluster can never hold, or whose claim does not exist: Failed, nothing created."""
+    obs = Observation(
+        generation=o.generation,
+        missing_claims=missing,
+        never_fits=never,
+        previous=o.previous,
+    )
+    status = status_of(obs, Decided(decide_phase(obs)), rfc3339(o.now))
+    return Step(status, status_patch(o.server_status, status), tuple(status_events(o.previous, status)))
+
+
 def next_step(o: Observed) -> Step:
     """Everything one reconcile does, decided from what it read."""
     if o.job is None or o.desired is None or o.spec_problems or o.policy_problems:
         return _refused(o)
+    missing, never = cannot_start(o)
+    if missing or never:
+        return _never_starts(o, missing, never)
     job, desired, previous = o.job, o.desired, o.previous
     attempts = Attempts.of(previous)
     final = is_final(previous)
@@ -729,6 +790,7 @@ def next_step(o: Observed) -> Step:
         ray_job=ray_view,
         ray_cluster=o.ray_cluster,
         pod_problems=o.pod_problems,
+        gpu_holders=o.gpu_holders,
         staging=plan.staging,
         previous=previous,
         guard=guard_observation(job.spec.correction.guard, previous),
