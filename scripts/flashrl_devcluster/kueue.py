@@ -145,6 +145,8 @@ def _certificates(pki: Path) -> None:
         "-addext", "keyUsage=critical,keyCertSign,cRLSign,digitalSignature",
         "-addext", f"subjectAltName=DNS:{CA_NAME}",
     )  # fmt: skip
+    # The rotator reads the CA's key as PKCS #1 ("RSA PRIVATE KEY") only.
+    _openssl("rsa", "-in", str(pki / "ca.key"), "-traditional", "-out", str(pki / "ca.key"))
     _openssl(
         "req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={WEBHOOK_SERVICE}.{KUEUE_NAMESPACE}.svc",
         "-keyout", str(pki / "tls.key"), "-out", str(pki / "tls.csr"),

@@ -389,9 +389,9 @@ def assert_queued_holding_nothing(e2e: E2E, job: str) -> dict[str, Any]:
     assert status["phase"] == "Pending"
     assert "Kueue workload " in status["message"] and f"LocalQueue {LOCAL_QUEUE}" in status["message"]
     assert e2e.get("rayjob", job)["spec"]["suspend"] is True
-    ray_cluster = status.get("rayClusterName") or ""
-    assert not ray_cluster or e2e.get("raycluster", ray_cluster) is None
-    assert not e2e.pods(f"ray.io/originated-from-cr-name={job}"), "a queued job has no pod"
+    clusters = e2e.get("raycluster", "-l", f"{kuberay.ORIGINATED_FROM_NAME}={job}")
+    assert not (clusters or {}).get("items"), "a queued job has no Ray cluster, so no pod and no GPU"
+    assert not e2e.pods(f"batch.kubernetes.io/job-name={job}"), "nor a submitter"
     return dict(status)
 
 
