@@ -5,6 +5,9 @@ run by kwok) → our RayJob → KubeRay's RayCluster and pods, placed by kube-sc
 as GPU Feature Discovery labels an H20 node → KubeRay's submitter → the job Running, and Succeeded once
 the launcher (played by status patches with the job's own token) reports the last step and the
 submitter exits. A second job loses a worker pod mid-run and takes the retry path on a new RayJob.
+Kueue's own manager (built from its Go module, its webhooks on loopback) queues jobs that name its
+LocalQueue for one node of its own: two 8-GPU jobs run one after the other, the second holding nothing
+while it waits; a 16-GPU job on that 8-GPU queue holds nothing at all.
 
 What is played, and why: there is no kubelet, container or Ray here. kwok moves pods through their
 lifecycle (scheduled → Running; a Job's pod → Succeeded when the test says its process exited, label
@@ -150,14 +153,15 @@ class E2E:
 
 @pytest.fixture(scope="module")
 def e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
-    with kwok_cluster(Path(tmp_path_factory.mktemp("e2e")), H20_NODES) as found:
+    with kwok_cluster(Path(tmp_path_factory.mktemp("e2e")), H20_NODES, kueue=True) as found:
         yield found
 
 
 @contextmanager
-def kwok_cluster(root: Path, nodes: tuple[str, ...]) -> Iterator[E2E]:
+def kwok_cluster(root: Path, nodes: tuple[str, ...], *, kueue: bool = False) -> Iterator[E2E]:
     """The control plane, kwok with ``nodes`` (8 x H20 each), KubeRay's operator, the chart, the claims
-    and our operator; everything started is stopped on the way out (skipped without the binaries)."""
+    and our operator; with ``kueue``, Kueue's own manager and a queue of one more node,
+    :data:`QUEUED_NODE`. Everything started is stopped on the way out (skipped without the binaries)."""
     require_binaries(KWOK_CLUSTER, "the kwok e2e")
     with running(root / "control-plane") as plane:
         dashboard = RayDashboard().start()
@@ -166,14 +170,18 @@ def kwok_cluster(root: Path, nodes: tuple[str, ...]) -> Iterator[E2E]:
             processes["kwok"] = start_kwok(plane, root)
             apply_kuberay_crds(plane)
             processes["kuberay"] = start_kuberay(plane, dashboard.port)
-            processes["kueue"] = start_kueue(plane, root)
+            if kueue:
+                processes["kueue"] = start_kueue(plane, root)
             add_h20_nodes(plane, nodes)
-            add_nodes(plane, [gpu_node(QUEUED_NODE, labels=QUEUED_POOL, taints=[QUEUED_TAINT])])
+            if kueue:
+                add_nodes(plane, [gpu_node(QUEUED_NODE, labels=QUEUED_POOL, taints=[QUEUED_TAINT])])
             install(plane)
             for name in ("namespace.yaml",):
                 plane.kubectl("apply", "-f", str(REPO / "examples" / "cluster" / name))
-            tolerations = [{**QUEUED_TAINT, "operator": "Equal"}]
-            plane.apply_json(queue_objects(1, NAMESPACE, node_labels=QUEUED_POOL, tolerations=tolerations))
+            if kueue:
+                tolerations = [{**QUEUED_TAINT, "operator": "Equal"}]
+                queue = queue_objects(1, NAMESPACE, node_labels=QUEUED_POOL, tolerations=tolerations)
+                plane.apply_json(queue)
             storage = (
                 (REPO / "examples" / "cluster" / "storage.yaml")
                 .read_text()

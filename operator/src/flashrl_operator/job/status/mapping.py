@@ -392,7 +392,7 @@ def status_of(obs: Observation, decided: Decided, now: str) -> FlashRLJobStatus:
     completion = None
     if terminal and decision.reason not in RECOVERABLE_FAILURES:
         completion = (rj.end_time if rj else "") or str(prev.get("completionTime") or "") or now
-    shown_reason = decision.is_failure or decision.reason in POD_PROBLEMS
+    shown_reason = decision.is_failure or decision.reason in POD_PROBLEMS or decision.reason == Reason.QUEUED
     return FlashRLJobStatus(
         phase=decision.phase,
         conditions=merge_conditions(  # dicts, validated into Condition models
