@@ -105,7 +105,7 @@ from typing import Any, Final
 
 from flashrl_api import KIND, FlashRLJob, SpecError, parse_job
 from flashrl_api.spec import RolloutSpec
-from flashrl_operator.client.errors import ConflictError, RejectedError, TransientError
+from flashrl_operator.client.errors import ApiError, ConflictError, RejectedError, TransientError
 from flashrl_operator.client.kube import KubeClient
 from flashrl_operator.job import overrides
 from flashrl_operator.job.attempts import Reported
@@ -491,6 +491,10 @@ class Reconciler:
         except RejectedError as exc:
             self._refused_once("list Kueue workloads", exc, "a queued job's status does not say why it waits")
             return None
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+            return WorkloadView("", waiting=kueue.NOT_SERVED)
         return WorkloadView.of(found[0]) if found else None
 
     async def _released(self, seen: Observed) -> tuple[tuple[int, ...], tuple[Mapping[str, Any], ...]]:
@@ -694,7 +698,7 @@ class Reconciler:
             try:
                 await self._kube.patch(patch.resource, patch.namespace, patch.name, patch.body)
                 logger.info("Suspended the worker groups of RayCluster %s/%s", patch.namespace, patch.name)
-            except ConflictError:
+            except (ConflictError, TransientError):  # changed, or gone (404)
                 logger.info(
                     "RayCluster %s changed since it was read; the next reconcile looks again", patch.name
                 )

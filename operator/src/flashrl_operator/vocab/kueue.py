@@ -23,6 +23,8 @@ JOB_UID_LABEL: Final = "kueue.x-k8s.io/job-uid"
 QUOTA_RESERVED: Final = "QuotaReserved"
 ADMITTED: Final = "Admitted"
 EVICTED: Final = "Evicted"
+#: Why a queued job waits when the API server does not serve Workloads at all.
+NOT_SERVED: Final = f"the API server does not serve Kueue's Workloads ({API_VERSION}): is Kueue installed?"
 
 
 def workload_selector(ray_job_uid: str) -> str:
@@ -62,4 +64,4 @@ class WorkloadView:
         """``Kueue workload NAME (LocalQueue Q): why it waits``."""
         where = f" (LocalQueue {self.queue})" if self.queue else ""
         why = self.waiting or "not admitted yet"
-        return f"Kueue workload {self.name}{where}: {why}"
+        return f"Kueue workload {self.name}{where}: {why}" if self.name else f"Kueue: {why}"
