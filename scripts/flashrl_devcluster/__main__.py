@@ -2,7 +2,8 @@
 ``make dev-cluster-play``).
 
 ``up`` starts, from this clone, the cluster the tests use: the real control plane (etcd, kube-apiserver,
-kube-controller-manager, kube-scheduler), KubeRay's own operator, kwok with nodes labelled as GPU
+kube-controller-manager, kube-scheduler), KubeRay's own operator, Kueue's manager with a queue of the
+nodes' GPUs (:mod:`flashrl_devcluster.kueue`), kwok with nodes labelled as GPU
 Feature Discovery labels an 8 x H20 machine, a storage class ``flashrl-dev`` with ReadWriteMany volumes
 made ahead for the claims, this project's chart (``helm upgrade --install``), and ``flashrl operator``
 run from the clone with a token of the chart's ServiceAccount. Every process is recorded with its pid
@@ -46,11 +47,14 @@ from flashrl_devcluster.kuberay_kwok import (
     start_kwok,
     volume,
 )
+from flashrl_devcluster.kueue import CLUSTER_QUEUE, LOCAL_QUEUE, queue_objects, start_kueue
 from flashrl_devcluster.operator import OperatorProcess
 
 DEFAULT_STATE = REPO / ".dev-cluster"
 STORAGE_CLASS = "flashrl-dev"
 KUBERAY_NAMESPACE = "kuberay-system"
+#: The namespace of Kueue's LocalQueue: the README's.
+QUEUE_NAMESPACE = "rl"
 #: Volumes made ahead for claims of :data:`STORAGE_CLASS` (three jobs' worth of the three claims).
 VOLUMES = 9
 WAIT_S = 240.0
@@ -133,12 +137,17 @@ def up(state: Path, nodes: int) -> int:
         apply_kuberay_crds(plane)
         processes.append(start_kuberay(plane, port, KUBERAY_NAMESPACE))
         plane.record(processes[-1])
+        processes.append(start_kueue(plane, state))
+        plane.record(processes[-1])
         names = tuple(f"h20-{i}" for i in range(nodes))
         add_h20_nodes(plane, names)
         plane.apply_json(
             [storage_class(), *(volume(f"{STORAGE_CLASS}-{i}", STORAGE_CLASS) for i in range(VOLUMES))]
         )
         install(plane)
+        # Kueue's queue of the nodes' GPUs, and its LocalQueue in the namespace the README uses.
+        plane.apply_json([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": QUEUE_NAMESPACE}}])
+        plane.apply_json(queue_objects(nodes, QUEUE_NAMESPACE))
         operator = OperatorProcess(plane, "flashrl-operator", token_duration="24h")
         processes.append(operator.process)
         plane.record(operator.process)
@@ -152,7 +161,9 @@ def up(state: Path, nodes: int) -> int:
         raise
     print(
         f"dev-cluster: up, state in {state}; {nodes} kwok node(s) of 8 NVIDIA-H20 ({', '.join(names)}), "
-        f"storage class {STORAGE_CLASS} ({VOLUMES} ReadWriteMany volumes), KubeRay's operator, the chart "
+        f"storage class {STORAGE_CLASS} ({VOLUMES} ReadWriteMany volumes), KubeRay's operator, Kueue "
+        f"(LocalQueue {LOCAL_QUEUE} in namespace {QUEUE_NAMESPACE}, ClusterQueue {CLUSTER_QUEUE}: "
+        f"spec.scheduling.queueName: {LOCAL_QUEUE}), the chart "
         f"in {CHART_NAMESPACE} and the operator from this clone (logs in {state / 'logs'}). "
         "Stop it with `make dev-cluster-down`. Use it with:",
         file=sys.stderr,

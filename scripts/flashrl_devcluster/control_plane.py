@@ -77,8 +77,9 @@ def find_binary(name: str) -> Path | None:
 
 
 REQUIRED = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
-#: What a dev cluster (and the kwok e2e tests) runs besides the control plane: the chart, KubeRay, kwok.
-KWOK_CLUSTER = (*REQUIRED, "helm", "kuberay-operator", "kwok")
+#: What a dev cluster (and the kwok e2e tests) runs besides the control plane: the chart, KubeRay, kwok,
+#: Kueue.
+KWOK_CLUSTER = (*REQUIRED, "helm", "kuberay-operator", "kwok", "kueue")
 
 
 def missing_binaries(names: Sequence[str] = REQUIRED) -> list[str]:

@@ -96,7 +96,7 @@ def dev_cluster(tmp_path: Path) -> Iterator[tuple[Path, str]]:
         up = _devcluster(state, "up")
         assert up.returncode == 0, up.stderr + up.stdout
         names = {name for name, _ in recorded(state)}
-        assert {"etcd", "kube-apiserver", "kuberay-operator", "kwok", "flashrl-operator"} <= names
+        assert {"etcd", "kube-apiserver", "kuberay-operator", "kwok", "kueue", "flashrl-operator"} <= names
         (line,) = up.stdout.strip().splitlines()
         assert line.startswith("export KUBECONFIG=")
         yield state, line.removeprefix("export KUBECONFIG=")

@@ -123,10 +123,17 @@ namespaced Role (watchNamespaces mode). No wildcards.
 # ReplicaFailure); and listed by KubeRay's ray.io/originated-from-cr-name label for an ended attempt,
 # until its GPU workers are gone (the goodput ledger counts its GPUs released from then on, and an
 # experiment starts its next variant). Watched (by our labels, which KubeRay copies from the RayJob):
-# KubeRay deletes the workers of a finished RayJob without changing the RayJob.
+# KubeRay deletes the workers of a finished RayJob without changing the RayJob. patch: a queued job's
+# ended cluster gets its worker groups suspended (KubeRay's DeleteWorkers rule cannot be rendered beside
+# the shutdownAfterJobFinishes Kueue requires), so its GPUs go at once and the head stays for the TTL.
 - apiGroups: ["ray.io"]
   resources: ["rayclusters"]
-  verbs: ["get", "list", "watch"]
+  verbs: ["get", "list", "watch", "patch"]
+# Kueue's Workload of a queued RayJob, listed by its job-uid label while Kueue has not admitted the job,
+# so the status names the workload and why it waits.
+- apiGroups: ["kueue.x-k8s.io"]
+  resources: ["workloads"]
+  verbs: ["list"]
 # The RayCluster's pods, listed by the ray.io/cluster label while the cluster is starting, so
 # ClusterReady can say why a pod is not (Unschedulable, image pull, missing Secret), and an ended
 # attempt's worker pods until none is left; and a failed staging Job's pods, for the stage command's

@@ -263,7 +263,8 @@ def _reason_description(rows: Iterable[LauncherExit] = LAUNCHER_FAILURES) -> str
     codes: Mapping[Reason, int] = exit_codes(rows)
     launcher = ", ".join(f"{code} {reason}" for reason, code in codes.items())
     return (
-        "Why the job failed, or (while Starting) what keeps its Ray pods from starting. Either KubeRay's "
+        "Why the job failed, or (while Starting) what keeps its Ray pods from starting, or (while Pending) "
+        f"{Reason.QUEUED}: Kueue has not admitted it (it holds no GPU). Either KubeRay's "
         "own reason copied verbatim (AppFailed, DeadlineExceeded, PreRunningDeadlineExceeded, "
         f"SubmissionFailed, ...) or one of the project's: {ours}. The launcher's exit codes: {launcher}; "
         f"verl's own code is {Reason.TRAINER_FAILED}."

@@ -109,7 +109,7 @@ from typing import Any, Final
 from flashrl_api import KIND, FlashRLJob, SpecError, parse_job
 from flashrl_api.pools import gpu_pools
 from flashrl_api.spec import GPU_PRODUCT_LABEL, RolloutSpec
-from flashrl_operator.client.errors import ConflictError, RejectedError, TransientError
+from flashrl_operator.client.errors import ApiError, ConflictError, RejectedError, TransientError
 from flashrl_operator.client.kube import KubeClient
 from flashrl_operator.job import overrides
 from flashrl_operator.job.attempts import Reported
@@ -145,9 +145,10 @@ from flashrl_operator.job.step import (
 from flashrl_operator.render import Child, render
 from flashrl_operator.render.network import NetworkSettings
 from flashrl_operator.render.staging import JOB_NAME_LABEL
-from flashrl_operator.vocab import kuberay
+from flashrl_operator.vocab import kuberay, kueue
 from flashrl_operator.vocab.kinds import FLASHRL_JOB, NODE, PERSISTENT_VOLUME_CLAIM, POD
 from flashrl_operator.vocab.kuberay import CLUSTER_LABEL, RayClusterView, RayJobView
+from flashrl_operator.vocab.kueue import WorkloadView
 from flashrl_operator.vocab.metrics import OperatorMetrics, parse_time
 
 #: ``spec.rollout.quantization`` when the stored object omits it (the CRD defaults it on admission).
@@ -535,7 +536,8 @@ class Reconciler:
             fresh = await self._kube.get(FLASHRL_JOB, seen.namespace, seen.name)
             reported = Reported.of(fresh.get("status") or {}) if fresh is not None else None
         rejected = rejection(seen.previous, seen.generation, seen.refused)
-        released = await self._released(seen) if rejected is None else ()
+        released, holding = await self._released(seen) if rejected is None else ((), ())
+        workload = await self._workload(seen, ray_view)
         return replace(
             seen,
             ray_cluster=cluster,
@@ -543,6 +545,8 @@ class Reconciler:
             gpu_holders=holders,
             reported=reported,
             released=released,
+            holding=holding,
+            workload=workload,
         )
 
     async def _gpu_holders(self, seen: Observed, problems: tuple[PodProblem, ...]) -> str | None:
@@ -564,17 +568,40 @@ class Reconciler:
             return None
         return gpu_holders(judged, pods, (seen.namespace, seen.job.name), queued=seen.desired.queued)
 
-    async def _released(self, seen: Observed) -> tuple[int, ...]:
+    async def _workload(self, seen: Observed, ray_job: RayJobView | None) -> WorkloadView | None:
+        """The Kueue Workload of a queued RayJob Kueue has not admitted (one LIST by its UID label),
+        for the status to say why the job waits; ``None`` otherwise, or when it cannot be read."""
+        assert seen.desired is not None
+        if not seen.desired.queued or ray_job is None or not ray_job.spec_suspend or not ray_job.uid:
+            return None
+        try:
+            found = await self._kube.list_objects(
+                kueue.WORKLOAD, seen.namespace, kueue.workload_selector(ray_job.uid)
+            )
+        except RejectedError as exc:
+            self._refused_once("list Kueue workloads", exc, "a queued job's status does not say why it waits")
+            return None
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+            return WorkloadView("", waiting=kueue.NOT_SERVED)
+        return WorkloadView.of(found[0]) if found else None
+
+    async def _released(self, seen: Observed) -> tuple[tuple[int, ...], tuple[Mapping[str, Any], ...]]:
         """Ended attempts whose GPUs are released: their Ray cluster gone, or (KubeRay's deletion rules
         keep the head for the TTL) its worker groups suspended and no worker pod left. A LIST by
-        KubeRay's label each, and one of the worker pods per remaining cluster."""
+        KubeRay's label each, and one of the worker pods per remaining cluster. Also the clusters whose
+        worker groups are not suspended (for a queued job's:
+        :func:`~flashrl_operator.job.step.suspend_worker_groups`)."""
         assert seen.job is not None
         released = []
+        unsuspended: list[Mapping[str, Any]] = []
         for attempt, ray_job_name in release_checks(seen.job, seen.previous):
             selector = f"{kuberay.ORIGINATED_FROM_NAME}={ray_job_name}"
             try:
                 clusters = await self._kube.list_objects(kuberay.RAY_CLUSTER, seen.namespace, selector)
                 holding = [c for c in clusters if not kuberay.worker_groups_suspended(c)]
+                unsuspended += holding
                 for cluster in clusters if not holding else ():
                     name = str((cluster.get("metadata") or {}).get("name") or "")
                     if await self._kube.list_objects(POD, seen.namespace, kuberay.worker_selector(name)):
@@ -589,7 +616,7 @@ class Reconciler:
                 break
             if not holding:
                 released.append(attempt)
-        return tuple(released)
+        return tuple(released), tuple(unsuspended)
 
     async def _spec_problems(self, body: Mapping[str, Any]) -> tuple[FlashRLJob | None, list[str]]:
         try:
@@ -756,6 +783,19 @@ class Reconciler:
                 await self._kube.patch(patch.resource, patch.namespace, patch.name, patch.body)
             except RejectedError as exc:
                 self._refused_once("annotate claims", exc, "the next job stages its sources again")
+        for patch in step.suspend_workers:
+            token.check()
+            try:
+                await self._kube.patch(patch.resource, patch.namespace, patch.name, patch.body)
+                logger.info("Suspended the worker groups of RayCluster %s/%s", patch.namespace, patch.name)
+            except (ConflictError, TransientError):  # changed, or gone (404)
+                logger.info(
+                    "RayCluster %s changed since it was read; the next reconcile looks again", patch.name
+                )
+            except RejectedError as exc:
+                self._refused_once(
+                    "patch RayClusters", exc, "a queued job's GPU workers stay until KubeRay's TTL"
+                )
         for ref in step.delete:
             token.check()
             try:

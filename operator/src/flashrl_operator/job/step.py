@@ -99,6 +99,7 @@ from flashrl_operator.render.staging import STAGE_CONTAINER
 from flashrl_operator.vocab import kuberay
 from flashrl_operator.vocab.kinds import PERSISTENT_VOLUME_CLAIM
 from flashrl_operator.vocab.kuberay import DeploymentStatus, RayClusterView, RayJobView
+from flashrl_operator.vocab.kueue import WorkloadView
 from flashrl_operator.vocab.metrics import parse_time
 from flashrl_operator.vocab.resource import Resource
 
@@ -112,6 +113,9 @@ ENDED_DEPLOYMENTS: Final = frozenset(
 
 #: A wake-up lands this long after the backoff ends, so the reconcile finds it over.
 WAKE_MARGIN_SECONDS: Final = 0.05
+
+#: How soon a queued job is looked at again while its Kueue workload does not say why it waits.
+QUEUED_RECHECK_SECONDS: Final = 5.0
 
 #: The Event the mismatch guard's ``Suspend`` action posts.
 GUARD_SUSPEND_MESSAGE: Final = (
@@ -162,6 +166,10 @@ class Observed:
     the status as read is new enough."""
     released: tuple[int, ...] = ()
     """Ended attempts whose Ray cluster is gone (:func:`release_checks`)."""
+    holding: tuple[Mapping[str, Any], ...] = ()
+    """Ended attempts' RayClusters whose worker groups are not suspended (:func:`release_checks`)."""
+    workload: WorkloadView | None = None
+    """The Kueue Workload of the queued RayJob, while Kueue has not admitted it."""
     retry_backoff: float = BACKOFF_BASE_SECONDS
     new: bool = False
     """A new job (:func:`creates_first`): only :func:`children_to_read` were read, and each child not
@@ -245,6 +253,9 @@ class Step:
     """Records of staged sources on their claims."""
     delete: tuple[Ref, ...] = ()
     """The failed attempt's RayJob on a retry (its GPUs are freed now, not at KubeRay's TTL)."""
+    suspend_workers: tuple[Patch, ...] = ()
+    """A queued job's ended Ray clusters whose GPU workers still run: their worker groups suspended
+    (:func:`suspend_worker_groups`), as KubeRay's deletion rules do for a job without a queue."""
     spec_patch: Mapping[str, Any] | None = None
     """A merge patch to the job's spec (the mismatch guard's Suspend), sent after the status: the
     reconcile its change triggers gets the job from the watch event, which must already hold the
@@ -724,6 +735,28 @@ def guard_suspend(
     return patch, (Announcement("Warning", Reason.MISMATCH_DRIFT, GUARD_SUSPEND_MESSAGE),)
 
 
+def suspend_worker_groups(o: Observed) -> tuple[Patch, ...]:
+    """The merge patches that suspend every worker group of the ended attempts' RayClusters in
+    :attr:`Observed.holding` (KubeRay then deletes their worker pods; the head stays for the TTL).
+
+    A queued RayJob is rendered with ``shutdownAfterJobFinishes`` (Kueue and KubeRay require it of a
+    suspendable RayJob, and KubeRay refuses deletion rules beside it), so KubeRay would keep the GPU
+    workers until the TTL while Kueue, seeing the job finished, admits the next one onto those GPUs.
+    The operator does what KubeRay's ``DeleteWorkers`` rule does. Each patch carries the cluster's
+    ``resourceVersion``: a cluster changed since it was read is left to the next reconcile.
+    """
+    patches = []
+    for cluster in o.holding:
+        meta = cluster.get("metadata") or {}
+        groups = (cluster.get("spec") or {}).get("workerGroupSpecs") or []
+        body = {
+            "metadata": {"resourceVersion": meta.get("resourceVersion")},
+            "spec": {"workerGroupSpecs": [{**group, "suspend": True} for group in groups]},
+        }
+        patches.append(Patch(kuberay.RAY_CLUSTER, o.namespace, str(meta.get("name") or ""), body))
+    return tuple(patches)
+
+
 # The step.
 
 
@@ -732,6 +765,15 @@ def _wake_after(when: str | None, now: datetime.datetime) -> float | None:
     if moment is None:
         return None
     return max(0.0, (moment - now).total_seconds()) + WAKE_MARGIN_SECONDS
+
+
+def _queued_wake(decision: PhaseDecision, workload: WorkloadView | None, wake: float | None) -> float | None:
+    """A queued job whose Kueue workload does not say yet why it waits is looked at again in
+    :data:`QUEUED_RECHECK_SECONDS` (nothing of the Workload's is watched); afterwards the resync
+    refreshes the reason."""
+    if decision.reason != Reason.QUEUED or (workload is not None and workload.waiting):
+        return wake
+    return QUEUED_RECHECK_SECONDS if wake is None else min(wake, QUEUED_RECHECK_SECONDS)
 
 
 def _refused(o: Observed) -> Step:
@@ -789,6 +831,7 @@ def next_step(o: Observed) -> Step:
         ray_job_name=desired.ray_job.name,
         ray_job=ray_view,
         ray_cluster=o.ray_cluster,
+        workload=o.workload,
         pod_problems=o.pod_problems,
         gpu_holders=o.gpu_holders,
         staging=plan.staging,
@@ -820,7 +863,8 @@ def next_step(o: Observed) -> Step:
         apply=plan.apply,
         claim_patches=plan.claim_patches,
         delete=outcome.delete,
+        suspend_workers=suspend_worker_groups(o) if desired.queued else (),
         spec_patch=spec_patch,
-        wake_after=_wake_after(outcome.wake_at, o.now),
+        wake_after=_queued_wake(decided.phase, o.workload, _wake_after(outcome.wake_at, o.now)),
         goodput=decided.goodput,
     )

@@ -16,6 +16,7 @@ from flashrl_operator.job.status.mapping import (
     phase_changed,
     status_patch,
 )
+from flashrl_operator.vocab.kueue import WorkloadView
 
 
 def ray_job(
@@ -67,9 +68,39 @@ def test_phase_from_kuberay(view: RayJobView, phase: str, reason: str) -> None:
 
 def test_kueue_suspension_is_reported_as_queued() -> None:
     obs = Observation(ray_job=ray_job(suspend=True), queued=True, ray_job_name="j")
-    assert (decide_phase(obs).phase, decide_phase(obs).reason) == ("Suspended", "Queued")
+    assert (decide_phase(obs).phase, decide_phase(obs).reason) == ("Pending", "Queued")
     obs = Observation(ray_job=ray_job("Suspended"), queued=True, ray_job_name="j")
     assert decide_phase(obs).reason == "Queued"
+
+
+def test_a_queued_job_names_its_kueue_workload_and_why_it_waits() -> None:
+    workload = WorkloadView.of(
+        {
+            "metadata": {"name": "rayjob-j-1a2b3"},
+            "spec": {"queueName": "h20-training"},
+            "status": {
+                "conditions": [
+                    {
+                        "type": "QuotaReserved",
+                        "status": "False",
+                        "reason": "Pending",
+                        "message": "couldn't assign flavors to pod set workers: insufficient unused quota "
+                        "for nvidia.com/gpu in flavor nvidia-h20, 8 more needed",
+                    }
+                ]
+            },
+        }
+    )
+    obs = Observation(ray_job=ray_job("Suspended"), queued=True, ray_job_name="j", workload=workload)
+    decision = decide_phase(obs)
+    assert (decision.phase, decision.reason) == ("Pending", "Queued")
+    assert "Kueue workload rayjob-j-1a2b3 (LocalQueue h20-training)" in decision.message
+    assert (
+        "insufficient unused quota for nvidia.com/gpu in flavor nvidia-h20, 8 more needed" in decision.message
+    )
+    # Suspended by the user stays Suspended, queue or not.
+    user = Observation(ray_job=ray_job("Suspended"), queued=True, suspend_requested=True, ray_job_name="j")
+    assert decide_phase(user).phase == "Suspended"
 
 
 def test_invalid_spec_fails_with_paths_and_no_ray_job() -> None:

@@ -56,6 +56,7 @@ from flashrl_operator.vocab.kuberay import (
     RayClusterView,
     RayJobView,
 )
+from flashrl_operator.vocab.kueue import WorkloadView
 
 _M = TypeVar("_M", bound=BaseModel)
 
@@ -127,6 +128,9 @@ class Observation:
     ray_cluster: RayClusterView | None = None
     """The RayCluster the RayJob names, or ``None`` (not named yet, not read, or gone)."""
 
+    workload: WorkloadView | None = None
+    """The Kueue Workload of a queued RayJob Kueue has not admitted (read only then)."""
+
     pod_problems: tuple[PodProblem, ...] = ()
     """Why some of the cluster's pods are not starting (read only while the cluster starts)."""
 
@@ -192,6 +196,7 @@ def _kuberay_phase(obs: Observation, rj: RayJobView) -> PhaseDecision:
         rj,
         queued=obs.queued,
         suspend_requested=obs.suspend_requested,
+        workload=obs.workload,
         cluster=obs.ray_cluster,
         pod_problems=obs.pod_problems,
     )
@@ -333,6 +338,8 @@ def cluster_ready_check(obs: Observation, decided: Decided) -> Verdict:
         return Verdict(
             "False", Reason.CLUSTER_SUSPENDED, "The Ray cluster is deleted while the job is suspended"
         )
+    if decision.reason == Reason.QUEUED:
+        return Verdict("False", Reason.QUEUED, "No Ray cluster until Kueue admits the job")
     if obs.ray_cluster is not None:
         verdict = cluster_status_check(obs.ray_cluster, rj, obs.pod_problems)
         if verdict is not None and verdict.reason == Reason.POD_UNSCHEDULABLE and obs.gpu_holders:
@@ -422,7 +429,11 @@ def status_of(obs: Observation, decided: Decided, now: str) -> FlashRLJobStatus:
     completion = None
     if terminal and decision.reason not in RECOVERABLE_FAILURES:
         completion = (rj.end_time if rj else "") or str(prev.get("completionTime") or "") or now
-    shown_reason = decision.is_failure or decision.reason in (*POD_PROBLEMS, Reason.WAITING_FOR_GPUS)
+    shown_reason = decision.is_failure or decision.reason in (
+        *POD_PROBLEMS,
+        Reason.WAITING_FOR_GPUS,
+        Reason.QUEUED,
+    )
     return FlashRLJobStatus(
         phase=decision.phase,
         conditions=merge_conditions(  # dicts, validated into Condition models
