@@ -331,7 +331,7 @@ def test_the_demos_experiment_completes_and_writes_its_report(tmp_path: Path) ->
     from flashrl_operator.sim.experiment_demo import run_experiment_demo
 
     out, err = io.StringIO(), io.StringIO()
-    assert run_experiment_demo(out, err, tmp_path / "report", deadline_s=90.0, steps=8) == 0, err.getvalue()
+    assert run_experiment_demo(out, err, tmp_path / "report", steps=8) == 0, err.getvalue()
     text = out.getvalue()
     assert "experiment: Succeeded, 2/2 variants finished" in text
     assert "read 2 histories over the API" in text
