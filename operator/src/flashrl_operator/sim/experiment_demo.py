@@ -185,6 +185,9 @@ async def run_experiment(
             f"flashrl report --experiment {NAME}: read {len(runs)} histories over the API and "
             f"{len(samples)} runs' per-problem validation summaries (no copy off the claim) -> {written[-1]}"
         )
+        say("its verdict, one line per variant (SYNTHETIC metrics: the shapes, not a measurement):")
+        for line in report.verdicts:
+            say(f"  {line}")
         return written[-1]
 
 

@@ -16,6 +16,7 @@ from flashrl_operator.job.status.mapping import (
     phase_changed,
     status_patch,
 )
+from flashrl_operator.job.status.staging import StagingObservation
 
 
 def ray_job(
@@ -234,3 +235,15 @@ def test_every_key_the_status_computation_sets_is_owned() -> None:
     status = status_of(obs, decided, NOW)
     written = set(status.model_dump(by_alias=True, exclude_unset=True, exclude_none=True))
     assert written == set(OWNED_KEYS)
+
+
+def test_the_rayjob_is_named_only_once_it_exists_as_cluster_ready_says() -> None:
+    # Staging (or queued, or a retry's next attempt): ClusterReady says the RayJob does not exist yet, and
+    # the status (the RAYJOB printer column, .status.rayJobName) names none.
+    staging = desired_status(Observation(ray_job_name="j", staging=StagingObservation()), NOW)
+    ready = find_condition(staging["conditions"], "ClusterReady")
+    assert ready is not None
+    assert (ready["reason"], ready["message"]) == ("ClusterNotCreated", "The RayJob does not exist yet")
+    assert staging["rayJobName"] is None
+    created = desired_status(Observation(ray_job=ray_job("Initializing"), ray_job_name="j"), NOW)
+    assert created["rayJobName"] == "j"

@@ -392,7 +392,11 @@ def status_of(obs: Observation, decided: Decided, now: str) -> FlashRLJobStatus:
             previous_conditions if isinstance(previous_conditions, list) else [], verdicts, now
         ),
         observed_generation=obs.generation,
-        ray_job_name=decided.ray_job_name(obs) if (rj is not None or not obs.spec_problems) else None,
+        # Named once it exists (ClusterReady says "The RayJob does not exist yet" until then: staging,
+        # queueing, a retry's next attempt), and kept once the finished job's RayJob is gone.
+        ray_job_name=decided.ray_job_name(obs)
+        if rj is not None
+        else (str(prev.get("rayJobName") or "") or None if terminal else None),
         ray_cluster_name=keep("rayClusterName", rj.cluster_name if rj else None),
         dashboard_url=keep("dashboardUrl", rj.dashboard_url if rj else None),
         start_time=keep("startTime", rj.start_time if rj else None),
