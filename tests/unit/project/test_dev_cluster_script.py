@@ -79,3 +79,19 @@ def test_the_dev_cluster_operator_listens_on_loopback_only() -> None:
     assert not any(a.startswith("--bind-address=") and a != "--bind-address=127.0.0.1" for a in argv)
     assert "--leader-election" in argv
     assert (argv[-4], argv[-3]) == ("--metrics-port=41000", "--health-port=41001")
+
+
+def test_play_says_what_it_waits_for_at_once_and_when_it_changes(capsys: pytest.CaptureFixture[str]) -> None:
+    from flashrl_devcluster.__main__ import _job_waiting_for, _Waiting
+
+    waiting = _Waiting()
+    status = {"phase": "Starting", "reason": "PodUnschedulable", "message": "0/1 nodes are available"}
+    waiting.now(_job_waiting_for("j", status))
+    waiting.now(_job_waiting_for("j", status))  # the same: not said again before SAY_EVERY_S
+    waiting.now(_job_waiting_for("j", {"phase": "Running"}))
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [
+        "dev-cluster: waiting for j to end: it is Starting (PodUnschedulable: 0/1 nodes are available)",
+        "dev-cluster: waiting for j to end: it is Running",
+    ]
+    assert not waiting.stalled()
