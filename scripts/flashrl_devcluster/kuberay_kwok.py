@@ -102,10 +102,10 @@ spec:
     - key: .status.phase
       operator: In
       values: [Running]
-    - key: .metadata.annotations["helm.sh/hook"]
+    - key: '.metadata.annotations["helm.sh/hook"]'
       operator: In
       values: [test]
-    - key: .spec.activeDeadlineSeconds
+    - key: '.spec.activeDeadlineSeconds'
       operator: Exists
   delay:
     durationMilliseconds: {TEST_POD_DEADLINE_S * 1000}
