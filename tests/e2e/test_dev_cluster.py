@@ -54,15 +54,12 @@ def _devcluster(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _user_path() -> str:
-    """A user's PATH without this clone's tools and without any helm or kubectl: what the printed
-    lines must make enough."""
+    """A user's PATH without this clone's tools and without any helm: what the printed lines must make
+    enough (a kubectl of another version may stay on it: the printed PATH must put the clone's first)."""
     dirs = [
         d
         for d in os.environ.get("PATH", "").split(os.pathsep)
-        if d
-        and Path(d).resolve() != TOOLS.resolve()
-        and not (Path(d) / "helm").exists()
-        and not (Path(d) / "kubectl").exists()
+        if d and Path(d).resolve() != TOOLS.resolve() and not (Path(d) / "helm").exists()
     ]
     path = os.pathsep.join(dirs)
     assert shutil.which("helm", path=path) is None and shutil.which("make", path=path) is not None
@@ -264,6 +261,7 @@ def test_the_readme_steps_run_against_make_dev_cluster(dev_cluster: tuple[Path, 
     assert time.monotonic() - started < 600  # ended by itself (the 150 s are helm's and the pod's bounds)
     assert tested.returncode != 0, helm_output  # nothing ran the check: it fails, saying so
     assert "failed" in helm_output and "timed out" not in helm_output, helm_output
+    print(f"helm test ended after {time.monotonic() - started:.0f} s:\n{helm_output}")
 
     # Growing keeps what the cluster holds, and labels the separate-async example's pools.
     grown = _make(state, "dev-cluster", "NODES=2", "POOLS=training,rollout")
@@ -275,4 +273,4 @@ def test_the_readme_steps_run_against_make_dev_cluster(dev_cluster: tuple[Path, 
     pools = {line.split()[0]: line.split()[-1] for line in labels.stdout.splitlines()}
     assert pools == {"h20-0": "training", "h20-1": "rollout"}
     shrink = _make(state, "dev-cluster", "NODES=1")
-    assert shrink.returncode == 1 and "cannot shrink" in shrink.stderr
+    assert shrink.returncode != 0 and "cannot shrink" in shrink.stderr
