@@ -92,7 +92,7 @@ async def test_operator_command_uses_kubeconfig_and_watches_one_namespace(
     try:
         await cluster.api.create(JOBS_RESOURCE, job_manifest("from-cli"))
         await cluster.wait_for(RAY_JOBS_RESOURCE, "from-cli", deadline_s=30)
-        status = await cluster.wait_phase("from-cli", "Pending")
+        status = await cluster.wait_ray_job_named("from-cli", "Pending")
         assert status["rayJobName"] == "from-cli"
     finally:
         output = await stop_operator_process(proc)
