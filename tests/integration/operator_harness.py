@@ -127,8 +127,8 @@ class Cluster:
     async def wait_ray_job_named(
         self, name: str, phase: str, deadline_s: float = WAIT_S, namespace: str = NAMESPACE
     ) -> dict[str, Any]:
-        """The status once it names its RayJob in ``phase``: the status names it from the first reconcile
-        that sees it (the one that creates it reports ClusterReady "The RayJob does not exist yet")."""
+        """The status once it names its RayJob in ``phase``: the status names it from the reconcile that
+        creates it (ClusterReady "The RayJob is being created"), never while staging."""
 
         async def probe() -> dict[str, Any] | None:
             status = await self.status(name, namespace)
