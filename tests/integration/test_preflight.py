@@ -125,7 +125,7 @@ def test_preflight_names_each_missing_piece_then_passes(empty_cluster: ControlPl
         # The CRDs are served, but nothing would act on a RayJob.
         "KubeRay's operator is not running: no Deployment labelled app.kubernetes.io/name=kuberay-operator "
         "has a ready replica and no Lease ray-operator-leader (KubeRay's leader election) is held, in any "
-        "namespace; nothing would create the Ray cluster. Install KubeRay 1.7.0 (docs/install.md) or start "
+        "namespace; nothing would create the Ray cluster. Install KubeRay 1.7.2 (docs/install.md) or start "
         "its operator",
     ]
 
@@ -134,7 +134,7 @@ def test_preflight_names_each_missing_piece_then_passes(empty_cluster: ControlPl
     plane.apply_json([volume("hf-cache", ["ReadWriteMany"]), volume("rl-data", ["ReadWriteMany"])])
     plane.apply_json(claim("hf-cache", ["ReadWriteMany"]))
     wait_bound(plane, "hf-cache", "rl-data")
-    assert load_pins().versions.kuberay == "1.7.0"
+    assert load_pins().versions.kuberay == "1.7.2"
     missing = missing_binaries(("kuberay-operator",))
     if missing:
         pytest.skip("KubeRay's operator is not built: run `make tools`")

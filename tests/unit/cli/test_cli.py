@@ -320,8 +320,8 @@ def test_crd_prints_the_generated_crd(capsys: pytest.CaptureFixture[str]) -> Non
 
 def test_demo_validates_and_renders_the_example(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # The experiment's report goes under tmp_path, not into the working directory.
-    # --deadline bounds the wait on a busy machine; it asserts no speed.
-    argv = ["demo", "--file", str(MAIN_EXAMPLE), "--report", str(tmp_path / "report"), "--deadline", "400"]
+    # --stall bounds a wait by progress, not by the clock; it asserts no speed.
+    argv = ["demo", "--file", str(MAIN_EXAMPLE), "--report", str(tmp_path / "report"), "--stall", "120"]
     code, out, err = _run(argv, capsys)
     assert code == 0, err
     job = load_job_file(MAIN_EXAMPLE)

@@ -20,6 +20,7 @@ import flashrl_operator.job.status.mapping as mapping_module
 import flashrl_operator.job.step as step_module
 from flashrl_api import FlashRLJob, parse_job
 from flashrl_api.staging import staging_plan
+from flashrl_api.status import Reason
 from flashrl_operator.job.attempts import Reported
 from flashrl_operator.job.staging import record_patches
 from flashrl_operator.job.status.mapping import Announcement, Observation, decide_phase
@@ -242,7 +243,11 @@ def test_a_retryable_failure_deletes_the_rayjob_and_starts_a_new_attempt_after_t
     assert step.delete == (Ref(kuberay.RAY_JOB, NAMESPACE, NAME, "uid-RayJob"),)
     status = step.status
     assert (status.phase, status.reason, status.attempt, status.lost_steps) == ("Starting", None, 2, 2)
-    assert status.ray_job_name == attempt_ray_job_name(job, 2) != NAME
+    # The next attempt's RayJob (attempt_ray_job_name(job, 2)) does not exist yet, and ClusterReady says
+    # so: the RAYJOB column names none until it does, neither the deleted one.
+    assert attempt_ray_job_name(job, 2) != NAME
+    assert status.ray_job_name is None
+    assert any(c.reason == Reason.CLUSTER_NOT_CREATED for c in status.conditions or [])
     assert [
         (a.attempt, a.start_step, a.end_step, a.checkpoint_step, a.reason, a.end_time)
         for a in status.attempts or []

@@ -118,6 +118,10 @@ def run(args: argparse.Namespace) -> int:
     for note in report.notes:
         print(f"note: {note}", file=sys.stderr)
     drawn = sum(1 for plot in report.plots if plot.png is not None)
+    if report.no_metrics:
+        print(report.no_metrics)
+    for line in report.verdicts:
+        print(line)
     print(f"{written[-1]}: {len(runs)} runs, {drawn} of {len(report.plots)} figures")
     return 0
 

@@ -23,6 +23,13 @@ def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metrics-port", type=int, default=8080, help="port serving /metrics (default: 8080)")
     p.add_argument("--health-port", type=int, default=8081, help="port serving /healthz (default: 8081)")
     p.add_argument(
+        "--bind-address",
+        default="0.0.0.0",  # noqa: S104  (a pod must be reachable by its probes and Prometheus)
+        metavar="ADDRESS",
+        help="address /metrics and /healthz listen on (default: 0.0.0.0, as a pod needs; 127.0.0.1 on a "
+        "laptop or a dev cluster)",
+    )
+    p.add_argument(
         "--default-trainer-image",
         metavar="REF",
         help="trainer image for jobs that name none (default: the pinned images.trainer of "
@@ -138,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
     config = OperatorConfig(
         namespaces=tuple(args.namespace),
         kubeconfig=args.kubeconfig,
+        bind_host=args.bind_address,
         metrics_port=args.metrics_port,
         health_port=args.health_port,
         default_trainer_image=args.default_trainer_image or None,

@@ -324,6 +324,16 @@ def accepted_check(obs: Observation) -> Verdict:
     return Verdict("True", Reason.ACCEPTED, "Spec is valid and its objects are in place")
 
 
+def creating(obs: Observation, decided: Decided) -> bool:
+    """Whether this reconcile creates the RayJob (it applies what it decided ``Creating``), so the status
+    may name it: never while staging, suspended, or before a retry's next attempt."""
+    return (
+        decided.ray_job(obs) is None
+        and decided.next_ray_job is None
+        and decided.phase.reason == Reason.CREATING
+    )
+
+
 def cluster_ready_check(obs: Observation, decided: Decided) -> Verdict:
     """ClusterReady: the Ray cluster is up, every pod ready (KubeRay only submits then).
 
@@ -333,6 +343,8 @@ def cluster_ready_check(obs: Observation, decided: Decided) -> Verdict:
     if decision.phase in TERMINAL_PHASES and (rj is None or rj.deployment != DeploymentStatus.RUNNING):
         return Verdict("False", Reason.JOB_FINISHED, "The job finished")
     if rj is None:
+        if creating(obs, decided):
+            return Verdict("False", Reason.CLUSTER_NOT_CREATED, "The RayJob is being created")
         return Verdict("False", Reason.CLUSTER_NOT_CREATED, "The RayJob does not exist yet")
     if decision.phase == "Suspended":
         return Verdict(
@@ -440,7 +452,11 @@ def status_of(obs: Observation, decided: Decided, now: str) -> FlashRLJobStatus:
             previous_conditions if isinstance(previous_conditions, list) else [], verdicts, now
         ),
         observed_generation=obs.generation,
-        ray_job_name=decided.ray_job_name(obs) if (rj is not None or not obs.spec_problems) else None,
+        # Named once it exists or this reconcile creates it (ClusterReady says "The RayJob does not exist
+        # yet" until then: staging, a retry's next attempt), and kept once the finished job's is gone.
+        ray_job_name=decided.ray_job_name(obs)
+        if rj is not None or creating(obs, decided)
+        else (str(prev.get("rayJobName") or "") or None if terminal else None),
         ray_cluster_name=keep("rayClusterName", rj.cluster_name if rj else None),
         dashboard_url=keep("dashboardUrl", rj.dashboard_url if rj else None),
         start_time=keep("startTime", rj.start_time if rj else None),
