@@ -129,6 +129,7 @@ from flashrl_operator.job.step import (
     owned,
     rejection,
     release_checks,
+    with_rollout_precision,
     with_trainer_image,
 )
 from flashrl_operator.render import Child, render
@@ -410,6 +411,8 @@ class Reconciler:
         # The operator's default trainer image is the job's from here on: the policy judges it, the
         # staging Job and the Ray pods run it, the RayJob's spec snapshot records it.
         job = with_trainer_image(job, self._default_trainer_image)
+        # After the mismatch guard's FallbackToBF16, every attempt runs (and is rendered from) BF16 rollout.
+        job = with_rollout_precision(job, seen.previous)
         refused = tuple(str(p) for p in policy_problems(job, self._policy))
         if refused:
             return replace(seen, job=job, policy_problems=refused)
