@@ -694,6 +694,10 @@ def guard_fallback(o: Observed, obs: Observation, outcome: AttemptOutcome) -> At
     step = reported.step_of(current)
     resume_from = max(reported.checkpoint_step, current.start_step)
     closed = current.closed(step, reported.checkpoint_step, Reason.FELL_BACK_TO_BF16, now)
+    if closed.quantization is None:  # recorded by an operator before the precision was
+        closed = closed.model_copy(
+            update={"quantization": job.spec.rollout.quantization, "kv_cache": job.spec.rollout.kv_cache}
+        )
     nxt = Attempt(
         attempt=current.attempt + 1,
         start_step=resume_from,
@@ -815,7 +819,11 @@ def next_step(o: Observed) -> Step:
     outcome = AttemptOutcome(Decided(verdict))
     if not final and rejected is None and not plan.conflicts:
         outcome = attempt_outcome(o, obs, verdict, attempts, deleted=plan.deleted, waiting=waiting)
-        outcome = guard_fallback(o, obs, outcome) or outcome
+        fallback = guard_fallback(o, obs, outcome)
+        if fallback is not None:
+            # The status says at once what the next attempt runs.
+            outcome = fallback
+            obs = replace(obs, quantization=BF16_QUANTIZATION, kv_cache=BF16_KV_CACHE)
     decided = outcome.decided
     if rejected is None and not plan.conflicts:
         decided = with_goodput(o, obs, with_precision(job, previous, decided))
