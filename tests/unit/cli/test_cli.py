@@ -196,7 +196,8 @@ BAD_INPUTS: list[tuple[str, str, list[str]]] = [
     ),
     (
         "fp8-kv-cache-on-a100",
-        HEAD + "spec: {rollout: {kvCache: fp8-e4m3}, resources: {gpuProduct: NVIDIA-A100-SXM4-80GB}}\n",
+        HEAD + "spec: {rollout: {quantization: bf16, kvCache: fp8-e4m3}, "
+        "resources: {gpuProduct: NVIDIA-A100-SXM4-80GB}}\n",
         ["spec.rollout.kvCache: fp8-e4m3 needs FP8 tensor cores"],
     ),
     (

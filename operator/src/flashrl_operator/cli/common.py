@@ -74,7 +74,7 @@ def summary(job: FlashRLJob) -> str:
     tis = spec.correction.tis
     correction = "TIS off" if tis.level == "off" else f"{tis.level} TIS C={tis.cap}"
     res = spec.resources
-    precision = spec.rollout.quantization
+    precision: str = spec.rollout.quantization
     if spec.rollout.kv_cache != "auto":
         precision += f" with {spec.rollout.kv_cache} KV cache"
     parts = [precision, correction, f"{res.nodes}x{res.gpus_per_node} {res.gpu_product}"]
