@@ -428,8 +428,11 @@ KV_EXAMPLE = REPO / "examples" / "flashrlexperiment-kv.yaml"
 
 
 def test_the_kv_example_is_four_arms_each_composing_against_the_pinned_verl() -> None:
+    import json
+
     from flashrl_jobs.verl_args import verl_overrides
     from flashrl_jobs.verl_config import compose_config
+    from flashrl_operator.render import render
 
     experiment = parse_experiment(yaml.safe_load(KV_EXAMPLE.read_text()))
     assert not any(v.allow_setup_changes for v in experiment.spec.variants or [])
@@ -443,6 +446,9 @@ def test_the_kv_example_is_four_arms_each_composing_against_the_pinned_verl() ->
     ]
     assert [j.spec.correction.guard.action for j in jobs] == ["Alert", *["FallbackToBF16"] * 3]
     for job in jobs:
+        # What the operator renders: the spec ConfigMap's overrides are the ones composed here.
+        (config_map,) = [o for o in render(job) if o["kind"] == "ConfigMap"]
+        assert json.loads(config_map["data"]["verl-overrides.json"]) == verl_overrides(job)
         rollout = compose_config(verl_overrides(job)).actor_rollout_ref.rollout
         sglang = rollout.engine_kwargs.sglang
         kv = None if job.spec.rollout.kv_cache == "auto" else job.spec.rollout.kv_cache.replace("-", "_")
