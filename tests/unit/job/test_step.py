@@ -332,6 +332,29 @@ def test_with_the_retries_spent_the_job_fails_with_the_attempts_reason() -> None
     assert [(e.type, e.reason) for e in step.events] == [("Warning", "AppFailed")]
 
 
+def test_an_attempt_ended_by_the_guards_fallback_spends_no_retry() -> None:
+    # The same failure of attempt 2 as above, but attempt 1 was ended by FallbackToBF16: retried.
+    job = make_job({**FALLBACK, "lifecycle": {"maxRestarts": 1}})
+    previous = running(2)
+    previous["attempts"][0]["reason"] = "FellBackToBF16"
+    previous["rolloutFallback"] = {
+        "attempt": 2,
+        "step": 20,
+        "checkpointStep": 20,
+        "metric": "rollout_corr/kl",
+        "value": 0.9,
+        "threshold": 0.1,
+        "fromQuantization": "blockwise-fp8",
+        "fromKvCache": "fp8-e4m3",
+        "time": T0,
+    }
+    bf16 = step_module.with_rollout_precision(job, previous)
+    step = failed_attempt(bf16, previous, ray_status("Complete", "FAILED"), reported=Reported(30, 2, 30))
+    assert (step.status.phase, step.status.attempt) == ("Starting", 3)
+    assert conditions(step)["RolloutFallback"] == ("True", "FellBackToBF16")  # the record stays
+    assert step.status.quantization == "bf16"
+
+
 def test_a_rayjob_deleted_while_the_job_ran_is_a_failed_attempt_not_a_silent_restart() -> None:
     job = make_job({"lifecycle": {"maxRestarts": 1}})
     live = as_live(job, running())
