@@ -82,6 +82,7 @@ MAX_VARIANT_NAME: Final = 24
 #: difference, since ``flashrl report`` sets time per step and to a score beside each run's GPU-hours.
 FREE_FIELDS: Final[tuple[str, ...]] = (
     "rollout.quantization",
+    "rollout.kvCache",
     "rollout.tensorParallelSize",
     "rollout.gpuMemoryUtilization",
     "correction",

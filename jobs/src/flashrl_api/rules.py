@@ -25,6 +25,7 @@ from flashrl_api.gpus import (
     lacks_fp8,
 )
 from flashrl_api.kuberay_env import KUBERAY_MANAGED_ENV, KUBERAY_MANAGED_ENV_NAMES
+from flashrl_api.precision import FP8_KV_CACHES, FP8_QUANTIZATIONS, spec_uses_fp8
 from flashrl_api.sources import HF_SCHEME, is_hf
 from flashrl_api.spec import (
     GPU_PRODUCT_LABEL,
@@ -63,9 +64,11 @@ _RESERVED_CEL = ", ".join(f"'{name}'" for name in RESERVED_ENV_NAMES)
 #: KubeRay's names the project does not already reserve for itself (RAY_ADDRESS is both).
 _KUBERAY_ONLY_ENV = tuple(name for name in KUBERAY_MANAGED_ENV_NAMES if not is_reserved_env_name(name))
 _KUBERAY_ENV_CEL = ", ".join(f"'{name}'" for name in _KUBERAY_ONLY_ENV)
-#: Rollout precisions that need FP8 tensor cores.
-FP8_QUANTIZATIONS: tuple[str, ...] = ("blockwise-fp8", "channel-fp8")
 _FP8_CEL = ", ".join(f"'{q}'" for q in FP8_QUANTIZATIONS)
+_FP8_KV_CEL = ", ".join(f"'{q}'" for q in FP8_KV_CACHES)
+#: CEL: the rollout runs something in FP8 (weights or KV cache), as precision.spec_uses_fp8.
+_USES_FP8_CEL = f"(self.rollout.quantization in [{_FP8_CEL}] || self.rollout.kvCache in [{_FP8_KV_CEL}])"
+_FALLBACK_CEL = "self.correction.guard.action != 'FallbackToBF16'"
 _GFD_LABELS_CEL = ", ".join(f"'{value}'" for value in GFD_LABEL_VALUES)
 
 
@@ -332,7 +335,40 @@ RULES: tuple[Rule, ...] = (
         check=lambda s: (
             s.rollout.quantization not in FP8_QUANTIZATIONS or not lacks_fp8(s.resources.gpu_product)
         ),
-        explain=lambda s: _fp8_explained(s),
+        explain=lambda s: _fp8_explained(s, s.rollout.quantization, "bf16"),
+    ),
+    Rule(
+        name="fp8-kv-cache-needs-fp8-gpus",
+        path="rollout.kvCache",
+        cel=f"!(self.rollout.kvCache in [{_FP8_KV_CEL}]) || "
+        f"!self.resources.gpuProduct.matches({cel_string(NO_FP8_PATTERN)})",
+        message="an FP8 KV cache needs FP8 tensor cores (compute capability "
+        f"{FP8_MIN_CAPABILITY[0]}.{FP8_MIN_CAPABILITY[1]} or newer: L4, L40S, H100, H20, H200, B200, ...), "
+        "and resources.gpuProduct names an older GPU; use auto or bf16, or an FP8-capable pool",
+        check=lambda s: s.rollout.kv_cache not in FP8_KV_CACHES or not lacks_fp8(s.resources.gpu_product),
+        explain=lambda s: _fp8_explained(s, s.rollout.kv_cache, "auto or bf16"),
+    ),
+    Rule(
+        name="fallback-needs-fp8-rollout",
+        path="correction.guard.action",
+        cel=f"{_FALLBACK_CEL} || {_USES_FP8_CEL}",
+        message="action FallbackToBF16 needs an FP8 rollout to fall back from (rollout.quantization "
+        "blockwise-fp8 or channel-fp8, or rollout.kvCache fp8-e4m3 or fp8-e5m2); this rollout is BF16 "
+        "already: use Alert or Suspend",
+        check=lambda s: s.correction.guard.action != "FallbackToBF16" or spec_uses_fp8(s),
+    ),
+    Rule(
+        name="fallback-needs-checkpoints",
+        path="correction.guard.action",
+        cel=f"{_FALLBACK_CEL} || (self.checkpoint.resumeMode == 'auto' && "
+        "has(self.storage.checkpoints.claimName))",
+        message="action FallbackToBF16 resumes the next attempt from the newest checkpoint, so it needs "
+        "checkpoint.resumeMode auto and storage.checkpoints.claimName (a pod-local emptyDir disappears "
+        "with the attempt's Ray cluster); use Alert or Suspend, or keep checkpoints on a claim",
+        check=lambda s: (
+            s.correction.guard.action != "FallbackToBF16"
+            or (s.checkpoint.resume_mode == "auto" and s.storage.checkpoints.claim_name is not None)
+        ),
     ),
     Rule(
         name="mount-paths-unique",
@@ -594,16 +630,16 @@ def _gpu_label_explained(spec: FlashRLJobSpec) -> str:
     )
 
 
-def _fp8_explained(spec: FlashRLJobSpec) -> str:
+def _fp8_explained(spec: FlashRLJobSpec, setting: str, instead: str) -> str:
     family = gpu_family(spec.resources.gpu_product)
     what = "an older GPU"
     if family is not None:
         major, minor = family.capability
         what = f"{family.name}, compute capability {major}.{minor}"
     return (
-        f"{spec.rollout.quantization} needs FP8 tensor cores (compute capability "
+        f"{setting} needs FP8 tensor cores (compute capability "
         f"{FP8_MIN_CAPABILITY[0]}.{FP8_MIN_CAPABILITY[1]} or newer), and resources.gpuProduct "
-        f"{spec.resources.gpu_product} is {what}; use bf16 or an FP8-capable pool (gpuProduct "
+        f"{spec.resources.gpu_product} is {what}; use {instead} or an FP8-capable pool (gpuProduct "
         "NVIDIA-L40S, NVIDIA-H100-80GB-HBM3, NVIDIA-H20, ...)"
     )
 
@@ -611,13 +647,13 @@ def _fp8_explained(spec: FlashRLJobSpec) -> str:
 def spec_warnings(spec: FlashRLJobSpec) -> list[tuple[str, str]]:
     """``(path, message)`` for what is accepted but may not do what the user expects."""
     found: list[tuple[str, str]] = []
-    if spec.rollout.quantization in FP8_QUANTIZATIONS and gpu_family(spec.resources.gpu_product) is None:
+    if spec_uses_fp8(spec) and gpu_family(spec.resources.gpu_product) is None:
         found.append(
             (
                 "resources.gpuProduct",
                 f"{spec.resources.gpu_product!r} is not in the GPU table (flashrl_api/gpus.py), so whether "
-                f"it has FP8 tensor cores for rollout.quantization {spec.rollout.quantization} was not "
-                "checked",
+                f"it has FP8 tensor cores for rollout.quantization {spec.rollout.quantization} (kvCache "
+                f"{spec.rollout.kv_cache}) was not checked",
             )
         )
     t = spec.training

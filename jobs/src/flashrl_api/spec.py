@@ -34,6 +34,11 @@ from flashrl_api.sources import (
 )
 
 Quantization = Literal["blockwise-fp8", "channel-fp8", "bf16"]
+#: The rollout engine's KV-cache precision (``spec.rollout.kvCache``): auto is the engine's default (the
+#: model's dtype, bf16 for the recipe's model), bf16 says so explicitly, fp8-e4m3 and fp8-e5m2 store keys
+#: and values in FP8 (both are among the pinned SGLang 0.5.12's and vLLM's ``kv_cache_dtype`` choices;
+#: each engine's spelling is in :mod:`flashrl_api.precision`).
+KvCache = Literal["auto", "bf16", "fp8-e4m3", "fp8-e5m2"]
 TisLevel = Literal["token", "sequence", "off"]
 Logger = Literal["console", "wandb", "tensorboard", "mlflow"]
 #: How verl 0.9.1's V1 trainer schedules rollout and training (``trainer.v1.trainer_mode``, spelled
@@ -210,6 +215,13 @@ class RolloutSpec(ApiModel):
     weight sync (verl's path). channel-fp8: per-channel FP8 quantized inside SGLang (its flash_rl
     loader). bf16: no quantization, the baseline."""
 
+    kv_cache: KvCache = "auto"
+    """Rollout KV-cache precision, passed to the engine as its own argument (SGLang's and vLLM's
+    kv_cache_dtype, through verl's actor_rollout_ref.rollout.engine_kwargs). auto: the engine's default
+    (the model's dtype). bf16: BF16 explicitly. fp8-e4m3, fp8-e5m2: FP8 keys and values (needs FP8 tensor
+    cores, like the FP8 weight precisions). verl 0.9.1 loads no calibrated KV-cache scales at weight syncs
+    (docs/api.md); pair an FP8 KV cache with correction.guard."""
+
     samples_per_prompt: int = Field(default=16, ge=1, le=1024)
     """Responses sampled per prompt (the GRPO/DAPO group size; verl's actor_rollout_ref.rollout.n). Not
     called n: YAML 1.1, which kubectl and Helm read, turns a bare n key into the boolean false."""
@@ -250,7 +262,7 @@ class TisSpec(ApiModel):
     """Divide the weights by their batch mean."""
 
 
-GuardAction = Literal["Alert", "Suspend"]
+GuardAction = Literal["Alert", "Suspend", "FallbackToBF16"]
 
 
 class MismatchGuardSpec(ApiModel):
@@ -281,7 +293,10 @@ class MismatchGuardSpec(ApiModel):
     (one noisy step is not drift)."""
 
     action: GuardAction = "Alert"
-    """Alert: condition and Warning Event only. Suspend: also suspend the job."""
+    """Alert: condition and Warning Event only. Suspend: also suspend the job. FallbackToBF16 (FP8
+    rollout only, with checkpoints on a claim and resumeMode auto): end the attempt and start the next
+    one from the newest checkpoint with BF16 rollout weights and KV cache, once (not counted against
+    lifecycle.maxRestarts); the guard then only alerts."""
 
 
 class CorrectionSpec(ApiModel):

@@ -62,6 +62,9 @@ class ConditionType(StrEnum):
     SUSPENDED = "Suspended"
     #: spec.correction.guard: True while a mismatch metric has been out of bounds long enough.
     ROLLOUT_MISMATCH = "RolloutMismatch"
+    #: spec.correction.guard.action FallbackToBF16: True once an attempt was ended for drift and the
+    #: next one runs BF16 rollout (the message names the metric, its value, the threshold and the step).
+    ROLLOUT_FALLBACK = "RolloutFallback"
 
 
 class Reason(StrEnum):
@@ -137,6 +140,7 @@ class Reason(StrEnum):
     # The rollout/trainer mismatch guard (RolloutMismatch; flashrl_api.guard).
     MISMATCH_DRIFT = "MismatchDrift"  #: a mismatch metric stayed out of spec.correction.guard's bounds
     MISMATCH_WITHIN_BOUNDS = "MismatchWithinBounds"  #: every guarded mismatch metric is within bounds
+    FELL_BACK_TO_BF16 = "FellBackToBF16"  #: the guard ended an FP8 attempt; the next one runs BF16 rollout
 
     # The phase conditions when they do not hold.
     JOB_RUNNING = "JobRunning"  #: Running=True
@@ -253,6 +257,7 @@ WARNING_REASONS: Final[frozenset[Reason]] = frozenset(
         Reason.REPLICA_FAILURE,
         Reason.MISMATCH_DRIFT,
         Reason.WAITING_FOR_GPUS,
+        Reason.FELL_BACK_TO_BF16,
         *POD_PROBLEMS,
     }
 )
@@ -411,6 +416,30 @@ class PoolGoodput(ApiModel):
     """The pool's GPU-seconds spent waiting for the other pool."""
 
 
+#: Attempts kept in ``status.attempts`` (the operator drops the oldest beyond it).
+MAX_ATTEMPTS: Final = 10
+
+
+class PrecisionGoodput(ApiModel):
+    """The attempts that ran one rollout precision: their GPU-seconds and steps."""
+
+    precision: str = Field(min_length=1, max_length=64)
+    """The weights' precision, with the KV cache's when not the engine's default (blockwise-fp8,
+    bf16/kv-bf16, blockwise-fp8/kv-fp8-e4m3)."""
+
+    attempts: list[int] = Field(default_factory=list, max_length=MAX_ATTEMPTS)
+    """The attempts that ran it."""
+
+    held_gpu_seconds: float = Field(default=0.0, ge=0, alias="heldGPUSeconds")
+    """GPU-seconds those attempts held."""
+
+    training_gpu_seconds: float = Field(default=0.0, ge=0, alias="trainingGPUSeconds")
+    """GPU-seconds of their kept steps."""
+
+    steps: int = Field(default=0, ge=0)
+    """Training steps their launchers saw complete."""
+
+
 class Goodput(ApiModel):
     """Where the job's GPU-seconds went, over all its attempts (written by the operator)."""
 
@@ -432,6 +461,10 @@ class Goodput(ApiModel):
     pools: list[PoolGoodput] = Field(default_factory=list, max_length=2)
     """separate-async: each GPU pool's share, the trainer's first, with the GPU-seconds it waited for the
     other pool (a trainer starved of samples, a rollout pool waiting for weights). Empty for one pool."""
+
+    by_precision: list[PrecisionGoodput] = Field(default_factory=list, max_length=MAX_ATTEMPTS)
+    """Each rollout precision the attempts ran, in the order first run: after the guard's
+    FallbackToBF16, the FP8 stretch and the BF16 one. Empty until an attempt records its precision."""
 
 
 class LauncherPhases(ApiModel):
@@ -472,10 +505,6 @@ class ValidationProblems(ApiModel):
     """Per problem id (the first 12 hex digits of the SHA-256 of its prompt): ``[samples, correct]``."""
 
 
-#: Attempts kept in ``status.attempts`` (the operator drops the oldest beyond it).
-MAX_ATTEMPTS: Final = 10
-
-
 class AttemptRecord(ApiModel):
     """One attempt: a Ray cluster that ran (or tried to run) the job."""
 
@@ -512,6 +541,45 @@ class AttemptRecord(ApiModel):
 
     launcher: LauncherPhases | None = None
     """The launcher's newest status.launcherPhases of this attempt, kept when it ended."""
+
+    quantization: str | None = Field(default=None, max_length=32)
+    """Its rollout weight precision (spec.rollout.quantization, or bf16 after the guard's
+    FallbackToBF16)."""
+
+    kv_cache: str | None = Field(default=None, max_length=32)
+    """Its rollout KV-cache precision (spec.rollout.kvCache, or bf16 after FallbackToBF16)."""
+
+
+class RolloutFallback(ApiModel):
+    """spec.correction.guard.action FallbackToBF16, once it acted: why the FP8 attempt ended and where
+    the BF16 one resumes."""
+
+    attempt: int = Field(ge=1)
+    """The first attempt with BF16 rollout (the one before it was ended)."""
+
+    step: int = Field(ge=0)
+    """The training step at which the guard tripped."""
+
+    checkpoint_step: int = Field(default=0, ge=0)
+    """The checkpoint the BF16 attempt resumes from (0: from the start)."""
+
+    metric: str = Field(min_length=1, max_length=256)
+    """verl's name of the metric out of bounds, e.g. rollout_corr/kl."""
+
+    value: float
+    """Its value at that step."""
+
+    threshold: float
+    """The bound it crossed (spec.correction.guard)."""
+
+    from_quantization: str = Field(max_length=32)
+    """The weight precision before (spec.rollout.quantization)."""
+
+    from_kv_cache: str = Field(max_length=32)
+    """The KV-cache precision before (spec.rollout.kvCache)."""
+
+    time: str
+    """When the operator ended the FP8 attempt (RFC 3339)."""
 
 
 Writer = Literal["operator", "launcher"]
@@ -621,6 +689,17 @@ class FlashRLJobStatus(ApiModel):
 
     goodput: Annotated[Goodput | None, OPERATOR] = None
     """Where the GPU-seconds went, by phase, over every attempt (docs/observability.md)."""
+
+    quantization: Annotated[str | None, OPERATOR] = Field(default=None, max_length=32)
+    """The rollout weight precision now in use: spec.rollout.quantization, or bf16 once the guard's
+    FallbackToBF16 acted (the QUANTIZATION printer column)."""
+
+    kv_cache: Annotated[str | None, OPERATOR] = Field(default=None, max_length=32)
+    """The rollout KV-cache precision now in use: spec.rollout.kvCache, or bf16 after FallbackToBF16."""
+
+    rollout_fallback: Annotated[RolloutFallback | None, OPERATOR] = None
+    """Set once spec.correction.guard.action FallbackToBF16 ended an FP8 attempt: every later attempt
+    runs BF16 rollout (the RolloutFallback condition says why)."""
 
     @classmethod
     def keys_written_by(cls, writer: Writer) -> tuple[str, ...]:

@@ -15,11 +15,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, get_args
 
 from flashrl_api import FlashRLJob, FlashRLJobSpec
+from flashrl_api.precision import ENGINE_DEFAULT_KV_CACHE, KV_CACHE_ARGUMENTS
 from flashrl_api.rules import sync_step
-from flashrl_api.spec import VERL_TRAINER_MODES, AsyncSpec
+from flashrl_api.spec import VERL_TRAINER_MODES, AsyncSpec, RolloutSpec
 from flashrl_api.staging import data_location, model_location
 from flashrl_jobs.contract import VALIDATION_DIR
 from flashrl_jobs.override_rules import parsed_override_value, unsafe_override_problems
@@ -154,6 +155,31 @@ def _quantization(quantization: str, key: str, value: str, append: bool = False)
         protected=True,
         when=lambda spec: spec.rollout.quantization == quantization,
         append=append,
+    )
+
+
+#: The engines ``spec.rollout.engine`` accepts: a row per engine the spec can name (the KV-cache table
+#: in flashrl_api.precision may know more).
+ENGINES: Final = frozenset(get_args(RolloutSpec.model_fields["engine"].annotation))
+
+
+def _kv_cache_key(engine: str) -> VerlKey:
+    """``engine_kwargs.<engine>.<argument>`` for ``spec.rollout.kvCache`` (absent from verl's config:
+    appended), written for specs on that engine whose KV cache is not the engine's default."""
+    argument = KV_CACHE_ARGUMENTS[engine]
+
+    def value(job: FlashRLJob) -> Value:
+        return argument.values[job.spec.rollout.kv_cache]
+
+    return VerlKey(
+        f"actor_rollout_ref.rollout.engine_kwargs.{engine}.{argument.name}",
+        value,
+        "rollout.kvCache",
+        protected=True,
+        when=lambda spec: (
+            str(spec.rollout.engine) == engine and spec.rollout.kv_cache != ENGINE_DEFAULT_KV_CACHE
+        ),
+        append=True,
     )
 
 
@@ -404,6 +430,9 @@ _ROLLOUT_KEYS: Final = (
     # every update_weights_from_tensor into the same FP8 storage.
     _quantization("channel-fp8", _ROLLOUT + "load_format", "flash_rl"),
     _quantization("channel-fp8", _ROLLOUT + "engine_kwargs.sglang.quantization", "fp8", append=True),
+    # The KV-cache precision, in each engine's own argument (flashrl_api.precision.KV_CACHE_ARGUMENTS):
+    # one row per engine, written for the spec's engine when kvCache is not the engine's default.
+    *(_kv_cache_key(engine) for engine in KV_CACHE_ARGUMENTS if engine in ENGINES),
 )
 
 _TIS: Final = (

@@ -22,7 +22,7 @@ from typing import Final
 
 from flashrl_api import verl_metrics as vm
 from flashrl_api.goodput import UNHELD, Ledger
-from flashrl_report.data import RunMetrics
+from flashrl_report.data import PrecisionStretch, RunMetrics
 from flashrl_report.intervals import LEVEL, Interval, mean_interval
 
 #: Fewer steps than this and a run's quarters are too short to compare (two steps per quarter).
@@ -333,6 +333,21 @@ class VariantSummary:
     #: The job status's own step, ``150/150``, shown instead of 0 training steps when the run logged no
     #: training metrics (:mod:`flashrl_report.verdict`).
     status_step: str | None = None
+    #: After a FallbackToBF16: each precision's stretch and its generation throughput.
+    stretches: list[tuple[PrecisionStretch, Stat | None]] = field(default_factory=list)
+
+    def stretch_lines(self) -> list[str]:
+        """One line per precision stretch: its steps, attempts, GPU-hours and generation throughput."""
+        lines = []
+        for stretch, throughput in self.stretches:
+            end = "" if stretch.last_step is None else str(stretch.last_step)
+            attempts = ", ".join(map(str, stretch.attempts))
+            speed = "–" if throughput is None else f"{_fmt(throughput.mean, 4)} (n={throughput.n})"
+            lines.append(
+                f"{stretch.precision}: steps {stretch.first_step}–{end} (attempt {attempts}), "
+                f"{stretch.held_gpu_seconds / 3600:.3g} GPU-h held, generation throughput {speed}"
+            )
+        return lines
 
     def mismatch_drift(self) -> tuple[str, str] | None:
         """``("0.011 → 0.036, rises", "± 0.002 / ± 0.004, n=38 steps each")``; None without two quarters."""
@@ -396,6 +411,9 @@ def summarize(
             out.missing.append(f"logged no {score}")
     xs, ys = run.series(vm.THROUGHPUT, training_only=True)
     out.throughput = stat(xs, ys)
+    for stretch in run.stretches:
+        kept = [(x, y) for x, y in zip(xs, ys, strict=True) if stretch.covers(x)]
+        out.stretches.append((stretch, stat([x for x, _ in kept], [y for _, y in kept])))
     split = quarters(xs, ys)
     out.late_throughput = split[1] if split else None
     if baseline is not None and baseline is not run:

@@ -28,7 +28,13 @@ from flashrl_api.experiment import (
 from flashrl_api.goodput import ledger_of
 from flashrl_api.history import HISTORY_KEY, add_metrics, history_name
 from flashrl_api.validation_summary import VALIDATION_KEY
-from flashrl_report.data import RunMetrics, parse_lines, pool_gpus, pool_held_gpu_seconds
+from flashrl_report.data import (
+    RunMetrics,
+    parse_lines,
+    pool_gpus,
+    pool_held_gpu_seconds,
+    precision_stretches,
+)
 from flashrl_report.validation import ValidationSamples, samples_from_summaries
 
 #: Where a run's numbers were read, as the report's header shows it.
@@ -102,6 +108,7 @@ def runs_from_objects(namespace: str, objects: Sequence[JobObjects]) -> list[Run
             run.goodput = ledger_of(goodput["byPhase"])
         run.pools = pool_gpus((item.job or {}).get("spec") or {})
         run.pool_held_gpu_seconds = pool_held_gpu_seconds(goodput)
+        run.stretches = precision_stretches(goodput, status.get("rolloutFallback"))
         run.gpus = sum(run.pools.values()) or None
         phase = status.get("phase")
         run.status_phase = phase if isinstance(phase, str) else None

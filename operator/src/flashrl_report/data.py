@@ -74,6 +74,55 @@ def pool_held_gpu_seconds(goodput: object) -> dict[str, float]:
     return out
 
 
+@dataclass(frozen=True)
+class PrecisionStretch:
+    """The steps a run trained with one rollout precision (``status.goodput.byPrecision[]``): after the
+    mismatch guard's FallbackToBF16, the FP8 stretch up to the checkpoint the BF16 attempt resumed
+    from, then the BF16 one."""
+
+    precision: str
+    attempts: tuple[int, ...]
+    held_gpu_seconds: float
+    #: Training steps its launchers saw complete (redone steps included).
+    steps: int
+    #: The steps of the run's history it stands for (later attempts win the steps they redo).
+    first_step: int
+    last_step: int | None = None
+
+    def covers(self, step: int) -> bool:
+        """Whether ``step`` of the run's history was trained in this stretch."""
+        return step >= self.first_step and (self.last_step is None or step <= self.last_step)
+
+
+def precision_stretches(goodput: object, fallback: object) -> list[PrecisionStretch]:
+    """The run's stretches by rollout precision, from ``status.goodput.byPrecision`` and
+    ``status.rolloutFallback``; empty for a run that ran one precision (or an operator before them)."""
+    entries = goodput.get("byPrecision") if isinstance(goodput, Mapping) else None
+    if not isinstance(entries, list) or len(entries) < 2 or not isinstance(fallback, Mapping):
+        return []
+    resumed = fallback.get("checkpointStep")
+    if not isinstance(resumed, int):
+        return []
+    out: list[PrecisionStretch] = []
+    for index, entry in enumerate(entries[:2]):
+        if not isinstance(entry, Mapping):
+            return []
+        held = _number(entry.get("heldGPUSeconds"))
+        listed = entry.get("attempts")
+        attempts = tuple(a for a in listed if isinstance(a, int)) if isinstance(listed, list) else ()
+        out.append(
+            PrecisionStretch(
+                precision=str(entry.get("precision") or "?"),
+                attempts=attempts,
+                held_gpu_seconds=held or 0.0,
+                steps=int(_number(entry.get("steps")) or 0),
+                first_step=1 if index == 0 else resumed + 1,
+                last_step=resumed if index == 0 else None,
+            )
+        )
+    return out
+
+
 @dataclass
 class RunMetrics:
     """Every numeric metric of one run, by step."""
@@ -100,6 +149,9 @@ class RunMetrics:
     status_step: tuple[int, int | None] | None = None
     #: The job's ``status.phase`` when the run was read from a cluster.
     status_phase: str | None = None
+    #: After the mismatch guard's FallbackToBF16: the FP8 stretch and the BF16 one
+    #: (:func:`precision_stretches`); empty for a run of one precision.
+    stretches: list[PrecisionStretch] = field(default_factory=list)
 
     def names(self) -> set[str]:
         """Every metric name logged at any step."""
@@ -227,10 +279,12 @@ def parse_labelled_argument(option: str, value: str, form: str, example: str) ->
 __all__ = [
     "ATTEMPT_FILE",
     "MetricsInputError",
+    "PrecisionStretch",
     "RunMetrics",
     "load_run",
     "parse_labelled_argument",
     "parse_lines",
     "pool_held_gpu_seconds",
+    "precision_stretches",
     "read_lines",
 ]

@@ -420,3 +420,49 @@ def test_the_async_example_is_four_runs_sync_and_separate_async_each_with_fp8_an
         ("separate-async", "blockwise-fp8", True),
         ("separate-async", "bf16", True),
     }
+
+
+# --- the KV-cache precision as a treatment (issue 46) ------------------------------------------------
+
+KV_EXAMPLE = REPO / "examples" / "flashrlexperiment-kv.yaml"
+
+
+def test_the_kv_example_is_four_arms_each_composing_against_the_pinned_verl() -> None:
+    import json
+
+    from flashrl_jobs.verl_args import verl_overrides
+    from flashrl_jobs.verl_config import compose_config
+    from flashrl_operator.render import render
+
+    experiment = parse_experiment(yaml.safe_load(KV_EXAMPLE.read_text()))
+    assert not any(v.allow_setup_changes for v in experiment.spec.variants or [])
+    jobs = variant_jobs(experiment)
+    arms = [(j.spec.rollout.quantization, j.spec.rollout.kv_cache) for j in jobs]
+    assert arms == [
+        ("bf16", "auto"),
+        ("blockwise-fp8", "auto"),
+        ("bf16", "fp8-e4m3"),
+        ("blockwise-fp8", "fp8-e4m3"),
+    ]
+    assert [j.spec.correction.guard.action for j in jobs] == ["Alert", *["FallbackToBF16"] * 3]
+    for job in jobs:
+        # What the operator renders: the spec ConfigMap's overrides are the ones composed here.
+        (config_map,) = [o for o in render(job) if o["kind"] == "ConfigMap"]
+        assert json.loads(config_map["data"]["verl-overrides.json"]) == verl_overrides(job)
+        rollout = compose_config(verl_overrides(job)).actor_rollout_ref.rollout
+        sglang = rollout.engine_kwargs.sglang
+        kv = None if job.spec.rollout.kv_cache == "auto" else job.spec.rollout.kv_cache.replace("-", "_")
+        assert sglang.get("kv_cache_dtype") == kv, job.name
+        assert rollout.quantization == ("fp8" if job.spec.rollout.quantization == "blockwise-fp8" else None)
+
+
+def test_a_variant_setting_an_fp8_kv_cache_on_an_older_gpu_is_refused_at_its_field() -> None:
+    spec = {
+        "template": {
+            "resources": {"gpuProduct": "NVIDIA-A100-SXM4-80GB"},
+            "rollout": {"quantization": "bf16"},
+        },
+        "variants": [{"name": "bf16"}, {"name": "kv", "spec": {"rollout": {"kvCache": "fp8-e4m3"}}}],
+    }
+    (problem,) = _problems(spec)
+    assert problem.startswith("spec.variants[1].spec.rollout.kvCache: fp8-e4m3 needs FP8 tensor cores")

@@ -61,6 +61,18 @@ BREAKING: dict[str, dict[str, Any]] = {
     "env-names-not-kuberay-managed": {"env": [{"name": "NCCL_DEBUG"}, {"name": "KUBERAY_GEN_RAY_START_CMD"}]},
     "gpu-product-is-a-gfd-label-value": {"resources": {"gpuProduct": "H20"}},
     "fp8-rollout-needs-fp8-gpus": {"resources": {"gpuProduct": "Tesla-T4"}},
+    "fp8-kv-cache-needs-fp8-gpus": {
+        "rollout": {"quantization": "bf16", "kvCache": "fp8-e4m3"},
+        "resources": {"gpuProduct": "NVIDIA-A100-SXM4-80GB"},
+    },
+    "fallback-needs-fp8-rollout": {
+        "rollout": {"quantization": "bf16", "kvCache": "bf16"},
+        "correction": {"guard": {"action": "FallbackToBF16"}},
+    },
+    "fallback-needs-checkpoints": {
+        "checkpoint": {"resumeMode": "disable"},
+        "correction": {"guard": {"action": "FallbackToBF16"}},
+    },
     "node-selector-leaves-gpu-product-to-gpu-product": {
         "resources": {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100"}}
     },
@@ -240,7 +252,10 @@ def _random_spec(rng: random.Random) -> dict[str, Any]:
             "samplesPerPrompt": rng.choice([1, 2, 3, 5, 8, 16]),
             "tensorParallelSize": rng.choice([1, 2, 3, 4, 8]),
             "quantization": rng.choice(["blockwise-fp8", "channel-fp8", "bf16"]),
+            "kvCache": rng.choice(["auto", "bf16", "fp8-e4m3", "fp8-e5m2"]),
         },
+        "correction": {"guard": {"action": rng.choice(["Alert", "Suspend", "FallbackToBF16"])}},
+        "checkpoint": {"resumeMode": rng.choice(["auto", "auto", "disable"])},
         "resources": {
             "gpuProduct": rng.choice(GPU_PRODUCT_CHOICES),
             "nodes": rng.choice([1, 2, 3, 4]),

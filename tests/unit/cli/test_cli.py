@@ -194,6 +194,22 @@ BAD_INPUTS: list[tuple[str, str, list[str]]] = [
         HEAD + "spec: {overrides: ['-bad']}\n",
         ["spec.overrides[0]:"],
     ),
+    (
+        "fp8-kv-cache-on-a100",
+        HEAD + "spec: {rollout: {quantization: bf16, kvCache: fp8-e4m3}, "
+        "resources: {gpuProduct: NVIDIA-A100-SXM4-80GB}}\n",
+        ["spec.rollout.kvCache: fp8-e4m3 needs FP8 tensor cores"],
+    ),
+    (
+        "fallback-on-bf16",
+        HEAD + "spec: {rollout: {quantization: bf16}, correction: {guard: {action: FallbackToBF16}}}\n",
+        ["spec.correction.guard.action: action FallbackToBF16 needs an FP8 rollout"],
+    ),
+    (
+        "fallback-without-resume",
+        HEAD + "spec: {checkpoint: {resumeMode: disable}, correction: {guard: {action: FallbackToBF16}}}\n",
+        ["spec.correction.guard.action: action FallbackToBF16 resumes the next attempt"],
+    ),
 ]
 
 
@@ -560,6 +576,21 @@ def test_validate_accepts_the_async_experiment_example(capsys: pytest.CaptureFix
         "  async-vs-sync-fp8-sync-bf16 (bf16, token TIS C=2.0, 1x8 NVIDIA-H20)",
         f"  async-vs-sync-fp8-async-fp8 (blockwise-fp8, token TIS C=2.0, 1x8 NVIDIA-H20, {pool})",
         f"  async-vs-sync-fp8-async-bf16 (bf16, token TIS C=2.0, 1x8 NVIDIA-H20, {pool})",
+    ]
+
+
+def test_validate_accepts_the_kv_experiment_example(capsys: pytest.CaptureFixture[str]) -> None:
+    """Four arms (weights, KV cache, both, neither), each checked as the job it becomes."""
+    path = REPO / "examples" / "flashrlexperiment-kv.yaml"
+    code, out, err = _run(["validate", str(path)], capsys)
+    assert code == 0, err
+    guard = "token TIS C=2.0, 1x8 NVIDIA-H20, guard FallbackToBF16"
+    assert out.splitlines() == [
+        f'{path}: valid FlashRLExperiment "fp8-weights-vs-kv-cache", 4 variants:',
+        "  fp8-weights-vs-kv-cache-bf16 (bf16, token TIS C=2.0, 1x8 NVIDIA-H20)",
+        f"  fp8-weights-vs-kv-cache-fp8-w (blockwise-fp8, {guard})",
+        f"  fp8-weights-vs-kv-cache-fp8-kv (bf16 with fp8-e4m3 KV cache, {guard})",
+        f"  fp8-weights-vs-kv-cache-fp8-w-kv (blockwise-fp8 with fp8-e4m3 KV cache, {guard})",
     ]
 
 

@@ -499,6 +499,7 @@ def test_printer_columns() -> None:
         "Val-Score",
         "Mismatch-KL",
         "Quantization",
+        "KV-Cache",
         "Nodes",
         "Attempt",
         "Goodput",
@@ -509,6 +510,9 @@ def test_printer_columns() -> None:
     visible = [c["name"] for c in columns if c.get("priority", 0) == 0]
     assert {"Phase", "Step", "Age"} <= set(visible)
     assert by_name["Goodput"]["priority"] == 1  # wide only: kubectl get -o wide
+    # The precision now in use (the operator's, after a FallbackToBF16), not the spec's.
+    assert by_name["Quantization"]["jsonPath"] == ".status.quantization"
+    assert by_name["KV-Cache"]["jsonPath"] == ".status.kvCache"
     assert by_name["Age"] == {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
     for column in columns:
         if column["jsonPath"].startswith(".metadata."):

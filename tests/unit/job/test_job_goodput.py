@@ -109,3 +109,37 @@ def test_a_separate_async_job_splits_its_gpu_seconds_per_pool() -> None:
     assert 0 < rollout["waitingGPUSeconds"] < trainer["waitingGPUSeconds"]
     # One pool: nothing waits for another pool, no split is written.
     assert "pools" not in (goodput(folded, [], at(0), [("trainer", 16)]) or {})
+
+
+def test_a_fallen_back_job_splits_its_gpu_seconds_and_steps_by_precision() -> None:
+    status: dict[str, Any] = {
+        "attempt": 2,
+        "attempts": [
+            {
+                "attempt": 1,
+                "startStep": 0,
+                "endStep": 3,
+                "checkpointStep": 2,
+                "reason": "FellBackToBF16",
+                "startTime": at(100),
+                "endTime": at(800),
+                "quantization": "blockwise-fp8",
+                "kvCache": "fp8-e4m3",
+            },
+            {"attempt": 2, "startStep": 2, "startTime": at(900), "quantization": "bf16", "kvCache": "bf16"},
+        ],
+    }
+    first = fold_attempts(Attempts.of(status), report(1, 250, 3, 760), 16, released=[1], now=at(830))
+    both = fold_attempts(first, report(2, 1000, 2, 1500), 16, released=[], now=at(1500))
+    wire = goodput(both, [], at(0))
+    assert wire is not None
+    fp8, bf16 = wire["byPrecision"]
+    assert (fp8["precision"], fp8["attempts"], fp8["steps"]) == ("blockwise-fp8/kv-fp8-e4m3", [1], 3)
+    assert (bf16["precision"], bf16["attempts"], bf16["steps"]) == ("bf16/kv-bf16", [2], 2)
+    assert fp8["heldGPUSeconds"] == pytest.approx(16 * (830 - 100), abs=0.5)
+    assert bf16["heldGPUSeconds"] == pytest.approx(16 * (1500 - 900), abs=0.5)
+    # The split adds up to the job's ledger.
+    assert fp8["heldGPUSeconds"] + bf16["heldGPUSeconds"] == pytest.approx(wire["heldGPUSeconds"], abs=1)
+    assert fp8["trainingGPUSeconds"] + bf16["trainingGPUSeconds"] == pytest.approx(
+        wire["trainingGPUSeconds"], abs=1
+    )

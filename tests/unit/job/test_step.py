@@ -338,6 +338,29 @@ def test_with_the_retries_spent_the_job_fails_with_the_attempts_reason() -> None
     assert [(e.type, e.reason) for e in step.events] == [("Warning", "AppFailed")]
 
 
+def test_an_attempt_ended_by_the_guards_fallback_spends_no_retry() -> None:
+    # The same failure of attempt 2 as above, but attempt 1 was ended by FallbackToBF16: retried.
+    job = make_job({**FALLBACK, "lifecycle": {"maxRestarts": 1}})
+    previous = running(2)
+    previous["attempts"][0]["reason"] = "FellBackToBF16"
+    previous["rolloutFallback"] = {
+        "attempt": 2,
+        "step": 20,
+        "checkpointStep": 20,
+        "metric": "rollout_corr/kl",
+        "value": 0.9,
+        "threshold": 0.1,
+        "fromQuantization": "blockwise-fp8",
+        "fromKvCache": "fp8-e4m3",
+        "time": T0,
+    }
+    bf16 = step_module.with_rollout_precision(job, previous)
+    step = failed_attempt(bf16, previous, ray_status("Complete", "FAILED"), reported=Reported(30, 2, 30))
+    assert (step.status.phase, step.status.attempt) == ("Starting", 3)
+    assert conditions(step)["RolloutFallback"] == ("True", "FellBackToBF16")  # the record stays
+    assert step.status.quantization == "bf16"
+
+
 def test_a_rayjob_deleted_while_the_job_ran_is_a_failed_attempt_not_a_silent_restart() -> None:
     job = make_job({"lifecycle": {"maxRestarts": 1}})
     live = as_live(job, running())
@@ -806,6 +829,66 @@ def test_the_guard_suspends_the_job_once_when_the_mismatch_drifts() -> None:
         observe(job, previous, live=as_live(job, previous, RayJob=ray_status("Running", "RUNNING")))
     )
     assert again.spec_patch is None and again.events == ()
+
+
+FALLBACK = {
+    "rollout": {"quantization": "blockwise-fp8", "kvCache": "fp8-e4m3"},
+    "correction": {"guard": {"action": "FallbackToBF16", "maxKL": 0.1, "consecutiveSteps": 1}},
+}
+
+
+def test_the_guard_falls_back_to_bf16_once_from_the_newest_checkpoint() -> None:
+    job = make_job(FALLBACK)
+    metrics = [{"name": "rollout_corr/kl", "value": 0.9, "step": 7}]
+    previous = running(
+        metrics=metrics,
+        progress={"step": 7, "totalSteps": 20, "attempt": 1},
+        checkpoint={"step": 5, "time": T0, "path": "/checkpoints/x/global_step_5", "attempt": 1},
+    )
+    live = as_live(job, previous, RayJob=ray_status("Running", "RUNNING"))
+    step = next_step(observe(job, previous, live=live))
+    assert step.status.phase == "Starting" and step.status.reason is None
+    assert step.delete == (Ref(kuberay.RAY_JOB, NAMESPACE, NAME, "uid-RayJob"),)
+    assert step.spec_patch is None
+    assert step.wake_after == WAKE_MARGIN_SECONDS  # no backoff: the next attempt starts now
+    assert conditions(step)["RolloutFallback"] == ("True", "FellBackToBF16")
+    assert (step.status.quantization, step.status.kv_cache) == ("bf16", "bf16")
+    one, two = step.status.attempts or []
+    assert (one.end_step, one.checkpoint_step, one.reason) == (7, 5, "FellBackToBF16")
+    assert (one.quantization, one.kv_cache) == ("blockwise-fp8", "fp8-e4m3")
+    assert (two.attempt, two.start_step, two.quantization, two.kv_cache) == (2, 5, "bf16", "bf16")
+    assert step.status.lost_steps == 2
+    warnings = [e for e in step.events if e.reason == "FellBackToBF16"]
+    assert len(warnings) == 1 and warnings[0].type == "Warning"
+    assert "rollout_corr/kl = 0.9 at step 7 crossed the threshold 0.1" in warnings[0].message
+
+    # The next reconcile renders attempt 2 from the BF16 spec; its guard only alerts (never loops).
+    fp8_children = {kind: body for kind, body in live.items() if kind != "RayJob"}
+    previous = {**previous, **step.status_patch}
+    bf16 = step_module.with_rollout_precision(job, previous)
+    assert (bf16.spec.rollout.quantization, bf16.spec.rollout.kv_cache) == ("bf16", "bf16")
+    assert bf16.spec.correction.guard.action == "Alert"
+    later = replace(observe(bf16, previous, live=fp8_children), now=NOW + datetime.timedelta(seconds=1))
+    again = next_step(later)
+    # The spec ConfigMap the launcher reads is rewritten, then attempt 2's RayJob created.
+    assert [(kind, mode) for kind, mode, _ in applied(again)] == [
+        ("ConfigMap", "restore"),
+        ("RayJob", "create"),
+    ]
+    assert [a.child.name for a in again.apply if a.child.resource.kind == "RayJob"] == [
+        attempt_ray_job_name(job, 2)
+    ]
+    assert again.delete == () and not [e for e in again.events if e.reason == "FellBackToBF16"]
+
+
+def test_a_bf16_job_never_falls_back() -> None:
+    job = make_job({"rollout": {"quantization": "bf16"}, "correction": {"guard": {"consecutiveSteps": 1}}})
+    previous = running(metrics=[{"name": "rollout_corr/kl", "value": 0.9, "step": 7}])
+    live = as_live(job, previous, RayJob=ray_status("Running", "RUNNING"))
+    step = next_step(observe(job, previous, live=live))
+    assert step.status.phase == "Running" and step.delete == ()
+    assert "RolloutFallback" not in conditions(step)
+    assert conditions(step)["RolloutMismatch"] == ("True", "MismatchDrift")
 
 
 def test_the_job_is_read_again_only_when_its_attempt_may_have_ended() -> None:

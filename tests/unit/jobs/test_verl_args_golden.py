@@ -28,7 +28,13 @@ CASES: dict[str, dict[str, Any]] = {
     "bf16-tis-token": {"rollout": {"quantization": "bf16"}},
     "blockwise-fp8-tis-sequence": {"correction": {"tis": {"level": "sequence", "cap": 5.0}}},
     "blockwise-fp8-tis-off": {"correction": {"tis": {"level": "off"}}},
+    "bf16-kv-fp8-e4m3-tis-token": {"rollout": {"quantization": "bf16", "kvCache": "fp8-e4m3"}},
+    "blockwise-fp8-kv-fp8-e4m3-tis-token": {"rollout": {"kvCache": "fp8-e4m3"}},
+    # What the mismatch guard's FallbackToBF16 renders (flashrl_api.precision.fallback_spec).
+    "fallback-bf16-kv-bf16-tis-token": {"rollout": {"quantization": "bf16", "kvCache": "bf16"}},
 }
+#: The SGLang kv_cache_dtype each case's kvCache renders (None: the engine's default, nothing rendered).
+KV_CACHE_DTYPE: dict[str, str] = {"fp8-e4m3": "fp8_e4m3", "bf16": "bf16"}
 
 
 def job(spec: dict[str, Any], name: str = "golden") -> FlashRLJob:
@@ -80,6 +86,7 @@ def test_golden_argv_composes_against_pinned_verl(case: str) -> None:
     else:
         assert rollout.quantization is None
         assert rollout.load_format == "dummy"
+    assert rollout.engine_kwargs.sglang.get("kv_cache_dtype") == KV_CACHE_DTYPE.get(spec.rollout.kv_cache)
     level = spec.correction.tis.level
     assert correction.rollout_is == (None if level == "off" else level)
     assert correction.rollout_is_threshold == spec.correction.tis.cap

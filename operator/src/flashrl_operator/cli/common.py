@@ -74,7 +74,12 @@ def summary(job: FlashRLJob) -> str:
     tis = spec.correction.tis
     correction = "TIS off" if tis.level == "off" else f"{tis.level} TIS C={tis.cap}"
     res = spec.resources
-    parts = [spec.rollout.quantization, correction, f"{res.nodes}x{res.gpus_per_node} {res.gpu_product}"]
+    precision: str = spec.rollout.quantization
+    if spec.rollout.kv_cache != "auto":
+        precision += f" with {spec.rollout.kv_cache} KV cache"
+    parts = [precision, correction, f"{res.nodes}x{res.gpus_per_node} {res.gpu_product}"]
+    if spec.correction.guard.action != "Alert":
+        parts.append(f"guard {spec.correction.guard.action}")
     pool = spec.rollout.pool
     if spec.training.mode != "sync":
         parts.append(spec.training.mode)

@@ -102,7 +102,19 @@ PRINTER_COLUMNS: Final[tuple[dict[str, Any], ...]] = (
         "Newest rollout/trainer mismatch (verl rollout_corr/kl).",
         priority=1,
     ),
-    printer_column("Quantization", "string", ".spec.rollout.quantization", "Rollout weight precision."),
+    printer_column(
+        "Quantization",
+        "string",
+        ".status.quantization",
+        "Rollout weight precision now in use (bf16 after the mismatch guard's FallbackToBF16).",
+    ),
+    printer_column(
+        "KV-Cache",
+        "string",
+        ".status.kvCache",
+        "Rollout KV-cache precision now in use (spec.rollout.kvCache; bf16 after FallbackToBF16).",
+        priority=1,
+    ),
     printer_column(
         "Nodes",
         "integer",

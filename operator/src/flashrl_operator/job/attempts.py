@@ -228,10 +228,11 @@ def on_failure(
     """
     current = state.current
     step = reported.step_of(current)
+    # An attempt the mismatch guard ended (FallbackToBF16) did not fail: it is no stall.
     history = [
         PastAttempt(e.attempt, e.start_step, e.end_step or e.start_step, e.checkpoint_step or 0)
         for e in state.history
-        if e.end_time is not None and e.attempt != current.attempt
+        if e.end_time is not None and e.attempt != current.attempt and e.reason != Reason.FELL_BACK_TO_BF16
     ]
     end = AttemptEnd(
         attempt=current.attempt,

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from flashrl_api.goodput import AttemptSpan, job_ledger, parse_rfc3339
 from flashrl_api.pools import pool_goodput
+from flashrl_api.precision import precision_label
 from flashrl_api.status import ConditionType, LauncherPhases, Reason
 from flashrl_operator.job.attempts import Attempt, Attempts
 from flashrl_operator.job.status.conditions import find_condition
@@ -231,4 +232,34 @@ def goodput(
     split = pool_goodput(ledger, pools)
     if split:
         wire["pools"] = split
+    by_precision = precision_goodput(attempts.history, history, max(times))
+    if by_precision:
+        wire["byPrecision"] = by_precision
     return wire
+
+
+def precision_goodput(
+    history: Sequence[Attempt], held: Sequence[AttemptSpan], as_of: float
+) -> list[dict[str, Any]]:
+    """``status.goodput.byPrecision``: the attempts grouped by the rollout precision each recorded, in
+    the order first run (the guard's FallbackToBF16 makes two groups: the FP8 stretch, then BF16)."""
+    by_attempt = {span.attempt: span for span in held}
+    groups: dict[str, list[Attempt]] = {}
+    for entry in sorted(history, key=lambda e: e.attempt):
+        if entry.quantization is None:
+            continue
+        groups.setdefault(precision_label(entry.quantization, entry.kv_cache or "auto"), []).append(entry)
+    out = []
+    for label, entries in groups.items():
+        spans_of = [by_attempt[e.attempt] for e in entries if e.attempt in by_attempt]
+        ledger = job_ledger(spans_of, as_of)
+        out.append(
+            {
+                "precision": label,
+                "attempts": [e.attempt for e in entries],
+                "heldGPUSeconds": round(ledger.held_gpu_seconds, 1),
+                "trainingGPUSeconds": round(ledger.training_gpu_seconds, 1),
+                "steps": sum(span.steps for span in spans_of),
+            }
+        )
+    return out

@@ -140,6 +140,7 @@ from flashrl_operator.job.step import (
     rejection,
     release_checks,
     waits_for_gpus,
+    with_rollout_precision,
     with_trainer_image,
 )
 from flashrl_operator.render import Child, render
@@ -439,6 +440,8 @@ class Reconciler:
         # The operator's default trainer image is the job's from here on: the policy judges it, the
         # staging Job and the Ray pods run it, the RayJob's spec snapshot records it.
         job = with_trainer_image(job, self._default_trainer_image)
+        # After the mismatch guard's FallbackToBF16, every attempt runs (and is rendered from) BF16 rollout.
+        job = with_rollout_precision(job, seen.previous)
         desired = render(job, attempt_context(job, seen.previous, seen.created), self._network)
         # The policy judges the pods of exactly what would be applied.
         refused = tuple(str(p) for p in policy_problems(job, self._policy, desired))

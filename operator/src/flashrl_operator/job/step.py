@@ -27,7 +27,9 @@ Each rule has one named place here, over the pure modules that hold the details:
 * retries: :func:`attempt_outcome` (:mod:`~flashrl_operator.job.attempts`, whose
   :func:`~flashrl_operator.job.attempts.on_failure` applies the retry policy);
 * goodput: :func:`with_goodput`;
-* the mismatch guard's Suspend action: :func:`guard_suspend`;
+* the mismatch guard's Suspend action: :func:`guard_suspend`; its FallbackToBF16 action:
+  :func:`guard_fallback` (the attempt ends, the next one runs BF16 rollout) and
+  :func:`with_rollout_precision` (every later attempt is rendered from the BF16 spec);
 * the status and its Events: :func:`~flashrl_operator.job.status.mapping.status_of` and
   :func:`~flashrl_operator.job.status.mapping.status_events`.
 
@@ -58,10 +60,11 @@ from typing import Any, Final, Literal
 from flashrl_api import FlashRLJob, FlashRLJobStatus
 from flashrl_api.pins import default_trainer_image
 from flashrl_api.pools import gpu_pools
+from flashrl_api.precision import BF16_KV_CACHE, BF16_QUANTIZATION, fallback_spec, spec_uses_fp8
 from flashrl_api.staging import staging_plan
-from flashrl_api.status import RECOVERABLE_FAILURES, ConditionType, Reason
+from flashrl_api.status import MAX_ATTEMPTS, RECOVERABLE_FAILURES, ConditionType, Reason, RolloutFallback
 from flashrl_api.times import rfc3339
-from flashrl_operator.job.attempts import Attempts, Reported, on_failure
+from flashrl_operator.job.attempts import Attempt, Attempts, Reported, on_failure
 from flashrl_operator.job.fits import capacity, claims_message, missing_claims
 from flashrl_operator.job.goodput import fold_attempts, goodput, unreleased, within_life
 from flashrl_operator.job.preflight import cluster_needs
@@ -73,6 +76,7 @@ from flashrl_operator.job.status.mapping import (
     Decided,
     Observation,
     decide_phase,
+    fallback_message,
     guard_observation,
     guard_tripped_now,
     status_events,
@@ -276,6 +280,21 @@ def with_trainer_image(job: FlashRLJob, image: str | None) -> FlashRLJob:
         return job
     images = job.spec.images.model_copy(update={"trainer": image})
     return job.model_copy(update={"spec": job.spec.model_copy(update={"images": images})})
+
+
+def with_rollout_precision(job: FlashRLJob, previous: Mapping[str, Any]) -> FlashRLJob:
+    """The job as its current attempt runs it: after the guard's FallbackToBF16 (``status.rolloutFallback``)
+    with BF16 rollout weights and KV cache and a guard that only alerts (:func:`flashrl_api.precision.
+    fallback_spec`). Everything is rendered from it (the spec ConfigMap the launcher reads, the verl
+    overrides, the RayJob and its spec snapshot), so the launcher recomputes the same overrides."""
+    if not isinstance(previous.get("rolloutFallback"), Mapping):
+        return job
+    return job.model_copy(update={"spec": fallback_spec(job.spec)})
+
+
+def fallbacks(previous: Mapping[str, Any]) -> int:
+    """Attempts the guard's FallbackToBF16 ended (0 or 1): they are not counted against maxRestarts."""
+    return 1 if isinstance(previous.get("rolloutFallback"), Mapping) else 0
 
 
 def attempt_context(
@@ -668,7 +687,8 @@ def attempt_outcome(
         reported,
         verdict.reason,
         verdict.message,
-        job.spec.lifecycle.max_restarts,
+        # The guard's FallbackToBF16 ended one attempt without a failure: it spends no retry.
+        job.spec.lifecycle.max_restarts + fallbacks(previous),
         o.now,
         deadline_left_seconds=left,
         backoff_base=o.retry_backoff,
@@ -757,6 +777,87 @@ def suspend_worker_groups(o: Observed) -> tuple[Patch, ...]:
     return tuple(patches)
 
 
+def guard_fallback(o: Observed, obs: Observation, outcome: AttemptOutcome) -> AttemptOutcome | None:
+    """spec.correction.guard.action ``FallbackToBF16``: when the guard has tripped on a live FP8
+    attempt, end it (its RayJob is deleted now) and open the next one, from the newest checkpoint, with
+    BF16 rollout; once per job (``status.rolloutFallback``; the BF16 job's guard only alerts). ``None``:
+    the guard does not act."""
+    assert o.job is not None
+    job, previous = o.job, obs.previous
+    guard = obs.guard
+    if (
+        job.spec.correction.guard.action != "FallbackToBF16"
+        or not spec_uses_fp8(job.spec)
+        or fallbacks(previous)
+        or guard is None
+        or not guard.tripped
+        or obs.ray_job is None
+        or outcome.decided.phase.phase not in RUNNING_PHASES
+        or job.spec.lifecycle.suspend
+    ):
+        return None
+    now = rfc3339(o.now)
+    attempts = Attempts.of(outcome.decided.attempts if outcome.decided.attempts is not None else previous)
+    reported = o.reported or Reported.of(previous)
+    current = attempts.current
+    step = reported.step_of(current)
+    resume_from = max(reported.checkpoint_step, current.start_step)
+    closed = current.closed(step, reported.checkpoint_step, Reason.FELL_BACK_TO_BF16, now)
+    if closed.quantization is None:  # recorded by an operator before the precision was
+        closed = closed.model_copy(
+            update={"quantization": job.spec.rollout.quantization, "kv_cache": job.spec.rollout.kv_cache}
+        )
+    nxt = Attempt(
+        attempt=current.attempt + 1,
+        start_step=resume_from,
+        quantization=BF16_QUANTIZATION,
+        kv_cache=BF16_KV_CACHE,
+    )
+    after = replace(
+        attempts,
+        attempt=nxt.attempt,
+        history=tuple([*attempts._with_current(closed), nxt][-MAX_ATTEMPTS:]),
+        lost_steps=attempts.lost_steps + max(0, step - resume_from),
+        next_attempt_time=now,
+    )
+    breach = guard.breaches[0]
+    record = RolloutFallback(
+        attempt=nxt.attempt,
+        step=breach.step,
+        checkpoint_step=resume_from,
+        metric=breach.check.metric,
+        value=breach.value,
+        threshold=breach.check.threshold,
+        from_quantization=job.spec.rollout.quantization,
+        from_kv_cache=job.spec.rollout.kv_cache,
+        time=now,
+    )
+    message = fallback_message(record)
+    delete: tuple[Ref, ...] = ()
+    if obs.ray_job_name:
+        delete = (Ref(kuberay.RAY_JOB, o.namespace, obs.ray_job_name, obs.ray_job.uid or None),)
+    decided = Decided(
+        PhaseDecision("Starting", Reason.FELL_BACK_TO_BF16, message),
+        after.to_status(),
+        next_ray_job=attempt_ray_job_name(job, nxt.attempt),
+        fallback=record.to_wire(),
+    )
+    return AttemptOutcome(decided, delete=delete, wake_at=now)
+
+
+def with_precision(job: FlashRLJob, previous: Mapping[str, Any], decided: Decided) -> Decided:
+    """Record the rollout precision on the current attempt's entry (once; a fallback's BF16 attempt
+    already carries its own)."""
+    attempts = Attempts.of(decided.attempts if decided.attempts is not None else previous)
+    current = attempts.current
+    if current.quantization is not None or not any(e.attempt == current.attempt for e in attempts.history):
+        return decided
+    entry = current.model_copy(
+        update={"quantization": job.spec.rollout.quantization, "kv_cache": job.spec.rollout.kv_cache}
+    )
+    return replace(decided, attempts=replace(attempts, history=attempts._with_current(entry)).to_status())
+
+
 # The step.
 
 
@@ -837,6 +938,8 @@ def next_step(o: Observed) -> Step:
         staging=plan.staging,
         previous=previous,
         guard=guard_observation(job.spec.correction.guard, previous),
+        quantization=job.spec.rollout.quantization,
+        kv_cache=job.spec.rollout.kv_cache,
     )
     verdict = decide_phase(obs)
     if final and verdict.phase == previous.get("phase") and previous.get("reason"):
@@ -851,9 +954,14 @@ def next_step(o: Observed) -> Step:
     outcome = AttemptOutcome(Decided(verdict))
     if not final and rejected is None and not plan.conflicts:
         outcome = attempt_outcome(o, obs, verdict, attempts, deleted=plan.deleted, waiting=waiting)
+        fallback = guard_fallback(o, obs, outcome)
+        if fallback is not None:
+            # The status says at once what the next attempt runs.
+            outcome = fallback
+            obs = replace(obs, quantization=BF16_QUANTIZATION, kv_cache=BF16_KV_CACHE)
     decided = outcome.decided
     if rejected is None and not plan.conflicts:
-        decided = with_goodput(o, obs, decided)
+        decided = with_goodput(o, obs, with_precision(job, previous, decided))
     status = status_of(obs, decided, rfc3339(o.now))
     spec_patch, guard_events = guard_suspend(job, previous, status)
     return Step(

@@ -257,6 +257,8 @@ def test_every_key_the_status_computation_sets_is_owned() -> None:
         ray_job_name="j",
         previous=previous,
         guard=guard_observation(MismatchGuardSpec(), previous),
+        quantization="bf16",
+        kv_cache="bf16",
     )
     attempts = {
         "attempt": 1,
@@ -264,7 +266,19 @@ def test_every_key_the_status_computation_sets_is_owned() -> None:
         "lostSteps": 3,
         "nextAttemptTime": NOW,
     }
-    decided = Decided(decide_phase(obs), attempts=attempts, goodput={"heldGPUSeconds": 16.0})
+    fallback = {
+        "attempt": 2,
+        "step": 7,
+        "metric": "rollout_corr/kl",
+        "value": 0.3,
+        "threshold": 0.1,
+        "fromQuantization": "blockwise-fp8",
+        "fromKvCache": "auto",
+        "time": NOW,
+    }
+    decided = Decided(
+        decide_phase(obs), attempts=attempts, goodput={"heldGPUSeconds": 16.0}, fallback=fallback
+    )
     status = status_of(obs, decided, NOW)
     written = set(status.model_dump(by_alias=True, exclude_unset=True, exclude_none=True))
     assert written == set(OWNED_KEYS)

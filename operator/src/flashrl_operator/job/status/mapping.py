@@ -36,6 +36,7 @@ from flashrl_api.status import (
     GuardStreak,
     MetricValue,
     Reason,
+    RolloutFallback,
 )
 from flashrl_operator.job.status.conditions import Verdict, find_condition, merge_conditions, truncate
 from flashrl_operator.job.status.pods import PodProblem, problems_summary
@@ -155,6 +156,12 @@ class Observation:
     guard: GuardResult | None = None
     """spec.correction.guard evaluated on the launcher's status.metrics (None: no metrics yet)."""
 
+    quantization: str | None = None
+    """The rollout weight precision the current attempt runs (after FallbackToBF16: bf16)."""
+
+    kv_cache: str | None = None
+    """The rollout KV-cache precision the current attempt runs."""
+
 
 @dataclass(frozen=True)
 class Decided:
@@ -176,6 +183,10 @@ class Decided:
     goodput: Mapping[str, Any] | None = None
     """``status.goodput`` in wire form (:mod:`flashrl_operator.job.goodput`); ``None`` keeps the
     previous one."""
+
+    fallback: Mapping[str, Any] | None = None
+    """``status.rolloutFallback`` (wire form) when the guard's FallbackToBF16 acts now; ``None`` keeps
+    the previous one."""
 
     next_ray_job: str | None = None
     """A retry: the next attempt's RayJob (not created yet), which the status names. The failed
@@ -422,6 +433,7 @@ def status_of(obs: Observation, decided: Decided, now: str) -> FlashRLJobStatus:
         ConditionType.CLUSTER_READY: cluster_ready_check(obs, decided),
         **phase_conditions(decision),
         **guard_conditions(obs.guard),
+        **fallback_conditions(decided.fallback or obs.previous.get("rolloutFallback")),
     }
     staged = staged_check(obs)
     if staged is not None:
@@ -466,6 +478,9 @@ def status_of(obs: Observation, decided: Decided, now: str) -> FlashRLJobStatus:
         mismatch_guard=list(obs.guard.streaks) if obs.guard is not None and obs.guard.streaks else None,
         mismatch_guard_step=obs.guard.step if obs.guard is not None else None,
         goodput=decided.goodput if decided.goodput is not None else prev.get("goodput"),
+        quantization=obs.quantization or prev.get("quantization"),
+        kv_cache=obs.kv_cache or prev.get("kvCache"),
+        rollout_fallback=decided.fallback or prev.get("rolloutFallback"),
         **{key: value for key, value in _attempt_fields(obs, decided).items() if value is not None},
     )
 
@@ -502,6 +517,27 @@ def guard_conditions(result: GuardResult | None) -> dict[str, Verdict]:
     if watching:
         message += f" or not yet out of them for consecutiveSteps steps ({watching} out of bounds)"
     return {ConditionType.ROLLOUT_MISMATCH: Verdict("False", Reason.MISMATCH_WITHIN_BOUNDS, message)}
+
+
+def fallback_message(record: RolloutFallback) -> str:
+    """The RolloutFallback condition's (and its Warning Event's) message: metric, value, threshold, step."""
+    resume = f"checkpoint step {record.checkpoint_step}" if record.checkpoint_step else "the start"
+    return (
+        f"spec.correction.guard (action FallbackToBF16): {record.metric} = {record.value:.6g} at step "
+        f"{record.step} crossed the threshold {record.threshold:g}; attempt {record.attempt - 1} "
+        f"({record.from_quantization}, kvCache {record.from_kv_cache}) was ended and attempt "
+        f"{record.attempt} resumes from {resume} with BF16 rollout (weights and KV cache)"
+    )
+
+
+def fallback_conditions(raw: object) -> dict[str, Verdict]:
+    """``RolloutFallback``: True with ``FellBackToBF16`` once the guard's FallbackToBF16 acted."""
+    record = _model(RolloutFallback, raw)
+    if record is None:
+        return {}
+    return {
+        ConditionType.ROLLOUT_FALLBACK: Verdict("True", Reason.FELL_BACK_TO_BF16, fallback_message(record))
+    }
 
 
 def guard_tripped_now(previous: Mapping[str, Any], desired: FlashRLJobStatus) -> bool:
