@@ -194,11 +194,6 @@ STATUS_METRICS: Final[tuple[str, ...]] = (
 MAX_STATUS_METRICS: Final = 64
 
 
-def _is_mean(name: str) -> bool:
-    match = verl.VAL_CORE_PATTERN.match(name)
-    return match is not None and match["metric"].startswith("mean@")
-
-
 def status_metric_names(reported: Iterable[str]) -> list[str]:
     """Which of verl's ``reported`` metric names the launcher puts in ``status.metrics``, in order: the
     validation ``mean@N`` scores, :data:`STATUS_METRICS`, then every other name the operator's per-step
@@ -206,7 +201,7 @@ def status_metric_names(reported: Iterable[str]) -> list[str]:
     ``flashrl report --experiment`` draws them, so a name missing here is a plot missing there); at
     most :data:`MAX_STATUS_METRICS`. The launcher and the emulated one both ask this function."""
     names = set(reported)
-    ordered = [n for n in verl.val_core_keys(names) if _is_mean(n)]
+    ordered = [n for n in verl.val_core_keys(names) if verl.is_validation_score(n)]
     ordered += [n for n in STATUS_METRICS if n in names]
     chosen = set(ordered)
     ordered += sorted(n for n in names if n not in chosen and history.keeps(n))

@@ -27,6 +27,7 @@ from flashrl_api.gpus import (
 from flashrl_api.kuberay_env import KUBERAY_MANAGED_ENV, KUBERAY_MANAGED_ENV_NAMES
 from flashrl_api.sources import HF_SCHEME, is_hf
 from flashrl_api.spec import (
+    ENGINE_QUANTIZATIONS,
     GPU_PRODUCT_LABEL,
     GPU_RESOURCE,
     INTERPOLATION_START,
@@ -333,6 +334,18 @@ RULES: tuple[Rule, ...] = (
             s.rollout.quantization not in FP8_QUANTIZATIONS or not lacks_fp8(s.resources.gpu_product)
         ),
         explain=lambda s: _fp8_explained(s),
+    ),
+    Rule(
+        name="quantization-supported-by-engine",
+        path="rollout.quantization",
+        cel=" && ".join(
+            f"(self.rollout.engine != '{engine}' || self.rollout.quantization in "
+            f"[{', '.join(repr(q) for q in supported)}])"
+            for engine, supported in ENGINE_QUANTIZATIONS.items()
+        ),
+        message="channel-fp8 is SGLang's flash_rl loader: with rollout.engine vllm use blockwise-fp8 (verl's "
+        "FP8 path, which vLLM supports) or bf16",
+        check=lambda s: s.rollout.quantization in ENGINE_QUANTIZATIONS[s.rollout.engine],
     ),
     Rule(
         name="mount-paths-unique",

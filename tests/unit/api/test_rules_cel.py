@@ -61,6 +61,7 @@ BREAKING: dict[str, dict[str, Any]] = {
     "env-names-not-kuberay-managed": {"env": [{"name": "NCCL_DEBUG"}, {"name": "KUBERAY_GEN_RAY_START_CMD"}]},
     "gpu-product-is-a-gfd-label-value": {"resources": {"gpuProduct": "H20"}},
     "fp8-rollout-needs-fp8-gpus": {"resources": {"gpuProduct": "Tesla-T4"}},
+    "quantization-supported-by-engine": {"rollout": {"engine": "vllm", "quantization": "channel-fp8"}},
     "node-selector-leaves-gpu-product-to-gpu-product": {
         "resources": {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100"}}
     },
@@ -240,6 +241,7 @@ def _random_spec(rng: random.Random) -> dict[str, Any]:
             "samplesPerPrompt": rng.choice([1, 2, 3, 5, 8, 16]),
             "tensorParallelSize": rng.choice([1, 2, 3, 4, 8]),
             "quantization": rng.choice(["blockwise-fp8", "channel-fp8", "bf16"]),
+            "engine": rng.choice(["sglang", "vllm"]),
         },
         "resources": {
             "gpuProduct": rng.choice(GPU_PRODUCT_CHOICES),
