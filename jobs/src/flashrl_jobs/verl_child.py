@@ -226,9 +226,10 @@ _REFUSED_EVENTS: Final = (
     "winreg.",
 )
 #: Modules imported, when installed, before the audit hook is added (see :func:`child_main`): their
-#: import loads shared libraries through ctypes, which the hook refuses. torch is among them only
-#: where it is installed (verl's checks then import the real one, as in the trainer image).
-_PRELOADED: Final = ("numpy", "torch")
+#: import loads shared libraries through ctypes (numpy, torch, ray) or makes directories (tensordict
+#: imports torch._dynamo, which makes its cache directory under ``TMPDIR``), which the hook refuses.
+#: The last three are installed where verl runs (the trainer image): verl's checks import them there.
+_PRELOADED: Final = ("numpy", "torch", "ray", "tensordict")
 #: File-system reads confined to the import roots.
 _READ_EVENTS: Final = ("open", "os.listdir", "os.scandir", "glob.glob", "os.walk")
 
@@ -359,8 +360,12 @@ def child_main(request: Mapping[str, Any]) -> None:
     # The project's own modules are imported before the lock: an editable install maps them from a
     # source tree that is on no sys.path entry, so the hook would refuse their files.
     from flashrl_api.manifest import parse_job
+    from flashrl_api.pins import load_pins
     from flashrl_jobs.verl_config import VerlConfigUnavailableError, check_config
 
+    # The pins file too (a vLLM job's default image is read from it while the job is parsed): it is a
+    # symbolic link out of the package, to images/pins.yaml, which the hook would refuse to open.
+    load_pins()
     sys.addaudithook(_audit_hook(_import_roots()))
     answer: dict[str, Any] = {"problems": [], "skipped": []}
     try:
