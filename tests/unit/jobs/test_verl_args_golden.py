@@ -21,13 +21,16 @@ from flashrl_jobs.verl_config import compose_config
 
 GOLDEN = Path(__file__).parent / "golden"
 
-#: name -> spec fragment. Every quantization mode (token TIS) and every TIS level (blockwise FP8).
+#: name -> spec fragment. Every quantization mode (token TIS), every TIS level (blockwise FP8), and the
+#: quantizations vLLM supports.
 CASES: dict[str, dict[str, Any]] = {
     "blockwise-fp8-tis-token": {},
     "channel-fp8-tis-token": {"rollout": {"quantization": "channel-fp8"}},
     "bf16-tis-token": {"rollout": {"quantization": "bf16"}},
     "blockwise-fp8-tis-sequence": {"correction": {"tis": {"level": "sequence", "cap": 5.0}}},
     "blockwise-fp8-tis-off": {"correction": {"tis": {"level": "off"}}},
+    "vllm-blockwise-fp8-tis-token": {"rollout": {"engine": "vllm"}},
+    "vllm-bf16-tis-token": {"rollout": {"engine": "vllm", "quantization": "bf16"}},
 }
 
 
@@ -65,7 +68,7 @@ def test_golden_argv_composes_against_pinned_verl(case: str) -> None:
     rollout = cfg.actor_rollout_ref.rollout
     correction = cfg.algorithm.rollout_correction
     # The values verl will actually see, after Hydra merged the overrides into its defaults.
-    assert rollout.name == "sglang"
+    assert rollout.name == spec.rollout.engine
     assert rollout.calculate_log_probs is True
     assert (rollout.temperature, rollout.top_p, rollout.top_k) == (1.0, 1.0, -1)
     assert cfg.trainer.n_gpus_per_node == spec.resources.gpus_per_node
