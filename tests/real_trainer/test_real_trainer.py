@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,8 @@ from trainer_env import REPO, TrainerRun, plugin_path, python
 
 from conftest import ApiServer
 from flashrl_api import verl_metrics as vm
+from flashrl_operator.job.status.launcher_failure import launcher_failure
+from flashrl_operator.vocab.kuberay import entrypoint_failed_message
 
 pytestmark = pytest.mark.real_trainer
 
@@ -125,7 +128,7 @@ def rendered_pod(manifest: dict[str, Any], workdir: Path) -> tuple[Path, dict[st
 def pod_env(tmp: Path, head_env: dict[str, str], api: ApiServer) -> dict[str, str]:
     """The head container's environment, with what the kubelet and KubeRay add, on this machine."""
     sa = tmp / "serviceaccount"
-    sa.mkdir()
+    sa.mkdir(parents=True)
     (sa / "token").write_text("test-token\n")
     (sa / "namespace").write_text(NAMESPACE)
     base = {k: os.environ[k] for k in ("PATH", "HOME", "LANG") if k in os.environ}
@@ -191,9 +194,16 @@ def test_verl_failing_on_a_missing_data_file_ends_the_launcher_with_its_reason(
         code = run.wait(launcher, WATCHDOG_S)
     finally:
         run.stop()
-    assert code != 0, run.tail()
+    assert code == 1, run.tail()  # verl's own exit code, passed on
     message = (tmp_path / "termination-log").read_text()
-    assert "train.parquet" in message or "exit" in message, message
+    assert message.startswith("verl exited with code 1 on its own at step 0"), message
+    assert "FileNotFoundError" in message and "absent/train.parquet" in message, message
+    # What the operator makes of it, from the Ray job's message as KubeRay reports it: the documented reason
+    # with verl's exit code and its last words.
+    lines = run.tail().splitlines()
+    failure = launcher_failure(entrypoint_failed_message(code, *lines[-10:]))
+    assert failure is not None and failure.reason == "TrainerFailed", failure
+    assert failure.exit_code == 1
 
 
 def test_flashrl_validate_passes_where_verl_torch_and_ray_are_installed(tiny: Path, tmp_path: Path) -> None:
@@ -216,3 +226,46 @@ def test_flashrl_validate_passes_where_verl_torch_and_ray_are_installed(tiny: Pa
     assert done.returncode == 0, done.stdout + done.stderr
     assert f'valid FlashRLJob "{NAME}"' in done.stdout, done.stdout
     assert "sandbox" not in done.stdout + done.stderr
+
+
+def steps_trained(metrics_file: Path) -> list[int]:
+    """The steps verl trained in one attempt (its file logger's records that carry a step's timing)."""
+    records = [json.loads(line) for line in metrics_file.read_text().splitlines() if line.strip()]
+    return sorted(r["step"] for r in records if "timing_s/step" in r["data"])
+
+
+def test_a_killed_attempt_resumes_from_its_last_checkpoint_in_the_next(
+    tiny: Path, tmp_path: Path, api: ApiServer
+) -> None:
+    """The launcher is killed (with verl and the Ray head: the pod goes away) once step 2's checkpoint is
+    written; attempt 2 starts as the operator's retry starts it (a new Ray head, ``FLASHRL_ATTEMPT=2``,
+    the same volumes) and verl resumes from step 2: it trains step 3 only and the job ends at 3/3."""
+    storage = tmp_path / "volumes"
+    spec, head_env = rendered_pod(job_manifest(tiny, storage), tmp_path)
+    root = storage / "checkpoints" / "DAPO-1" / NAME
+    tracker = root / "latest_checkpointed_iteration.txt"
+    first = TrainerRun(tmp_path / "attempt-1", pod_env(tmp_path, head_env, api))
+    try:
+        first.start_head()
+        launcher = first.launch("train", "--spec", str(spec))
+        deadline = time.monotonic() + WATCHDOG_S
+        while not (tracker.exists() and tracker.read_text().strip() == "2"):
+            assert launcher.poll() is None, f"attempt 1 ended before step 2's checkpoint:\n{first.tail()}"
+            assert time.monotonic() < deadline, f"no checkpoint of step 2 in time:\n{first.tail()}"
+            time.sleep(1)
+    finally:
+        first.stop()
+    assert (root / "global_step_2").is_dir()
+    env = {**pod_env(tmp_path / "second", head_env, api), "FLASHRL_ATTEMPT": "2"}
+    second = TrainerRun(tmp_path / "attempt-2", env)
+    try:
+        second.start_head()
+        code = second.wait(second.launch("train", "--spec", str(spec)), WATCHDOG_S)
+    finally:
+        second.stop()
+    assert code == 0, second.tail()
+    assert steps_trained(root / "metrics" / "attempt-2.jsonl") == [3], second.tail()
+    assert max(steps_trained(root / "metrics" / "attempt-1.jsonl")) >= 2
+    assert tracker.read_text().strip() == "3"
+    progress = [s["progress"] for s in api.statuses() if "progress" in s]
+    assert progress[-1]["step"] == 3 and progress[-1]["totalSteps"] == 3
