@@ -265,7 +265,8 @@ def test_a_killed_attempt_resumes_from_its_last_checkpoint_in_the_next(
         second.stop()
     assert code == 0, second.tail()
     assert steps_trained(root / "metrics" / "attempt-2.jsonl") == [3], second.tail()
-    assert max(steps_trained(root / "metrics" / "attempt-1.jsonl")) >= 2
+    # verl writes a step's checkpoint before it logs the step: attempt 1 may have logged step 1 only.
+    assert steps_trained(root / "metrics" / "attempt-1.jsonl")[0] == 1
     assert tracker.read_text().strip() == "3"
     progress = [s["progress"] for s in api.statuses() if "progress" in s]
     assert progress[-1]["step"] == 3 and progress[-1]["totalSteps"] == 3
