@@ -11,6 +11,7 @@ from the pod itself (its namespace and its ``flashrl.dev/job`` label) and drops 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Final
 
@@ -194,13 +195,18 @@ STATUS_METRICS: Final[tuple[str, ...]] = (
 MAX_STATUS_METRICS: Final = 64
 
 
+_NAME: Final = re.compile(verl.METRIC_NAME_PATTERN)
+
+
 def status_metric_names(reported: Iterable[str]) -> list[str]:
     """Which of verl's ``reported`` metric names the launcher puts in ``status.metrics``, in order: the
     validation ``mean@N`` scores, :data:`STATUS_METRICS`, then every other name the operator's per-step
     history keeps (:func:`flashrl_api.history.kept`; it copies them from ``status.metrics`` and
     ``flashrl report --experiment`` draws them, so a name missing here is a plot missing there); at
-    most :data:`MAX_STATUS_METRICS`. The launcher and the emulated one both ask this function."""
-    names = set(reported)
+    most :data:`MAX_STATUS_METRICS`, and none the CRD would refuse (a name beyond
+    :data:`~flashrl_api.verl_metrics.METRIC_NAME_PATTERN` would fail the whole status patch). The
+    launcher and the emulated one both ask this function."""
+    names = {n for n in reported if len(n) <= verl.MAX_METRIC_NAME and _NAME.fullmatch(n)}
     ordered = [n for n in verl.val_core_keys(names) if verl.is_validation_score(n)]
     ordered += [n for n in STATUS_METRICS if n in names]
     chosen = set(ordered)

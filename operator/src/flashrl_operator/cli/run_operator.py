@@ -23,6 +23,13 @@ def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metrics-port", type=int, default=8080, help="port serving /metrics (default: 8080)")
     p.add_argument("--health-port", type=int, default=8081, help="port serving /healthz (default: 8081)")
     p.add_argument(
+        "--bind-address",
+        default="0.0.0.0",  # noqa: S104  (a pod must be reachable by its probes and Prometheus)
+        metavar="ADDRESS",
+        help="address /metrics and /healthz listen on (default: 0.0.0.0, as a pod needs; 127.0.0.1 on a "
+        "laptop or a dev cluster)",
+    )
+    p.add_argument(
         "--default-trainer-image",
         metavar="REF",
         help="trainer image for jobs that name none (default: the pinned images.trainer of "
@@ -47,6 +54,12 @@ def arguments(p: argparse.ArgumentParser) -> None:
         default=16,
         metavar="N",
         help="job reconciles under way at once; bounds memory when many jobs arrive together (default: 16)",
+    )
+    p.add_argument(
+        "--no-fit-check",
+        action="store_true",
+        help="do not fail a new job whose GPU pods can never fit on the cluster's nodes (NeverFits) or whose "
+        "claim does not exist (ClaimNotFound); for clusters that add GPU nodes on demand (an autoscaler)",
     )
     p.add_argument("--verbose", action="store_true", help="debug logging")
     policy = p.add_argument_group(
@@ -132,12 +145,14 @@ def run(args: argparse.Namespace) -> int:
     config = OperatorConfig(
         namespaces=tuple(args.namespace),
         kubeconfig=args.kubeconfig,
+        bind_host=args.bind_address,
         metrics_port=args.metrics_port,
         health_port=args.health_port,
         default_trainer_image=args.default_trainer_image or None,
         leader_election=args.leader_election,
         lease_duration=args.lease_duration,
         max_concurrent_reconciles=args.max_concurrent_reconciles,
+        check_fit=not args.no_fit_check,
         policy=AdminPolicy(
             allowed_registries=tuple(args.allowed_registry),
             allowed_priority_classes=tuple(args.allowed_priority_class),

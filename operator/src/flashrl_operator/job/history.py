@@ -40,6 +40,13 @@ def history_is_ours(live: Mapping[str, Any], uid: str) -> bool:
     return controller_of(live) is None and is_referenced_by(live, uid, KIND)
 
 
+def _total_steps(job: Mapping[str, Any]) -> int | None:
+    """``spec.training.totalSteps`` (the API server fills in its default): no real step is beyond it."""
+    training = (job.get("spec") or {}).get("training") or {}
+    total = training.get("totalSteps") if isinstance(training, Mapping) else None
+    return total if isinstance(total, int) and not isinstance(total, bool) else None
+
+
 class HistoryRecorder:
     """Appends each job's reported metrics to its ``<job>-metrics`` ConfigMap.
 
@@ -100,9 +107,7 @@ class HistoryRecorder:
                 if key not in self._known and not await self._read(job, key, uid):
                     return False
                 known, version = self._known[key]
-                history = add_metrics(
-                    known.get(HISTORY_KEY, ""), [m for m in metrics if isinstance(m, Mapping)]
-                )
+                history = add_metrics(known.get(HISTORY_KEY, ""), metrics, total_steps=_total_steps(job))
                 summaries = add_status(known.get(VALIDATION_KEY, ""), validations)
                 updated = {k: v for k, v in ((HISTORY_KEY, history), (VALIDATION_KEY, summaries)) if v}
                 if updated == known:

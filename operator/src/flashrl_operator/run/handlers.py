@@ -106,6 +106,10 @@ class OperatorConfig:
     check_overrides: bool = True
     """Compose spec.overrides against the verl config when hydra and verl are importable."""
 
+    check_fit: bool = True
+    """Fail a new job whose GPU pods can never fit on the cluster's nodes (``NeverFits``) or whose claim
+    does not exist (``ClaimNotFound``) before anything is created (``--no-fit-check`` turns it off)."""
+
     check_slots: int = DEFAULT_SLOTS
     """verl checks under way at once (child processes; one per core, at least two); no namespace holds
     more than all but one of them (:mod:`flashrl_operator.job.fair`)."""
@@ -311,8 +315,9 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
             retry_backoff=config.retry_backoff,
             default_trainer_image=config.default_trainer_image,
             check_slots=config.check_slots,
+            check_fit=config.check_fit,
         )
-        ctx.experiments = ExperimentReconciler(ctx.kube)
+        ctx.experiments = ExperimentReconciler(ctx.kube, memory=ctx.reconciler.memory)
         ctx.experiment_intake = experiment_intake(ctx)
         ctx.history = HistoryRecorder(ctx.kube)
         if config.metrics_port is not None:
