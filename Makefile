@@ -15,7 +15,7 @@ DEMO_STAMP := $(VENV)/.demo-installed-$(INPUTS_SUM)
 DEV_CLUSTER := PYTHONPATH=$(CURDIR)/scripts PATH="$(CURDIR)/$(TOOLS):$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m flashrl_devcluster
 DEV_CLUSTER_STATE ?= .dev-cluster
 
-.PHONY: help install tools lint test test-unit demo bench crd e2e e2e-kwok images resolve-digests clean \
+.PHONY: help install tools trainer-env test-real-trainer lint test test-unit demo bench crd e2e e2e-kwok images resolve-digests clean \
 	dev-cluster dev-cluster-down dev-cluster-play
 
 help: ## Show this help
@@ -78,6 +78,12 @@ bench: install ## Benchmarks (not tests); figures go to docs/benchmarks.md
 crd: install ## Regenerate the committed CRDs from the API models
 	$(BIN)/flashrl crd > charts/flashrl-operator/files/crds/flashrljobs.flashrl.dev.yaml
 	$(BIN)/flashrl crd --kind FlashRLExperiment > charts/flashrl-operator/files/crds/flashrlexperiments.flashrl.dev.yaml
+
+test-real-trainer: install trainer-env ## Only the real-trainer tier: verl's own trainer on CPU, driven by the launcher (tests/real_trainer)
+	PATH="$(CURDIR)/$(TOOLS):$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -m real_trainer tests/real_trainer $(PYTEST_ARGS)
+
+trainer-env: ## The real-trainer tier's environment (torch, verl, vLLM's CPU build; ~7 GB, cached per machine)
+	bash scripts/get-trainer-env.sh
 
 e2e-kwok: install tools ## Only the e2e of KubeRay's own operator on kwok's simulated H20 nodes (real control plane; also in make test)
 	PATH="$(CURDIR)/$(TOOLS):$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -m kwok tests/e2e/test_kuberay_kwok.py tests/e2e/test_experiment_kwok.py $(PYTEST_ARGS)

@@ -41,6 +41,10 @@ RECIPES: dict[str, ImageRecipe] = {
     "trainer": ImageRecipe(
         "images/trainer/Dockerfile", "verl-sglang", (("VERL_VERSION", "verl"), ("RAY_VERSION", "ray"))
     ),
+    # The same Dockerfile on verl's vLLM image: the trainer image of spec.rollout.engine vllm.
+    "trainer-vllm": ImageRecipe(
+        "images/trainer/Dockerfile", "verl-vllm", (("VERL_VERSION", "verl"), ("RAY_VERSION", "ray"))
+    ),
     "trainer-cpu": ImageRecipe(
         "images/trainer-cpu/Dockerfile", "python", (("VERL_VERSION", "verl"), ("RAY_VERSION", "ray"))
     ),

@@ -143,8 +143,10 @@ def test_parses_the_real_pins_file() -> None:
     finally:
         sys.path.remove(str(SCRIPT.parent))
     bases = {b.name: b for b in resolve_digests.parse_bases((REPO / "images" / "pins.yaml").read_text())}
-    assert set(bases) == {"python", "verl-sglang"}
+    assert set(bases) == {"python", "verl-sglang", "verl-vllm"}
     assert bases["verl-sglang"].repository == "docker.io/verlai/verl"
+    assert bases["verl-vllm"].repository == "docker.io/verlai/verl"
+    assert bases["verl-vllm"].tag == "vllm024.dev2"
     assert resolve_digests.registry_endpoint("docker.io/verlai/verl", None) == (
         "https://registry-1.docker.io",
         "verlai/verl",

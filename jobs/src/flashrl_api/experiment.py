@@ -336,9 +336,10 @@ def supports_channel_fp8(trainer_image: str) -> bool:
 
 
 def default_variants(template: FlashRLJobSpec) -> list[Variant]:
-    """The origin experiment's precisions, channel-fp8 only where the trainer image supports it."""
+    """The origin experiment's precisions, channel-fp8 only where the engine (SGLang) and the trainer image
+    support it."""
     precisions = ["blockwise-fp8", "bf16"]
-    if supports_channel_fp8(template.images.trainer):
+    if template.rollout.engine == "sglang" and supports_channel_fp8(template.images.trainer):
         precisions.insert(1, "channel-fp8")
     return [Variant(name=p, spec={"rollout": {"quantization": p}}) for p in precisions]
 

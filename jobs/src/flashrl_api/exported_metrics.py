@@ -198,11 +198,6 @@ MAX_STATUS_METRICS: Final = 64
 _NAME: Final = re.compile(verl.METRIC_NAME_PATTERN)
 
 
-def _is_mean(name: str) -> bool:
-    match = verl.VAL_CORE_PATTERN.match(name)
-    return match is not None and match["metric"].startswith("mean@")
-
-
 def status_metric_names(reported: Iterable[str]) -> list[str]:
     """Which of verl's ``reported`` metric names the launcher puts in ``status.metrics``, in order: the
     validation ``mean@N`` scores, :data:`STATUS_METRICS`, then every other name the operator's per-step
@@ -212,7 +207,7 @@ def status_metric_names(reported: Iterable[str]) -> list[str]:
     :data:`~flashrl_api.verl_metrics.METRIC_NAME_PATTERN` would fail the whole status patch). The
     launcher and the emulated one both ask this function."""
     names = {n for n in reported if len(n) <= verl.MAX_METRIC_NAME and _NAME.fullmatch(n)}
-    ordered = [n for n in verl.val_core_keys(names) if _is_mean(n)]
+    ordered = [n for n in verl.val_core_keys(names) if verl.is_validation_score(n)]
     ordered += [n for n in STATUS_METRICS if n in names]
     chosen = set(ordered)
     ordered += sorted(n for n in names if n not in chosen and history.keeps(n))

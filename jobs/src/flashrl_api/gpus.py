@@ -3,10 +3,12 @@
 FP8 tensor cores arrived with compute capability 8.9 (Ada: L4, L40, L40S, L20, RTX 4090) and 9.0
 (Hopper: H100, H800, H20, H200). On older GPUs (A100, A10, V100, T4, ...) SGLang's FP8 GEMMs have no
 hardware path, so an FP8 rollout there fails when the servers start, after the whole cluster came
-up. ``gpuProduct`` is the ``nvidia.com/gpu.product`` label GPU Feature Discovery sets: NVML's product
-name with spaces replaced by ``-`` (``NVIDIA-H20``, ``NVIDIA-A100-SXM4-80GB``, ``Tesla-T4``), sometimes
-followed by ``-SHARED`` under time-slicing; each family is therefore matched by a regular expression
-on the name's start (RE2 syntax, so the CEL rule in the CRD uses the very same patterns).
+up; the same check holds for vLLM (``rollout.engine: vllm``), whose FP8 on such GPUs would be a
+weight-only fallback, not the FP8 rollout the correction is measured against. ``gpuProduct``
+is the ``nvidia.com/gpu.product`` label GPU Feature Discovery sets: NVML's product name with spaces
+replaced by ``-`` (``NVIDIA-H20``, ``NVIDIA-A100-SXM4-80GB``, ``Tesla-T4``), sometimes followed by
+``-SHARED`` under time-slicing; each family is therefore matched by a regular expression on the name's
+start (RE2 syntax, so the CEL rule in the CRD uses the very same patterns).
 
 Compute capabilities: https://developer.nvidia.com/cuda-gpus.
 """

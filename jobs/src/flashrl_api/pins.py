@@ -53,6 +53,10 @@ class Versions(_Frozen):
     ray: str
     verl: str
     sglang: str
+    #: The vLLM of the vLLM trainer image (bases.verl-vllm); the real-trainer tests run its CPU build.
+    vllm: str
+    #: verl's own torch pin: the real-trainer tests' environment (scripts/get-trainer-env.sh).
+    torch: str
     python: str
 
 
@@ -82,9 +86,14 @@ def load_pins() -> Pins:
     return Pins.model_validate(data)
 
 
-def default_trainer_image() -> str:
-    """The trainer image (verl + SGLang + our launcher) the renderer uses unless the spec says otherwise."""
-    return load_pins().images["trainer"].reference
+#: The pinned trainer image of each rollout engine (a key of ``images`` in the pins file).
+TRAINER_IMAGE_KEYS: dict[str, str] = {"sglang": "trainer", "vllm": "trainer-vllm"}
+
+
+def default_trainer_image(engine: str = "sglang") -> str:
+    """The pinned trainer image (verl + the engine + our launcher) of a rollout engine; SGLang's is the
+    CRD's default for ``spec.images.trainer``."""
+    return load_pins().images[TRAINER_IMAGE_KEYS[engine]].reference
 
 
 def ray_version() -> str:

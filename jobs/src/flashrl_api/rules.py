@@ -28,6 +28,7 @@ from flashrl_api.kuberay_env import KUBERAY_MANAGED_ENV, KUBERAY_MANAGED_ENV_NAM
 from flashrl_api.precision import FP8_KV_CACHES, FP8_QUANTIZATIONS, spec_uses_fp8
 from flashrl_api.sources import HF_SCHEME, is_hf
 from flashrl_api.spec import (
+    ENGINE_QUANTIZATIONS,
     GPU_PRODUCT_LABEL,
     GPU_RESOURCE,
     INTERPOLATION_START,
@@ -369,6 +370,18 @@ RULES: tuple[Rule, ...] = (
             s.correction.guard.action != "FallbackToBF16"
             or (s.checkpoint.resume_mode == "auto" and s.storage.checkpoints.claim_name is not None)
         ),
+    ),
+    Rule(
+        name="quantization-supported-by-engine",
+        path="rollout.quantization",
+        cel=" && ".join(
+            f"(self.rollout.engine != '{engine}' || self.rollout.quantization in "
+            f"[{', '.join(repr(q) for q in supported)}])"
+            for engine, supported in ENGINE_QUANTIZATIONS.items()
+        ),
+        message="channel-fp8 is SGLang's flash_rl loader: with rollout.engine vllm use blockwise-fp8 (verl's "
+        "FP8 path, which vLLM supports) or bf16",
+        check=lambda s: s.rollout.quantization in ENGINE_QUANTIZATIONS[s.rollout.engine],
     ),
     Rule(
         name="mount-paths-unique",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from flashrl_api._base import ApiModel
 from flashrl_api.k8s_names import (
@@ -39,6 +39,16 @@ Quantization = Literal["blockwise-fp8", "channel-fp8", "bf16"]
 #: and values in FP8 (both are among the pinned SGLang 0.5.12's and vLLM's ``kv_cache_dtype`` choices;
 #: each engine's spelling is in :mod:`flashrl_api.precision`).
 KvCache = Literal["auto", "bf16", "fp8-e4m3", "fp8-e5m2"]
+#: verl 0.9.1's rollout engines this project runs (``actor_rollout_ref.rollout.name``).
+RolloutEngine = Literal["sglang", "vllm"]
+#: The rollout precisions each engine supports on the pinned verl. vLLM: verl's vLLM server accepts
+#: ``quantization`` fp8 (128x128 blocks, quantized by the trainer at every sync), torchao and ascend
+#: (``workers/rollout/vllm_rollout/vllm_async_server.py`` ``_apply_quantization``); per-channel FP8 is
+#: SGLang's own ``flash_rl`` loader, which vLLM has no counterpart of.
+ENGINE_QUANTIZATIONS: dict[str, tuple[str, ...]] = {
+    "sglang": ("blockwise-fp8", "channel-fp8", "bf16"),
+    "vllm": ("blockwise-fp8", "bf16"),
+}
 TisLevel = Literal["token", "sequence", "off"]
 Logger = Literal["console", "wandb", "tensorboard", "mlflow"]
 #: How verl 0.9.1's V1 trainer schedules rollout and training (``trainer.v1.trainer_mode``, spelled
@@ -207,13 +217,16 @@ class HuggingFaceSpec(ApiModel):
 class RolloutSpec(ApiModel):
     """The generation engine and how its weights are quantized."""
 
-    engine: Literal["sglang"] = "sglang"
-    """Inference engine serving rollouts. Only SGLang is supported."""
+    engine: RolloutEngine = "sglang"
+    """Inference engine serving rollouts (verl's actor_rollout_ref.rollout.name). sglang: SGLang, in the
+    pinned SGLang trainer image. vllm: vLLM, in the pinned vLLM trainer image (images.trainer, when it
+    holds the pinned SGLang image, the CRD's default, means the pinned vLLM image); vllm supports
+    blockwise-fp8 and bf16, not channel-fp8."""
 
     quantization: Quantization = "blockwise-fp8"
     """Rollout weight precision. blockwise-fp8: 128x128-block FP8 re-quantized by the trainer at every
-    weight sync (verl's path). channel-fp8: per-channel FP8 quantized inside SGLang (its flash_rl
-    loader). bf16: no quantization, the baseline."""
+    weight sync (verl's path, either engine). channel-fp8: per-channel FP8 quantized inside SGLang (its
+    flash_rl loader; SGLang only). bf16: no quantization, the baseline."""
 
     kv_cache: KvCache = "auto"
     """Rollout KV-cache precision, passed to the engine as its own argument (SGLang's and vLLM's
@@ -227,10 +240,11 @@ class RolloutSpec(ApiModel):
     called n: YAML 1.1, which kubectl and Helm read, turns a bare n key into the boolean false."""
 
     tensor_parallel_size: int = Field(default=1, ge=1, le=64)
-    """Tensor parallelism of each SGLang server. Must divide resources.gpusPerNode."""
+    """Tensor parallelism of each rollout server. Must divide resources.gpusPerNode."""
 
     gpu_memory_utilization: float = Field(default=0.70, gt=0.0, le=0.95)
-    """Fraction of GPU memory SGLang reserves for weights and KV cache (mem_fraction_static)."""
+    """Fraction of GPU memory the rollout engine reserves for weights and KV cache (SGLang's
+    mem_fraction_static, vLLM's gpu_memory_utilization)."""
 
     temperature: float = Field(default=1.0, gt=0.0, le=10.0)
     """Sampling temperature, above 0 (verl samples validation too and refuses 0). Keep 1.0: the
@@ -602,10 +616,12 @@ RolloutSpec.model_rebuild()
 
 
 class ImagesSpec(ApiModel):
-    """Container images. The default is the pinned trainer image (verl + SGLang + the launcher)."""
+    """Container images. The default is the pinned trainer image of the rollout engine (verl + the engine +
+    the launcher)."""
 
     trainer: str = Field(default_factory=default_trainer_image, min_length=1, max_length=512)
-    """Image for the Ray head and GPU workers."""
+    """Image for the Ray head and GPU workers. The default is the pinned SGLang trainer image; with
+    rollout.engine vllm that value means the pinned vLLM trainer image."""
 
     pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
     """Image pull policy."""
@@ -813,6 +829,16 @@ class FlashRLJobSpec(ApiModel):
     overrides: list[Override] = Field(default_factory=list, max_length=MAX_OVERRIDES)
     """Extra verl Hydra overrides (key=value), applied last; checked against the pinned verl config.
     Values are printable ASCII; interpolations (${...}) are refused."""
+
+    @model_validator(mode="after")
+    def _engine_image(self) -> FlashRLJobSpec:
+        """The pinned image of the job's engine where the spec holds the pinned SGLang image: the CRD
+        defaults ``images.trainer`` to that one (a schema default cannot depend on another field), so
+        with ``rollout.engine: vllm`` it means "the pinned image", which for vLLM is the vLLM one."""
+        if self.rollout.engine != "sglang" and self.images.trainer == default_trainer_image():
+            images = self.images.model_copy(update={"trainer": default_trainer_image(self.rollout.engine)})
+            object.__setattr__(self, "images", images)
+        return self
 
     @field_validator("env")
     @classmethod

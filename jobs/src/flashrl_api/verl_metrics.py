@@ -11,16 +11,51 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Final
 
 # --- trainer/ppo/v1/trainer_base.py (_validate): val-core/<data source>/<variable>/<metric>@N ---------------
 
-#: Validation metrics verl marks as core: ``acc`` (else ``reward``) averaged ``mean@N`` / majority
-#: ``maj@N`` / ``best@N`` at the largest N. The data source is the parquet's ``data_source`` column.
+#: Validation metrics verl marks as core (``_validate``: the core variable ``acc``, else ``reward``, at the
+#: largest N): ``mean@N`` (the mean over every sample), and the bootstrap statistics ``best@N/mean``,
+#: ``best@N/std``, ``maj@N/mean``, ``maj@N/std`` (``metric_utils.py`` ``process_validation_metrics``; only
+#: for N > 1). The data source is the parquet's ``data_source`` column and may itself hold '/'
+#: (``openai/gsm8k``): the metric's own shape, not the last '/', is what separates them.
 VAL_CORE_PREFIX: Final = "val-core/"
 VAL_CORE_PATTERN: Final = re.compile(
-    r"^val-core/(?P<source>.+)/(?P<var>[^/]+)/(?P<metric>(mean|maj|best)[^/]*)$"
+    r"^val-core/(?P<source>.+)/(?P<var>[^/]+)/"
+    r"(?P<metric>mean@(?P<n>[0-9]+)|(?:best|maj)@[0-9]+/(?:mean|std))$"
 )
+
+
+@dataclass(frozen=True)
+class ValCoreName:
+    """One ``val-core`` name read apart: the one reading the status, the exporter and the report share."""
+
+    source: str
+    var: str
+    #: ``mean@N``, ``best@N/mean``, ``best@N/std``, ``maj@N/mean`` or ``maj@N/std``.
+    metric: str
+
+    @property
+    def is_mean(self) -> bool:
+        """The mean over every sample (``mean@N``): the validation score, not a best-of-N or a vote."""
+        return self.metric.startswith("mean@")
+
+
+def parse_val_core(name: str) -> ValCoreName | None:
+    """``name`` read as a core validation metric, or None when it is not one."""
+    match = VAL_CORE_PATTERN.match(name)
+    if match is None:
+        return None
+    return ValCoreName(match["source"], match["var"], match["metric"])
+
+
+def is_validation_score(name: str) -> bool:
+    """Whether ``name`` is a validation score: a core ``mean@N`` (never ``best@N/mean`` or ``maj@N/mean``)."""
+    parsed = parse_val_core(name)
+    return parsed is not None and parsed.is_mean
+
 
 # --- trainer/ppo/metric_utils.py (compute_data_metrics, compute_timing_metrics, compute_throughout_metrics)
 
@@ -110,10 +145,11 @@ MAX_METRIC_NAME: Final = 256
 
 
 def val_core_keys(names: Iterable[str]) -> list[str]:
-    """The ``val-core/...`` names among ``names``, ``mean@N`` first (the score the origin compared)."""
+    """The ``val-core/...`` names among ``names``, the ``mean@N`` scores first (the score the origin
+    compared), then the bootstrap statistics, each group by name."""
     found: list[tuple[bool, str]] = []
     for name in names:
-        match = VAL_CORE_PATTERN.match(name)
-        if match is not None:
-            found.append((not match["metric"].startswith("mean"), name))
+        parsed = parse_val_core(name)
+        if parsed is not None:
+            found.append((not parsed.is_mean, name))
     return [name for _, name in sorted(found)]

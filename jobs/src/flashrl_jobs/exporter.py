@@ -124,8 +124,8 @@ class RunCollector(Collector):
                 yield fam
             elif key.startswith(verl.TIMING_PREFIX):
                 phases.add_metric([*ids, key.removeprefix(verl.TIMING_PREFIX)], value)
-            elif (match := verl.VAL_CORE_PATTERN.match(key)) is not None:
-                scores.add_metric([*ids, match["source"], f"{match['var']}/{match['metric']}"], value)
+            elif (core := verl.parse_val_core(key)) is not None:
+                scores.add_metric([*ids, core.source, f"{core.var}/{core.metric}"], value)
             elif key not in _MAPPED:
                 other.add_metric([*ids, key], value)
         for stat, key in names.RESPONSE_LENGTH_STATS:

@@ -276,5 +276,5 @@ class RunState:
 
     def validation_score(self) -> StatusMetric | None:
         """The headline validation score: the first ``val-core/.../mean@N`` (for the printer column)."""
-        found = [m for m in self.status_metrics() if m.name.startswith(verl.VAL_CORE_PREFIX)]
+        found = [m for m in self.status_metrics() if verl.is_validation_score(m.name)]
         return found[0] if found else None

@@ -8,7 +8,10 @@ someone else's and reads a configuration a user wrote, so it runs here, apart fr
   site, no working directory on the path; ``-B``: no bytecode written), started with a minimal
   environment (no ``KUBERNETES_*``, no tokens, ``HF_HUB_OFFLINE``) in an empty temporary directory;
 * resource limits set by the child on itself before it imports anything: CPU seconds, address space,
-  no file may grow (``RLIMIT_FSIZE`` 0), no core dump;
+  no core dump; and no file may grow (``RLIMIT_FSIZE`` 0) from the moment it has preloaded the installed
+  libraries verl's checks import (numpy, torch), before it reads anything of the job's: their imports
+  write (torch imports dill, which test-writes a file in the temporary directory, here the child's own
+  empty working directory, ``TMPDIR``);
   the parent adds a wall-clock timeout and kills the child when it passes;
 * an audit hook (``sys.addaudithook``, which cannot be removed once added) refusing every file opened
   for writing, every file read outside Python's own import roots (so the ServiceAccount token under
@@ -25,7 +28,6 @@ never by its output. docs/security.md says what this does not guarantee.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import importlib.util
 import json
@@ -104,7 +106,8 @@ def check_config_isolated(
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
                     cwd=workdir,
-                    env=dict(CHILD_ENV),
+                    # The temporary directory is the child's own working directory, removed after.
+                    env={**CHILD_ENV, "TMPDIR": workdir},
                     pass_fds=(write_end,),
                     close_fds=True,
                 )
@@ -178,6 +181,8 @@ def _decode(answer: bytes) -> tuple[list[Problem], list[str]]:
         skipped = [str(note) for note in loaded["skipped"]]
     except (ValueError, KeyError, TypeError):
         raise VerlChildError("verl's checks gave no readable answer from their sandbox") from None
+    if loaded.get("failed"):
+        raise VerlChildError(f"verl's checks could not start in their sandbox: {loaded['failed']}")
     if loaded.get("unavailable"):
         from flashrl_jobs.verl_config import VerlConfigUnavailableError
 
@@ -221,9 +226,10 @@ _REFUSED_EVENTS: Final = (
     "winreg.",
 )
 #: Modules imported, when installed, before the audit hook is added (see :func:`child_main`): their
-#: import loads shared libraries through ctypes, which the hook refuses. torch is among them only
-#: where it is installed (verl's checks then import the real one, as in the trainer image).
-_PRELOADED: Final = ("numpy", "torch")
+#: import loads shared libraries through ctypes (numpy, torch, ray) or makes directories (tensordict
+#: imports torch._dynamo, which makes its cache directory under ``TMPDIR``), which the hook refuses.
+#: The last three are installed where verl runs (the trainer image): verl's checks import them there.
+_PRELOADED: Final = ("numpy", "torch", "ray", "tensordict")
 #: File-system reads confined to the import roots.
 _READ_EVENTS: Final = ("open", "os.listdir", "os.scandir", "glob.glob", "os.walk")
 
@@ -249,8 +255,47 @@ def _set_limits() -> None:
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     _limit(resource, "RLIMIT_CPU", CPU_SECONDS)
     _limit(resource, "RLIMIT_AS", ADDRESS_SPACE_BYTES)
-    _limit(resource, "RLIMIT_FSIZE", 0)
     _limit(resource, "RLIMIT_CORE", 0)
+
+
+def _forbid_file_growth() -> None:
+    import resource
+
+    _limit(resource, "RLIMIT_FSIZE", 0)
+
+
+#: The longest cause of a failed preload the parent repeats.
+_CAUSE_CHARS: Final = 300
+
+
+def _preload() -> str | None:
+    """Import :data:`_PRELOADED` where installed; a sentence naming what failed, or None.
+
+    Only an absent module (``ImportError``) is passed over. Anything else (a library that finds no
+    writable temporary directory, a shared library that will not load within the limits) makes every
+    check impossible, so it is reported with its cause: the text comes from installed code, run before
+    anything of the job's is read.
+    """
+    for name in _PRELOADED:
+        if importlib.util.find_spec(name) is None:
+            continue
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            continue
+        except Exception as exc:
+            cause = f"{type(exc).__name__}: {exc}"
+            return f"importing {name} failed ({cause[:_CAUSE_CHARS]})"
+    return None
+
+
+def _answer(out: int, answer: Mapping[str, Any]) -> None:
+    payload = json.dumps(answer).encode()
+    while payload:
+        payload = payload[os.write(out, payload) :]
+    os.close(out)
+    sys.stdout.flush()
+    os._exit(0)
 
 
 def _writes(mode: Any, flags: Any) -> bool:
@@ -308,15 +353,19 @@ def child_main(request: Mapping[str, Any]) -> None:
     """The child's whole life: limit itself, lock itself in, check, answer on the pipe, exit."""
     out = int(sys.argv[1])
     _set_limits()
-    for name in _PRELOADED:
-        if importlib.util.find_spec(name) is not None:
-            with contextlib.suppress(ImportError):
-                importlib.import_module(name)
+    failed = _preload()
+    if failed is not None:
+        _answer(out, {"problems": [], "skipped": [], "failed": failed})
+    _forbid_file_growth()
     # The project's own modules are imported before the lock: an editable install maps them from a
     # source tree that is on no sys.path entry, so the hook would refuse their files.
     from flashrl_api.manifest import parse_job
+    from flashrl_api.pins import load_pins
     from flashrl_jobs.verl_config import VerlConfigUnavailableError, check_config
 
+    # The pins file too (a vLLM job's default image is read from it while the job is parsed): it is a
+    # symbolic link out of the package, to images/pins.yaml, which the hook would refuse to open.
+    load_pins()
     sys.addaudithook(_audit_hook(_import_roots()))
     answer: dict[str, Any] = {"problems": [], "skipped": []}
     try:
@@ -328,9 +377,4 @@ def child_main(request: Mapping[str, Any]) -> None:
         answer["unavailable"] = str(exc)
     except Exception as exc:
         answer["problems"] = [["spec", f"verl's checks failed in their sandbox with {type(exc).__name__}"]]
-    payload = json.dumps(answer).encode()
-    while payload:
-        payload = payload[os.write(out, payload) :]
-    os.close(out)
-    sys.stdout.flush()
-    os._exit(0)
+    _answer(out, answer)

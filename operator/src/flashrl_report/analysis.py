@@ -146,7 +146,8 @@ def score_key(runs: Sequence[RunMetrics]) -> str | None:
     counts: dict[str, int] = {}
     for run in runs:
         for key in vm.val_core_keys(run.names()):
-            counts[key] = counts.get(key, 0) + 1
+            if vm.is_validation_score(key):
+                counts[key] = counts.get(key, 0) + 1
     if not counts:
         return None
     ranked = vm.val_core_keys(counts)

@@ -14,7 +14,7 @@ def test_validation_means_first_then_the_curated_set_then_the_rest_the_history_k
     reported = [
         "actor/entropy",
         vm.THROUGHPUT,
-        "val-core/aime-2024/acc/maj@16",
+        "val-core/aime-2024/acc/maj@16/mean",
         "val-core/aime-2024/acc/mean@1",
         vm.RESPONSE_LENGTH_MEAN,
         "timing_s/testing",
@@ -28,7 +28,7 @@ def test_validation_means_first_then_the_curated_set_then_the_rest_the_history_k
         "actor/entropy",
         "critic/score/mean",
         "timing_s/testing",
-        "val-core/aime-2024/acc/maj@16",
+        "val-core/aime-2024/acc/maj@16/mean",
     }
     assert "actor/grad_norm" not in names
 

@@ -73,6 +73,7 @@ BREAKING: dict[str, dict[str, Any]] = {
         "checkpoint": {"resumeMode": "disable"},
         "correction": {"guard": {"action": "FallbackToBF16"}},
     },
+    "quantization-supported-by-engine": {"rollout": {"engine": "vllm", "quantization": "channel-fp8"}},
     "node-selector-leaves-gpu-product-to-gpu-product": {
         "resources": {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100"}}
     },
@@ -253,6 +254,7 @@ def _random_spec(rng: random.Random) -> dict[str, Any]:
             "tensorParallelSize": rng.choice([1, 2, 3, 4, 8]),
             "quantization": rng.choice(["blockwise-fp8", "channel-fp8", "bf16"]),
             "kvCache": rng.choice(["auto", "bf16", "fp8-e4m3", "fp8-e5m2"]),
+            "engine": rng.choice(["sglang", "vllm"]),
         },
         "correction": {"guard": {"action": rng.choice(["Alert", "Suspend", "FallbackToBF16"])}},
         "checkpoint": {"resumeMode": rng.choice(["auto", "auto", "disable"])},

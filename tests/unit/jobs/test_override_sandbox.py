@@ -182,6 +182,52 @@ def test_a_child_that_overruns_its_time_is_reported_in_fixed_words() -> None:
         check_config_isolated(job, timeout=0.01)
 
 
+#: A torch that does at import what the real one does through dill: ask for the temporary directory,
+#: which test-writes a file there, and fail when that write does.
+_TEMPDIR_TORCH = textwrap.dedent(
+    """
+    import tempfile
+    tempfile.gettempdir()
+    with open(tempfile.gettempdir() + "/probe", "wb") as f:
+        f.write(b"x")
+    """
+)
+
+
+def test_the_preload_may_write_its_temporary_files_before_file_growth_is_forbidden(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where torch (so dill) is installed, its import writes in the temporary directory: that happens
+    before RLIMIT_FSIZE is lowered, in the child's own working directory, and the checks then answer."""
+    from flashrl_jobs.verl_child import check_config_isolated
+
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text(_TEMPDIR_TORCH)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    # Before the fix the child died on that write (exit code 1) and no check answered.
+    problems, _skipped = check_config_isolated(parse_job(_example([])))
+    assert all(p.path.startswith("spec") for p in problems)
+    assert (tmp_path / "probe").exists() is False  # the probe went to the child's own directory
+
+
+def test_a_preload_that_fails_is_reported_with_its_cause(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flashrl_jobs.verl_child import VerlChildError, check_config_isolated
+
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text(
+        "raise FileNotFoundError('No usable temporary directory found')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(VerlChildError) as raised:
+        check_config_isolated(parse_job(_example([])))
+    assert str(raised.value) == (
+        "verl's checks could not start in their sandbox: importing torch failed "
+        "(FileNotFoundError: No usable temporary directory found)"
+    )
+
+
 def test_a_cancelled_check_kills_its_child() -> None:
     """Issue 33: an operator that stops, or a check nobody waits for, does not leave a child running."""
     import threading

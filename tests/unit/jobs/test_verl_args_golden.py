@@ -21,7 +21,8 @@ from flashrl_jobs.verl_config import compose_config
 
 GOLDEN = Path(__file__).parent / "golden"
 
-#: name -> spec fragment. Every quantization mode (token TIS) and every TIS level (blockwise FP8).
+#: name -> spec fragment. Every quantization mode (token TIS), every TIS level (blockwise FP8), and the
+#: quantizations vLLM supports.
 CASES: dict[str, dict[str, Any]] = {
     "blockwise-fp8-tis-token": {},
     "channel-fp8-tis-token": {"rollout": {"quantization": "channel-fp8"}},
@@ -32,6 +33,8 @@ CASES: dict[str, dict[str, Any]] = {
     "blockwise-fp8-kv-fp8-e4m3-tis-token": {"rollout": {"kvCache": "fp8-e4m3"}},
     # What the mismatch guard's FallbackToBF16 renders (flashrl_api.precision.fallback_spec).
     "fallback-bf16-kv-bf16-tis-token": {"rollout": {"quantization": "bf16", "kvCache": "bf16"}},
+    "vllm-blockwise-fp8-tis-token": {"rollout": {"engine": "vllm"}},
+    "vllm-bf16-tis-token": {"rollout": {"engine": "vllm", "quantization": "bf16"}},
 }
 #: The SGLang kv_cache_dtype each case's kvCache renders (None: the engine's default, nothing rendered).
 KV_CACHE_DTYPE: dict[str, str] = {"fp8-e4m3": "fp8_e4m3", "bf16": "bf16"}
@@ -71,7 +74,7 @@ def test_golden_argv_composes_against_pinned_verl(case: str) -> None:
     rollout = cfg.actor_rollout_ref.rollout
     correction = cfg.algorithm.rollout_correction
     # The values verl will actually see, after Hydra merged the overrides into its defaults.
-    assert rollout.name == "sglang"
+    assert rollout.name == spec.rollout.engine
     assert rollout.calculate_log_probs is True
     assert (rollout.temperature, rollout.top_p, rollout.top_k) == (1.0, 1.0, -1)
     assert cfg.trainer.n_gpus_per_node == spec.resources.gpus_per_node

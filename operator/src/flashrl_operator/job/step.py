@@ -274,7 +274,8 @@ def with_trainer_image(job: FlashRLJob, image: str | None) -> FlashRLJob:
     """The job with the operator's default trainer image when it names none of its own.
 
     The CRD defaults ``spec.images.trainer`` to the pinned image, so "names none" is "holds the pinned
-    default"; a job naming any other image keeps it.
+    default"; a job naming any other image keeps it. A vLLM job's pinned default is the vLLM trainer image
+    (:class:`flashrl_api.spec.FlashRLJobSpec`), so the operator's default, an SGLang image, is not for it.
     """
     if not image or job.spec.images.trainer != default_trainer_image():
         return job
