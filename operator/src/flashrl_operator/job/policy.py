@@ -15,10 +15,7 @@ from typing import Final
 
 from flashrl_api import FlashRLJob, Problem
 from flashrl_api.spec import Toleration
-from flashrl_api.status import Reason
 
-#: The reason a job that breaks the policy is refused with (status.reason and the Accepted condition).
-REASON_POLICY_VIOLATION: Final = Reason.POLICY_VIOLATION
 #: Docker Hub, where a reference without a registry host points.
 DEFAULT_REGISTRY: Final = "docker.io"
 

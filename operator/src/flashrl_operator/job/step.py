@@ -3,7 +3,7 @@
 A reconcile reads, decides, acts, writes, in that order and once each (as JobSet's and Kubeflow
 Trainer's controllers do). The reconciler reads the job and its children, and the claims, the
 RayCluster, the pods only when a predicate here or in :mod:`~flashrl_operator.job.status.ray` says
-they can matter; it hands all of it to :func:`next_step` as one :class:`Observed`; it then carries
+they can matter; it hands all of it to :func:`next_step` as one :class:`Reads`; it then carries
 out the :class:`Step` it gets back: applies the children, patches claims, deletes the failed
 attempt's RayJob, writes the status once (then the spec, when the step patches it), and posts the
 Events only after that write succeeded. Nothing here does I/O, so every case is plain data in and a
@@ -83,7 +83,13 @@ from flashrl_operator.job.status.staging import (
     job_outcome,
     termination_message,
 )
-from flashrl_operator.render import AttemptContext, Child, DesiredState, attempt_ray_job_name
+from flashrl_operator.render import (
+    AttemptContext,
+    Child,
+    DesiredState,
+    attempt_ray_job_name,
+    history_config_map,
+)
 from flashrl_operator.render.children import (
     SPEC_ANNOTATION,
     drift_patch,
@@ -116,7 +122,7 @@ GUARD_SUSPEND_MESSAGE: Final = (
 
 
 @dataclass(frozen=True)
-class Observed:
+class Reads:
     """Everything one reconcile read about one job, and what it was read with."""
 
     namespace: str
@@ -157,10 +163,23 @@ class Observed:
     new: bool = False
     """A new job (:func:`creates_first`): only :func:`children_to_read` were read, and each child not
     read is created first, with no read before (a taken name is the server's 409)."""
+    history: HistoryRead | None = None
+    """The history ConfigMap and the reported status folded into it (``None``: nothing to fold now)."""
+    history_wait: float | None = None
+    """Seconds until the history may be folded again, when the status reports something not folded."""
 
     def live_of(self, child: Child) -> Mapping[str, Any] | None:
         """``child`` as read (``None`` when missing or not read)."""
         return self.live.get(child.describe())
+
+
+@dataclass(frozen=True)
+class HistoryRead:
+    """The ``<job>-metrics`` ConfigMap as read, and its data with the reported status folded in."""
+
+    live: Mapping[str, Any] | None
+    data: Mapping[str, str] | None
+    """``None``: the object under the name is not the job's (it is never written)."""
 
 
 ApplyMode = Literal["create", "restore", "merge"]
@@ -182,7 +201,7 @@ class Apply:
     carries it as a precondition, so ownership is proved at the write, not remembered from the read
     (an object deleted and re-created under the name since, or changed, makes the write a 409)."""
     first: bool = False
-    """A ``create`` of a child that was not read (a new job, :attr:`Observed.new`): a 409 is the only
+    """A ``create`` of a child that was not read (a new job, :attr:`Reads.new`): a 409 is the only
     sign that its name is taken, and then the children this reconcile created first are deleted
     again (each under the UID its create returned) and the next reconcile reads them all."""
 
@@ -296,9 +315,9 @@ def creates_first(
     return fresh and not tried and converging(previous, generation, refused)
 
 
-def children_to_read(o: Observed) -> tuple[Child, ...]:
+def children_to_read(o: Reads) -> tuple[Child, ...]:
     """The children read before :func:`next_step`: all of them while they are converged; none of a new
-    job's (:attr:`Observed.new`: each is created first) but the RayJob when a staging Job comes
+    job's (:attr:`Reads.new`: each is created first) but the RayJob when a staging Job comes
     first (the RayJob is not created before the sources are staged, so its name is looked at now);
     only the RayJob of a final or rejected job."""
     assert o.desired is not None
@@ -352,7 +371,7 @@ def release_checks(job: FlashRLJob, previous: Mapping[str, Any]) -> tuple[tuple[
 # Which child is written and how.
 
 
-def owned(live: Mapping[str, Any] | None, uid: str) -> Mapping[str, Any] | None:
+def controlled(live: Mapping[str, Any] | None, uid: str) -> Mapping[str, Any] | None:
     """``live`` when this job controls it; someone else's object under the name is not its state."""
     if live is None or ownership_conflict("", live, uid) is not None:
         return None
@@ -397,7 +416,7 @@ def _after(child: Child, live: Mapping[str, Any] | None, action: Apply | None) -
 
 
 def staging_step(
-    o: Observed, child: Child, live: Mapping[str, Any] | None
+    o: Reads, child: Child, live: Mapping[str, Any] | None
 ) -> tuple[StagingObservation, tuple[Apply, ...], tuple[Patch, ...]]:
     """Where the job's sources stand, the staging Job to write, and the claims to record.
 
@@ -428,7 +447,7 @@ def staging_step(
     return observation, (action,) if action is not None else (), patches
 
 
-def _unread(o: Observed, child: Child) -> bool:
+def _unread(o: Reads, child: Child) -> bool:
     """A new job's child that was not read: created first."""
     return o.new and child.describe() not in o.live
 
@@ -448,7 +467,7 @@ class ChildPlan:
     """The attempt's RayJob existed and is gone while the job ran: someone deleted it."""
 
 
-def child_plan(o: Observed, attempts: Attempts, *, waiting: bool) -> ChildPlan:
+def child_plan(o: Reads, attempts: Attempts, *, waiting: bool) -> ChildPlan:
     """Which children to write, in render order, and what that leaves.
 
     An object under a child's name that this job does not control is never patched, adopted or
@@ -496,6 +515,25 @@ def child_plan(o: Observed, attempts: Attempts, *, waiting: bool) -> ChildPlan:
     return ChildPlan(tuple(applies), patches, (), staging, ray_job, deleted)
 
 
+def history_step(o: Reads) -> tuple[tuple[Apply, ...], tuple[Announcement, ...]]:
+    """The history ConfigMap to write, under the rules of every child; someone else's object under its
+    name is announced (for each new report) and left alone, and does not stop the job: the history is
+    the one child the job does not need to run."""
+    if o.job is None or o.history is None:
+        return (), ()
+    child = Child.of(history_config_map(o.job, o.history.data or {}))
+    live = o.history.live
+    if o.history.data is None:
+        why = ownership_conflict(child.describe(), live, o.uid) if live is not None else None
+        if why is None:
+            return (), ()
+        return (), (
+            Announcement("Warning", Reason.CHILD_CONFLICT, f"{why}; the metrics history is not recorded"),
+        )
+    action = converge(child, live, queued=False)
+    return ((action,) if action is not None else ()), ()
+
+
 # Retries.
 
 
@@ -533,7 +571,7 @@ def training_verdict(verdict: PhaseDecision, reported: Reported, total_steps: in
 
 
 def attempt_outcome(
-    o: Observed,
+    o: Reads,
     obs: Observation,
     verdict: PhaseDecision,
     attempts: Attempts,
@@ -615,7 +653,7 @@ def attempt_outcome(
 # Goodput and the guard.
 
 
-def with_goodput(o: Observed, obs: Observation, decided: Decided) -> Decided:
+def with_goodput(o: Reads, obs: Observation, decided: Decided) -> Decided:
     """Fold the launcher's phases and the released clusters into the attempts; ``status.goodput``."""
     assert o.job is not None
     attempts = Attempts.of(decided.attempts if decided.attempts is not None else obs.previous)
@@ -658,7 +696,7 @@ def _wake_after(when: str | None, now: datetime.datetime) -> float | None:
     return max(0.0, (moment - now).total_seconds()) + WAKE_MARGIN_SECONDS
 
 
-def _refused(o: Observed) -> Step:
+def _refused(o: Reads) -> Step:
     """An invalid spec or a policy violation: the status says why, nothing is created."""
     obs = Observation(
         generation=o.generation,
@@ -670,7 +708,7 @@ def _refused(o: Observed) -> Step:
     return Step(status, status_patch(o.previous, status), tuple(status_events(o.previous, status)))
 
 
-def next_step(o: Observed) -> Step:
+def next_step(o: Reads) -> Step:
     """Everything one reconcile does, decided from what it read."""
     if o.job is None or o.desired is None or o.spec_problems or o.policy_problems:
         return _refused(o)
@@ -683,7 +721,7 @@ def next_step(o: Observed) -> Step:
         plan = child_plan(o, attempts, waiting=waiting)
     else:
         staging = StagingObservation() if desired.staging_job is None else None
-        plan = ChildPlan(staging=staging, ray_job=owned(o.live_of(desired.ray_job), o.uid))
+        plan = ChildPlan(staging=staging, ray_job=controlled(o.live_of(desired.ray_job), o.uid))
     ray_view = RayJobView.of(plan.ray_job) if plan.ray_job is not None else None
     immutable = (
         immutable_changes(ray_view.annotation(SPEC_ANNOTATION), job.spec.to_wire()) if ray_view else []
@@ -721,14 +759,16 @@ def next_step(o: Observed) -> Step:
         decided = with_goodput(o, obs, decided)
     status = status_of(obs, decided, rfc3339(o.now))
     spec_patch, guard_events = guard_suspend(job, previous, status)
+    history, history_events = history_step(o)
+    wakes = [w for w in (_wake_after(outcome.wake_at, o.now), o.history_wait) if w is not None]
     return Step(
         status=status,
         status_patch=status_patch(previous, status),
-        events=(*outcome.events, *status_events(previous, status), *guard_events),
-        apply=plan.apply,
+        events=(*outcome.events, *status_events(previous, status), *guard_events, *history_events),
+        apply=(*plan.apply, *history),
         claim_patches=plan.claim_patches,
         delete=outcome.delete,
         spec_patch=spec_patch,
-        wake_after=_wake_after(outcome.wake_at, o.now),
+        wake_after=min(wakes, default=None),
         goodput=decided.goodput,
     )

@@ -99,7 +99,8 @@ def _entered(part: _Part | None) -> _Part:
 def loopback_config(**fields: Any) -> OperatorConfig:
     """An operator as the tests run it, whichever server it talks to (``fields``: which one, and any other
     setting): its endpoints on loopback and free ports, short retry delays, a resync rare enough not to
-    hide a missed event, no composing of overrides."""
+    hide a missed event, no composing of overrides, and a history fold pace the played launcher's
+    steps (milliseconds apart, not minutes) keep up with."""
     config = OperatorConfig(
         bind_host="127.0.0.1",
         metrics_port=0,
@@ -107,6 +108,7 @@ def loopback_config(**fields: Any) -> OperatorConfig:
         retry_delay=0.2,
         resync_interval=30.0,
         check_overrides=False,
+        history_interval=0.2,
     )
     return dataclasses.replace(config, **fields)
 
