@@ -131,3 +131,20 @@ async def test_only_a_rayjob_to_create_waits_for_the_check() -> None:
 async def test_checks_off_accept_everything() -> None:
     check = VerlCheck(lambda *_: None, enabled=False, slots=1)
     assert check.verdict(job({}), {}, accepted=None, needed=True) == []
+
+
+async def test_a_check_that_cannot_run_fails_a_job_that_waits_never_one_that_runs() -> None:
+    def broken(_job: FlashRLJob, _cancel: threading.Event) -> list[str]:
+        raise OSError("no child process")
+
+    submitted: list[str] = []
+    check = VerlCheck(lambda _ns, name, _body: submitted.append(name), slots=2, checker=broken)
+    new = job({}, name="new", namespace="team-a")
+    with pytest.raises(CheckUnderWay):
+        check.verdict(new, {}, accepted=None, needed=True)
+    while not submitted:  # noqa: ASYNC110 (the check's end, from a worker thread)
+        await asyncio.sleep(0.01)
+    assert check.verdict(new, {}, accepted="older", needed=False) == []  # a running job goes on
+    with pytest.raises(OSError, match="no child process"):
+        check.verdict(new, {}, accepted=None, needed=True)  # once, to a job that waits: retried
+    await check.close()

@@ -1,48 +1,9 @@
 """The whole outcome of one FlashRLJob reconcile, from what it read: :func:`next_step` (pure).
 
-A reconcile reads, decides, acts, writes, in that order and once each (as JobSet's and Kubeflow
-Trainer's controllers do). The reconciler reads the job and its children, and the claims, the
-RayCluster, the pods only when a predicate here or in :mod:`~flashrl_operator.job.status.ray` says
-they can matter; it hands all of it to :func:`next_step` as one :class:`Reads`; it then carries
-out the :class:`Step` it gets back: applies the children, patches claims, deletes the failed
-attempt's RayJob, writes the status once (then the spec, when the step patches it), and posts the
-Events only after that write succeeded. Nothing here does I/O, so every case is plain data in and a
-whole Step out (``tests/unit/job/test_step.py``).
-
-Each rule has one named place here, over the pure modules that hold the details:
-
-* what is read: :func:`converging` (every child, or only the RayJob of a final or rejected job),
-  :func:`creates_first` and :func:`children_to_read` (a new job reads none of its children but
-  creates them first), :func:`claims_to_read`, :func:`needs_staging_pods`, :func:`may_end_attempt`,
-  :func:`release_checks`;
-* which child is written and how: :func:`child_plan` (ownership first: an object this job does not
-  control stops everything; staging gates the RayJob; a backoff delays it; a RayJob gone while the
-  job ran fails the attempt; a new job's unread children are created first) and :func:`converge`
-  (create, restore, or merge-patch a RayJob);
-* staging: :func:`staging_step` (:mod:`~flashrl_operator.job.status.staging` judges it,
-  :mod:`~flashrl_operator.job.staging` records it on the claims);
-* retries: :func:`attempt_outcome` (:mod:`~flashrl_operator.job.attempts`, whose
-  :func:`~flashrl_operator.job.attempts.on_failure` applies the retry policy);
-* goodput: :func:`with_goodput`;
-* the mismatch guard's Suspend action: :func:`guard_suspend`;
-* the status and its Events: :func:`~flashrl_operator.job.status.mapping.status_of` and
-  :func:`~flashrl_operator.job.status.mapping.status_events`.
-
-:func:`~flashrl_operator.job.status.mapping.decide_phase` runs exactly once per step; the attempt
-rules may override its verdict (a retry is ``Starting``/``Retrying``, a spent retry budget fails
-with the policy's reason). Decisions flow forward: the verdict that stands, the attempt keys, the
-goodput and a retry's next RayJob travel as one :class:`~flashrl_operator.job.status.mapping.Decided`
-into :func:`~flashrl_operator.job.status.mapping.status_of`; the :class:`Observation` stays what was
-read.
-
-A step decides on the objects as read, and on what its own writes will leave: a RayJob it creates
-is judged as the rendered object (KubeRay has not seen it yet), a drifted one as patched. A write
-the API server refuses stops the reconcile before the status is written: the reconciler remembers a
-rejection for the job's generation and reconciles again at once, and that reconcile reports it
-(``ChildRejected``); an object created meanwhile under a child's name is read by that next
-reconcile like any other. A new job's first reconcile reads none of its children and creates them
-first (:func:`creates_first`); a 409 there (a name taken) stops it the same way, after the children
-it created are deleted again, and the next reconcile reads.
+Each rule has one named function here, over the pure modules that hold the details; how they fit
+(what is read, which child is written and how, staging, retries, goodput, the guard, the status) is in
+docs/architecture.md, "The decision". Every case is plain data in and a whole Step out
+(``tests/unit/job/test_step.py``).
 """
 
 from __future__ import annotations

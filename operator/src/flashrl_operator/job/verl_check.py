@@ -142,7 +142,8 @@ class VerlCheck:
         Otherwise an unknown verdict starts a check; ``needed`` (a RayJob is to be created) raises
         :class:`CheckUnderWay` until it ends, else the job goes on meanwhile (its RayJob runs inputs
         accepted before) and the check's end reconciles it. A check that could not run raises its error
-        once to each job that waited (the work queue retries it: the operator's failure, not the spec's).
+        once to a job that needs the verdict (the work queue retries it: the operator's failure, not the
+        spec's).
         """
         if not self._enabled:
             return []
@@ -151,8 +152,11 @@ class VerlCheck:
             return []
         if key in self._verdicts:
             return self._verdicts[key]
-        failed = self._failed.pop(key, None)
-        if failed is not None:
+        failed = self._failed.get(key)
+        if failed is not None:  # raised to a job waiting for it (retried), never to one that runs
+            if not needed:
+                return []
+            del self._failed[key]
             raise failed
         waiting = self._waiting.get(key)
         if waiting is None:
