@@ -12,7 +12,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from bench import apiserver_bench, chaos_bench, fair_bench, override_bench, resume_bench
+from bench import apiserver_bench, chaos_bench, fair_bench, history_fold_bench, override_bench, resume_bench
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 
@@ -52,6 +52,8 @@ def main() -> int:
     sections.append(override_bench.run())
     print("fairness benchmark: one tenant's slow verl checks vs another's plain job ...", file=sys.stderr)
     sections.append(fair_bench.run())
+    print("hostile status: the history fold, and the operator on the real API server ...", file=sys.stderr)
+    sections.append(history_fold_bench.run())
     date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")
     text = HEADER.format(date=date) + "\n".join(sections)
     DOC.write_text(text, encoding="utf-8")

@@ -11,6 +11,7 @@ from the pod itself (its namespace and its ``flashrl.dev/job`` label) and drops 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Final
 
@@ -194,6 +195,9 @@ STATUS_METRICS: Final[tuple[str, ...]] = (
 MAX_STATUS_METRICS: Final = 64
 
 
+_NAME: Final = re.compile(verl.METRIC_NAME_PATTERN)
+
+
 def _is_mean(name: str) -> bool:
     match = verl.VAL_CORE_PATTERN.match(name)
     return match is not None and match["metric"].startswith("mean@")
@@ -204,8 +208,10 @@ def status_metric_names(reported: Iterable[str]) -> list[str]:
     validation ``mean@N`` scores, :data:`STATUS_METRICS`, then every other name the operator's per-step
     history keeps (:func:`flashrl_api.history.kept`; it copies them from ``status.metrics`` and
     ``flashrl report --experiment`` draws them, so a name missing here is a plot missing there); at
-    most :data:`MAX_STATUS_METRICS`. The launcher and the emulated one both ask this function."""
-    names = set(reported)
+    most :data:`MAX_STATUS_METRICS`, and none the CRD would refuse (a name beyond
+    :data:`~flashrl_api.verl_metrics.METRIC_NAME_PATTERN` would fail the whole status patch). The
+    launcher and the emulated one both ask this function."""
+    names = {n for n in reported if len(n) <= verl.MAX_METRIC_NAME and _NAME.fullmatch(n)}
     ordered = [n for n in verl.val_core_keys(names) if _is_mean(n)]
     ordered += [n for n in STATUS_METRICS if n in names]
     chosen = set(ordered)

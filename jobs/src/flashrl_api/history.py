@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from flashrl_api import report_metrics
 from flashrl_api import verl_metrics as vm
 
 #: The ConfigMap key holding the history.
@@ -34,30 +36,10 @@ MAX_HISTORY_BYTES: Final = 768 * 1024
 #: Its name: ``<job>-metrics``.
 HISTORY_SUFFIX: Final = "metrics"
 
-#: The metrics kept per step: what ``flashrl report`` draws (prefixes end with ``/``).
-KEPT_PREFIXES: Final[tuple[str, ...]] = (
-    vm.VAL_CORE_PREFIX,
-    vm.TIMING_PREFIX,
-)
-KEPT_NAMES: Final[frozenset[str]] = frozenset(
-    {
-        vm.RESPONSE_LENGTH_MEAN,
-        vm.RESPONSE_LENGTH_CLIP_RATIO,
-        vm.THROUGHPUT,
-        vm.TOTAL_TOKENS,
-        vm.GEN_MS_PER_TOKEN,
-        vm.CRITIC_SCORE_MEAN,
-        vm.ENTROPY,
-        vm.MISMATCH_KL,
-        vm.MISMATCH_K3_KL,
-        vm.LOG_PPL_ABS_DIFF,
-        vm.IS_ESS,
-        vm.IS_MEAN,
-        vm.IS_CLIP_FRACTION,
-        vm.PROBS_DIFF_MEAN,
-        vm.PROBS_DIFF_MAX,
-    }
-)
+#: The metrics kept per step: what ``flashrl report`` reads, one row each in
+#: :data:`flashrl_api.report_metrics.ROWS` (prefixes end with ``/``).
+KEPT_PREFIXES: Final[tuple[str, ...]] = report_metrics.kept_prefixes()
+KEPT_NAMES: Final[frozenset[str]] = report_metrics.kept_names()
 
 
 def history_name(job_name: str) -> str:
@@ -107,17 +89,14 @@ def parse_history(text: str) -> dict[int, dict[str, float]]:
 RECENT_STEPS: Final = 50
 
 
-def _select(
-    records: Mapping[int, Mapping[str, float]], stride: int, keep_validations: bool
-) -> dict[int, Mapping[str, float]]:
-    latest = max(records, default=0)
-    return {
-        step: values
-        for step, values in records.items()
-        if step % stride == 0
-        or step > latest - RECENT_STEPS
-        or (keep_validations and any(k.startswith(vm.VAL_CORE_PREFIX) for k in values))
-    }
+def _halvings(step: int, top: int) -> int:
+    """The largest ``k <= top`` with ``step`` a multiple of ``2**k`` (``top`` for step 0): the step
+    survives thinning at every stride up to ``2**k``."""
+    return top if step == 0 else min(top, (step & -step).bit_length() - 1)
+
+
+def _has_validation(values: Mapping[str, float]) -> bool:
+    return any(k.startswith(vm.VAL_CORE_PREFIX) for k in values)
 
 
 def render_history(records: Mapping[int, Mapping[str, float]], max_bytes: int = MAX_HISTORY_BYTES) -> str:
@@ -128,21 +107,106 @@ def render_history(records: Mapping[int, Mapping[str, float]], max_bytes: int = 
     step; only if those alone overflow are validations thinned too. Thinning a thinned history with a
     larger stride gives the same result as thinning the full one, so the history does not degrade as
     it is rewritten step after step.
+
+    Each line is rendered once and the stride is computed from the lines' sizes (a step at a multiple
+    of ``2**k`` survives every stride up to ``2**k``), so the cost is one pass over the history
+    whatever the steps' numbers are: trying the strides one by one would render the whole history
+    once per doubling, some 60 times for a step near ``2**62``.
     """
     present = {s: v for s, v in records.items() if v}
     latest = max(present, default=0)
-    text = ""
+    # The strides tried are 2**0 .. 2**top, the first one larger than the newest step.
+    top = latest.bit_length() if latest > 0 else 0
+    lines = {s: _line(s, present[s]) + "\n" for s in present}
+    sizes = {s: len(line.encode("utf-8")) for s, line in lines.items()}
+    levels = {s: _halvings(s, top) for s in present}
+    chosen_level = top
+    keep_validations = False
     for keep_validations in (True, False):
-        stride = 1
-        while True:
-            chosen = _select(present, stride, keep_validations)
-            text = "".join(_line(s, chosen[s]) + "\n" for s in sorted(chosen))
-            if len(text.encode("utf-8")) <= max_bytes:
-                return text
-            if stride > latest:
+        always = 0
+        # by_level[k]: bytes of the thinnable steps that survive strides up to 2**k and no larger.
+        by_level = [0] * (top + 1)
+        for s, values in present.items():
+            if s > latest - RECENT_STEPS or (keep_validations and _has_validation(values)):
+                always += sizes[s]
+            else:
+                by_level[levels[s]] += sizes[s]
+        surviving = sum(by_level)
+        fits = None
+        for k in range(top + 1):
+            if always + surviving <= max_bytes:
+                fits = k
                 break
-            stride *= 2
-    return text
+            surviving -= by_level[k]
+        if fits is not None:
+            chosen_level = fits
+            break
+    return "".join(
+        lines[s]
+        for s in sorted(present)
+        if levels[s] >= chosen_level
+        or s > latest - RECENT_STEPS
+        or (keep_validations and _has_validation(present[s]))
+    )
+
+
+#: The largest step a status may report: ``spec.training.totalSteps``' own bound, ``INT32_MAX`` (the
+#: CRD's maximum of ``status.metrics[].step``).
+MAX_STEP: Final = 2**31 - 1
+#: The largest magnitude a metric value may have: no metric the report draws comes near it (tokens per
+#: step, seconds, scores, ratios), and a plot's axis over such values stays computable.
+MAX_VALUE: Final = 1e15
+#: The shape of verl's phase timers (``marked_timer`` names: identifiers).
+TIMING_PATTERN: Final = re.compile(r"^timing_s/[A-Za-z0-9_]{1,64}$")
+_NAME: Final = re.compile(vm.METRIC_NAME_PATTERN)
+
+
+def plausible_name(name: str) -> bool:
+    """Whether verl could have logged ``name`` and the history keeps it: a kept name, a ``val-core``
+    score in verl's shape, or a phase timer."""
+    if len(name) > vm.MAX_METRIC_NAME or _NAME.fullmatch(name) is None:
+        return False
+    if name in KEPT_NAMES:
+        return True
+    if name.startswith(vm.VAL_CORE_PREFIX):
+        return vm.VAL_CORE_PATTERN.fullmatch(name) is not None
+    if name.startswith(vm.TIMING_PREFIX):
+        return TIMING_PATTERN.fullmatch(name) is not None
+    return False
+
+
+def plausible_value(value: object) -> float | None:
+    """A metric value as a float, or None when it cannot be a real one (not a number, non-finite, or
+    beyond :data:`MAX_VALUE`)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, int) and abs(value) > MAX_VALUE:
+        return None  # float() of a huge int raises
+    number = float(value)
+    return number if math.isfinite(number) and abs(number) <= MAX_VALUE else None
+
+
+def plausible_metrics(
+    metrics: Iterable[Mapping[str, Any]], total_steps: int | None = None
+) -> dict[int, dict[str, float]]:
+    """The values of a status' ``metrics`` (``[{name, value, step}]``) that can be real, by step: a step
+    from 0 to the job's ``total_steps`` (:data:`MAX_STEP` when not given), a name verl logs that the
+    history keeps (:func:`plausible_name`) and a plausible value. The rest is dropped before any work is
+    spent on it: a status is written by whoever holds the launcher's token."""
+    last = MAX_STEP if total_steps is None else min(total_steps, MAX_STEP)
+    by_step: dict[int, dict[str, float]] = {}
+    for metric in metrics:
+        if not isinstance(metric, Mapping):
+            continue
+        step, name = metric.get("step"), metric.get("name")
+        if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= last:
+            continue
+        if not isinstance(name, str) or not plausible_name(name):
+            continue
+        value = plausible_value(metric.get("value"))
+        if value is not None:
+            by_step.setdefault(step, {})[name] = value
+    return by_step
 
 
 def add_step(text: str, step: int, data: Mapping[str, Any], max_bytes: int = MAX_HISTORY_BYTES) -> str:
@@ -155,16 +219,25 @@ def add_step(text: str, step: int, data: Mapping[str, Any], max_bytes: int = MAX
     return render_history(records, max_bytes)
 
 
-def add_metrics(text: str, metrics: Iterable[Mapping[str, Any]], max_bytes: int = MAX_HISTORY_BYTES) -> str:
-    """The history with a status' latest metrics (``[{name, value, step}]``) recorded at their steps."""
-    by_step: dict[int, dict[str, Any]] = {}
-    for metric in metrics:
-        step, name, value = metric.get("step"), metric.get("name"), metric.get("value")
-        if isinstance(step, int) and isinstance(name, str):
-            by_step.setdefault(step, {})[name] = value
-    for step, data in sorted(by_step.items()):
-        text = add_step(text, step, data, max_bytes)
-    return text
+def add_metrics(
+    text: str,
+    metrics: Iterable[Mapping[str, Any]],
+    max_bytes: int = MAX_HISTORY_BYTES,
+    *,
+    total_steps: int | None = None,
+) -> str:
+    """The history with a status' latest metrics (``[{name, value, step}]``) recorded at their steps:
+    those that can be real (:func:`plausible_metrics`), merged in one pass and rendered once; the text
+    unchanged (and nothing rendered) when they add nothing new."""
+    by_step = plausible_metrics(metrics, total_steps)
+    if not by_step:
+        return text
+    records = parse_history(text)
+    if all(records.get(step, {}).get(k) == v for step, data in by_step.items() for k, v in data.items()):
+        return text
+    for step, data in by_step.items():
+        records[step] = {**records.get(step, {}), **data}
+    return render_history(records, max_bytes)
 
 
 __all__ = [
@@ -173,10 +246,15 @@ __all__ = [
     "KEPT_NAMES",
     "KEPT_PREFIXES",
     "MAX_HISTORY_BYTES",
+    "MAX_STEP",
+    "MAX_VALUE",
     "add_metrics",
     "add_step",
     "history_name",
     "kept",
     "parse_history",
+    "plausible_metrics",
+    "plausible_name",
+    "plausible_value",
     "render_history",
 ]

@@ -34,7 +34,9 @@ from pydantic import Field
 from flashrl_api._base import ApiModel
 from flashrl_api.exported_metrics import MAX_STATUS_METRICS
 from flashrl_api.goodput import MAX_PHASES, GoodputPhase
+from flashrl_api.history import MAX_STEP
 from flashrl_api.validation_summary import MAX_STATUS_PROBLEMS, STATUS_VALIDATIONS
+from flashrl_api.verl_metrics import MAX_METRIC_NAME, METRIC_NAME_PATTERN
 
 Phase = Literal["Pending", "Staging", "Starting", "Running", "Succeeded", "Failed", "Suspended"]
 PHASES: tuple[Phase, ...] = ("Pending", "Staging", "Starting", "Running", "Succeeded", "Failed", "Suspended")
@@ -300,14 +302,15 @@ class Progress(ApiModel):
 class MetricValue(ApiModel):
     """The newest value of one verl metric (the shape of Kubeflow Trainer's ``trainerStatus.metrics``)."""
 
-    name: str = Field(min_length=1, max_length=256)
+    name: str = Field(min_length=1, max_length=MAX_METRIC_NAME, pattern=METRIC_NAME_PATTERN)
     """verl's name for it, e.g. ``rollout_corr/kl`` or ``val-core/aime-2024/acc/mean@1``."""
 
     value: float
     """Its newest value (verl's NaN values are never reported)."""
 
-    step: int = Field(ge=0)
-    """The training step it was logged at (0: the validation before training)."""
+    step: int = Field(ge=0, le=MAX_STEP)
+    """The training step it was logged at (0: the validation before training; at most
+    spec.training.totalSteps' own maximum)."""
 
 
 class GuardStreak(ApiModel):

@@ -102,6 +102,13 @@ PROBS_DIFF_MAX: Final = "training/rollout_probs_diff_max"
 PROBS_PEARSON: Final = "training/rollout_actor_probs_pearson_corr"
 
 
+#: The characters a metric name of ``status.metrics`` may hold (the CRD's pattern of its name): verl's
+#: names are slash-separated words, with ``@`` in ``mean@N`` and the data source's own punctuation.
+METRIC_NAME_PATTERN: Final = r"^[A-Za-z0-9_][A-Za-z0-9_./@:+=-]*$"
+#: The longest such name (the CRD's maxLength).
+MAX_METRIC_NAME: Final = 256
+
+
 def val_core_keys(names: Iterable[str]) -> list[str]:
     """The ``val-core/...`` names among ``names``, ``mean@N`` first (the score the origin compared)."""
     found: list[tuple[bool, str]] = []

@@ -8,16 +8,18 @@ writes ``report.html`` (self-contained) and one PNG per figure.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Final
 
-from flashrl_api import verl_metrics as vm
+import numpy as np
+
+from flashrl_api import report_metrics
 from flashrl_report.analysis import (
     VariantSummary,
     choose_baseline,
-    mismatch_key,
     paired_baseline,
     run_cost,
     score_key,
@@ -37,24 +39,9 @@ from flashrl_report.paired import (
 from flashrl_report.plots import Plot, color_of, line_plot, speedup_plot, time_breakdown_plot
 from flashrl_report.validation import ValidationSamples, load_validation
 
-#: Every figure of a report, in page order (the browser test checks each is on the page).
-PLOT_IDS: Final = (
-    "validation-score",
-    "paired-difference",
-    "per-problem",
-    "training-score",
-    "entropy",
-    "response-length",
-    "response-clip-ratio",
-    "throughput",
-    "generation-speedup",
-    "time-breakdown",
-    "goodput-phases",
-    "mismatch-kl",
-    "is-ess",
-    "tis-clip-fraction",
-    "probs-diff",
-)
+#: Every figure of a report, in page order (the browser test checks each is on the page): the rows'
+#: (:data:`flashrl_api.report_metrics.ROWS`) line plots and the figures of their own they name.
+PLOT_IDS: Final = report_metrics.figure_ids()
 REPORT_FILE: Final = "report.html"
 
 
@@ -131,64 +118,21 @@ def build_report(
         if (spent := costs.get(run.label)) is not None:
             reached = spent.reached.last_step if spent.reached is not None else None
             summary.cost = run_cost(run, spent.ledger, spent.hours_to_score, reached)
-    plots = [
-        line_plot(
-            runs,
-            "validation-score",
-            "Validation score",
-            score or "val-core/*",
-            "score",
-            wall_time=True,
-            smooth=False,
-            markers=True,
-        ),
-        difference_plot(paired, variant_colors),
-        problems_plot(paired, variant_colors),
-        line_plot(runs, "training-score", "Training score (reward)", vm.CRITIC_SCORE_MEAN, "mean score"),
-        line_plot(runs, "entropy", "Policy entropy", vm.ENTROPY, "entropy (nats / token)"),
-        line_plot(runs, "response-length", "Mean response length", vm.RESPONSE_LENGTH_MEAN, "tokens"),
-        line_plot(
-            runs,
-            "response-clip-ratio",
-            "Responses cut at the maximum length",
-            vm.RESPONSE_LENGTH_CLIP_RATIO,
-            "fraction of responses",
-        ),
-        line_plot(runs, "throughput", "Throughput", vm.THROUGHPUT, "tokens / s / GPU", wall_time=True),
-        speedup_plot(runs, base, speedups),
-        time_breakdown_plot(runs),
-        goodput_plot(goodput),
-        line_plot(
-            runs,
-            "mismatch-kl",
-            "Rollout/trainer mismatch KL",
-            mismatch_key,
-            "KL(rollout ‖ trainer)",
-            what="rollout_corr/kl (or rollout_corr/k3_kl)",
-        ),
-        line_plot(
-            runs,
-            "is-ess",
-            "Importance-sampling effective sample size",
-            vm.IS_ESS,
-            "ESS fraction",
-            hline=(0.3, "verl's health threshold 0.3"),
-        ),
-        line_plot(
-            runs,
-            "tis-clip-fraction",
-            "TIS clipped fraction",
-            vm.IS_CLIP_FRACTION,
-            "fraction of tokens at the cap",
-        ),
-        line_plot(
-            runs,
-            "probs-diff",
-            "Rollout vs trainer token-probability difference",
-            vm.PROBS_DIFF_MEAN,
-            "mean |p_rollout − p_train|",
-        ),
-    ]
+    own: dict[str, Callable[[], Plot]] = {
+        "paired-difference": lambda: difference_plot(paired, variant_colors),
+        "per-problem": lambda: problems_plot(paired, variant_colors),
+        "generation-speedup": lambda: speedup_plot(runs, base, speedups),
+        "time-breakdown": lambda: time_breakdown_plot(runs),
+        "goodput-phases": lambda: goodput_plot(goodput),
+    }
+    plots: list[Plot] = []
+    for row in report_metrics.ROWS:
+        if row.plot is not None:
+            plot = row.plot
+            plots.append(_drawn(plot.id, plot.title, partial(_line_plot, runs, row, score), notes))
+        for figure in row.figures:
+            plots.append(_drawn(figure, figure.replace("-", " ").capitalize(), own.pop(figure), notes))
+    assert not own, f"figures no row names: {sorted(own)}"
     assert tuple(p.id for p in plots) == PLOT_IDS
     html = render_html(
         title=title,
@@ -207,6 +151,49 @@ def build_report(
         ],
     )
     return Report(html, plots, summaries, notes, base_note, goodput, paired)
+
+
+def _line_plot(runs: Sequence[RunMetrics], row: report_metrics.ReportMetric, score: str | None) -> Plot:
+    """A row's line plot: its name, the run's validation score for the ``val-core`` family, or for a
+    row with fallbacks the first of its names each run logged."""
+    plot = row.plot
+    assert plot is not None
+    metric: str | Callable[[RunMetrics], str | None] = row.name
+    if row.family:
+        metric = score or f"{row.name}*"
+    elif plot.fallbacks:
+        names = (row.name, *plot.fallbacks)
+
+        def metric(run: RunMetrics) -> str | None:
+            logged = run.names()
+            return next((n for n in names if n in logged), None)
+
+    return line_plot(
+        runs,
+        plot.id,
+        plot.title,
+        metric,
+        plot.ylabel,
+        wall_time=plot.wall_time,
+        smooth=plot.smooth,
+        hline=plot.hline,
+        markers=plot.markers,
+        what=plot.what,
+    )
+
+
+def _drawn(plot_id: str, title: str, draw: Callable[[], Plot], notes: list[str]) -> Plot:
+    """A figure, or, when its values cannot be drawn (matplotlib cannot place ticks on an axis from
+    -1e308 to 1e308, for one), that figure alone marked not available, with a note: the rest of the
+    report does not depend on it."""
+    try:
+        # Overflow inside matplotlib is answered by the note below, not by numpy on the terminal.
+        with np.errstate(over="ignore", invalid="ignore"):
+            return draw()
+    except (ValueError, ArithmeticError) as error:
+        why = f"its values could not be drawn ({type(error).__name__}: {error})"
+        notes.append(f"figure {plot_id}: not drawn: {why}")
+        return Plot(plot_id, title, "", None, why)
 
 
 def write_report(report: Report, output: str | Path) -> list[Path]:

@@ -18,37 +18,12 @@ from html import escape
 from typing import Final
 
 from flashrl_api import verl_metrics as vm
-from flashrl_api.goodput import UNHELD, Comparison, GoodputPhase, Ledger, compare, step_ledger
+from flashrl_api.goodput import Comparison, GoodputPhase, Ledger, compare, step_ledger
 from flashrl_report.analysis import Stat, best_stretch, paired_baseline, stat
 from flashrl_report.data import RunMetrics
-from flashrl_report.plots import Plot, _png, stacked_bars
+from flashrl_report.plots import PHASE_COLORS, Plot, png_bytes, stacked_bars
 
 PLOT_ID: Final = "goodput-phases"
-#: One colour per phase, in :class:`GoodputPhase` order (the unheld phases are not drawn).
-PHASE_COLORS: Final[dict[GoodputPhase, str]] = dict(
-    zip(
-        [p for p in GoodputPhase if p not in UNHELD],
-        (
-            "#c7c7c7",  # pods_starting
-            "#bcbd22",  # gpu_gate
-            "#dbdb8d",  # startup
-            "#d62728",  # generation
-            "#ff9896",  # discarded_generation
-            "#9467bd",  # weight_sync
-            "#17becf",  # log_prob
-            "#1f77b4",  # actor_update
-            "#8c564b",  # reward
-            "#2ca02c",  # validation
-            "#ff7f0e",  # checkpoint
-            "#7f7f7f",  # step_other
-            "#000000",  # lost_steps
-            "#393b79",  # lost_in_flight
-            "#e377c2",  # teardown
-            "#f7b6d2",  # held_after_end
-        ),
-        strict=True,
-    )
-)
 
 
 @dataclass(frozen=True)
@@ -290,4 +265,4 @@ def goodput_plot(variants: Sequence[VariantGoodput]) -> Plot:
         f"spent time in ({', '.join(drawn)}). The step phases share their names and colours with the "
         "step-time figure." + (f" From verl's step timings only: {', '.join(partial)}." if partial else "")
     )
-    return Plot(PLOT_ID, title, caption, _png(fig))
+    return Plot(PLOT_ID, title, caption, png_bytes(fig))

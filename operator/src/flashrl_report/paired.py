@@ -25,7 +25,7 @@ from typing import Final
 from matplotlib.figure import Figure
 
 from flashrl_report.intervals import LEVEL, RESAMPLES, SEED, Interval, paired_difference
-from flashrl_report.plots import Plot, _figure, _png
+from flashrl_report.plots import Plot, _figure, png_bytes
 from flashrl_report.validation import Problems, ValidationSamples
 
 #: ``<variant>#<k>``: replica k of a variant (the cluster path labels replicas so; files may too).
@@ -380,7 +380,7 @@ def difference_plot(comparisons: Sequence[PairedComparison], colors: Mapping[str
         "resampled). A bar wholly above the dashed line at 0 is a validation the variant did better on. "
         f"The shaded span is the late stretch the verdict is read from. {counts}."
     )
-    return Plot(PLOT_DIFFERENCE, title, caption, _png(fig))
+    return Plot(PLOT_DIFFERENCE, title, caption, png_bytes(fig))
 
 
 def problems_plot(comparisons: Sequence[PairedComparison], colors: Mapping[str, str]) -> Plot:
@@ -419,7 +419,7 @@ def problems_plot(comparisons: Sequence[PairedComparison], colors: Mapping[str, 
         f"from the one {base} solves least often ({min(base_acc.values()):.2f}) to the one it solves most "
         f"({max(base_acc.values()):.2f}); the table above lists them."
     )
-    return Plot(PLOT_PROBLEMS, title, caption, _png(fig))
+    return Plot(PLOT_PROBLEMS, title, caption, png_bytes(fig))
 
 
 __all__ = [

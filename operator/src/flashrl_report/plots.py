@@ -18,6 +18,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from flashrl_api import verl_metrics as vm
+from flashrl_api.goodput import IN_STEP_KEYS, UNHELD, GoodputPhase
 from flashrl_report.analysis import ROLLING_WINDOW, Speedup, rolling_mean, wall_hours
 from flashrl_report.data import RunMetrics
 
@@ -27,6 +28,32 @@ PALETTE: Final = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564
 #: most (BF16 blue, blockwise FP8 red, channel-wise FP8 green) reads the same in every report.
 FIXED_COLORS: Final[dict[str, int]] = {"bf16": 0, "blockwise-fp8": 1, "channel-fp8": 2}
 DPI: Final = 110
+
+#: One colour per phase, in :class:`GoodputPhase` order (the unheld phases are not drawn).
+PHASE_COLORS: Final[dict[GoodputPhase, str]] = dict(
+    zip(
+        [p for p in GoodputPhase if p not in UNHELD],
+        (
+            "#c7c7c7",  # pods_starting
+            "#bcbd22",  # gpu_gate
+            "#dbdb8d",  # startup
+            "#d62728",  # generation
+            "#ff9896",  # discarded_generation
+            "#9467bd",  # weight_sync
+            "#17becf",  # log_prob
+            "#1f77b4",  # actor_update
+            "#8c564b",  # reward
+            "#2ca02c",  # validation
+            "#ff7f0e",  # checkpoint
+            "#7f7f7f",  # step_other
+            "#000000",  # lost_steps
+            "#393b79",  # lost_in_flight
+            "#e377c2",  # teardown
+            "#f7b6d2",  # held_after_end
+        ),
+        strict=True,
+    )
+)
 
 
 @dataclass
@@ -76,7 +103,8 @@ def color_of(runs: Sequence[RunMetrics], run: RunMetrics) -> str:
     return colors_by_label([r.label for r in runs])[run.label]
 
 
-def _png(fig: Figure) -> bytes:
+def png_bytes(fig: Figure) -> bytes:
+    """The figure as PNG bytes (Agg canvas, :data:`DPI`)."""
     FigureCanvasAgg(fig)
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=DPI)
@@ -160,7 +188,7 @@ def line_plot(
     if smooth and any(n > ROLLING_WINDOW for n in drawn.values()):
         caption += f" Thin lines: every step; thick: mean of the last {ROLLING_WINDOW} steps."
     caption += _absent_text(absent, name)
-    return Plot(plot_id, title, caption, _png(fig), absent=absent)
+    return Plot(plot_id, title, caption, png_bytes(fig), absent=absent)
 
 
 def speedup_plot(
@@ -198,7 +226,7 @@ def speedup_plot(
         f"Thin: every step; thick: mean of the last {ROLLING_WINDOW}."
     )
     caption += _absent_text(absent, "generation timing")
-    return Plot("generation-speedup", title, caption, _png(fig), absent=absent)
+    return Plot("generation-speedup", title, caption, png_bytes(fig), absent=absent)
 
 
 def stacked_bars(
@@ -232,9 +260,6 @@ def stacked_bars(
 def time_breakdown_plot(runs: Sequence[RunMetrics]) -> Plot:
     """Mean seconds per step in each goodput phase, one stacked bar per run: the step's ``timing_s/*``
     grouped, named and coloured as the goodput figure's phases, so one phase reads the same in both."""
-    from flashrl_api.goodput import IN_STEP_KEYS, GoodputPhase
-    from flashrl_report.goodput import PHASE_COLORS  # imports this module: read at call time
-
     title = "Where the time of a step goes"
     phases = list(dict.fromkeys([*IN_STEP_KEYS.values(), GoodputPhase.STEP_OTHER]))
     rows: list[tuple[RunMetrics, dict[GoodputPhase, float], int]] = []
@@ -263,16 +288,18 @@ def time_breakdown_plot(runs: Sequence[RunMetrics]) -> Plot:
         "timing_s/save_checkpoint, and step_other the rest of timing_s/step. Validation (timing_s/testing) "
         "runs after the step and is not in the bar." + _absent_text(absent, vm.TIMING_STEP)
     )
-    return Plot("time-breakdown", title, caption, _png(fig), absent=absent)
+    return Plot("time-breakdown", title, caption, png_bytes(fig), absent=absent)
 
 
 __all__ = [
     "FIXED_COLORS",
     "PALETTE",
+    "PHASE_COLORS",
     "Plot",
     "color_of",
     "colors_by_label",
     "line_plot",
+    "png_bytes",
     "preferred_color",
     "speedup_plot",
     "stacked_bars",

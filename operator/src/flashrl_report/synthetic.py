@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from flashrl_api import verl_metrics as vm
+from flashrl_api.report_metrics import ROWS
 
 #: The validation score's name in these records (AIME-2024, one sample per problem).
 SCORE_KEY: Final = "val-core/aime-2024/acc/mean@1"
@@ -85,51 +86,85 @@ def records(
         adv = 0.05
         save = 85.0 + own.gauss(0, 5) if step % 5 == 0 else 0.0
         step_time = gen + sync + old_log_prob + update_actor + reward + adv + save + 1.5
-        prompt_tokens = PROMPTS_PER_STEP * 160
-        data: dict[str, Any] = {
-            "training/global_step": step,
-            vm.CRITIC_SCORE_MEAN: -0.6 + 0.5 * progress + own.gauss(0, 0.05),
-            vm.ENTROPY: 0.55 - 0.2 * progress + own.gauss(0, 0.02),
-            vm.RESPONSE_LENGTH_MEAN: length,
-            vm.RESPONSE_LENGTH_CLIP_RATIO: max(0.0, 0.01 + 0.03 * progress + own.gauss(0, 0.005)),
-            "timing_s/gen": gen,
-            "timing_s/update_weights": sync,
-            "timing_s/reward": reward,
-            "timing_s/old_log_prob": old_log_prob,
-            "timing_s/adv": adv,
-            "timing_s/update_actor": update_actor,
-            vm.TIMING_STEP: step_time,
-            vm.GEN_MS_PER_TOKEN: gen * 1000 / response_tokens,
-            vm.TOTAL_TOKENS: prompt_tokens + response_tokens,
-            vm.TIME_PER_STEP: step_time,
-            vm.THROUGHPUT: (prompt_tokens + response_tokens) / (step_time * GPUS),
-        }
+        kl_ends = (profile.kl_start, profile.kl_end) if mismatch else (None, None)
+        at = _Step(
+            progress, length, gen, step_time, GPUS, response_tokens, PROMPTS_PER_STEP * 160, own, kl_ends
+        )
+        data: dict[str, Any] = {"training/global_step": step}
+        # Every metric the report reads is a row (flashrl_api.report_metrics); the step's phase timers
+        # below are what the rows' curves are built on.
+        for row in ROWS:
+            value = row.synthetic(at) if row.synthetic is not None else None
+            if value is not None:
+                data[row.name] = value
+        data.update(
+            {
+                "timing_s/gen": gen,
+                "timing_s/update_weights": sync,
+                "timing_s/reward": reward,
+                "timing_s/old_log_prob": old_log_prob,
+                "timing_s/adv": adv,
+                "timing_s/update_actor": update_actor,
+                vm.TIMING_STEP: step_time,
+                vm.TIME_PER_STEP: step_time,
+            }
+        )
         if save:
             data["timing_s/save_checkpoint"] = save
-        if mismatch and profile.kl_start is not None and profile.kl_end is not None:
-            kl = (profile.kl_start + (profile.kl_end - profile.kl_start) * progress) * (
-                1 + own.gauss(0, 0.12)
-            )
-            data.update(
-                {
-                    vm.MISMATCH_KL: kl,
-                    vm.MISMATCH_K3_KL: kl * 0.98,
-                    vm.LOG_PPL_ABS_DIFF: kl * 1.7,
-                    vm.IS_MEAN: 1.0 + own.gauss(0, 0.002),
-                    vm.IS_ESS: max(0.0, min(1.0, 1 - 9 * kl + own.gauss(0, 0.002))),
-                    vm.IS_CLIP_FRACTION: kl * 0.8,
-                    vm.PROBS_DIFF_MEAN: 2.4 * math.sqrt(kl) * 0.1 * (1 + own.gauss(0, 0.05)),
-                    vm.PROBS_DIFF_MAX: min(1.0, 0.6 + 40 * kl),
-                    vm.PROBS_PEARSON: 1 - kl,
-                    "training/rollout_probs_diff_valid": 1,
-                }
-            )
+        if at.kl is not None:
+            # verl logs these beside the mismatch; the report does not read them.
+            data[vm.PROBS_PEARSON] = 1 - at.kl
+            data["training/rollout_probs_diff_valid"] = 1
         if test_every > 0 and (step % test_every == 0 or step == steps):
             data[SCORE_KEY] = _score(
                 own, 0.05 + (profile.final_score - 0.05) * (1 - math.exp(-2.2 * progress)) / 0.889
             )
             data[vm.TIMING_TESTING] = 150 + own.gauss(0, 10)
         yield {"step": step, "data": data}
+
+
+class _Step:
+    """One synthetic step as the rows' curves see it (:class:`flashrl_api.report_metrics.SyntheticStep`).
+    The mismatch KL is drawn when a curve first asks for it: the rows' order is the order of the draws."""
+
+    def __init__(
+        self,
+        progress: float,
+        length: float,
+        gen: float,
+        step_time: float,
+        gpus: int,
+        response_tokens: float,
+        prompt_tokens: float,
+        own: random.Random,
+        kl_ends: tuple[float | None, float | None],
+    ) -> None:
+        self.progress = progress
+        self.length = length
+        self.gen = gen
+        self.step_time = step_time
+        self.gpus = gpus
+        self.response_tokens = response_tokens
+        self.prompt_tokens = prompt_tokens
+        self._own = own
+        self._kl_ends = kl_ends
+        self._kl: float | None = None
+        self._kl_drawn = False
+
+    @property
+    def kl(self) -> float | None:
+        """The step's mismatch KL (None: the run logs no mismatch)."""
+        start, end = self._kl_ends
+        if start is None or end is None:
+            return None
+        if not self._kl_drawn:
+            self._kl = (start + (end - start) * self.progress) * (1 + self._own.gauss(0, 0.12))
+            self._kl_drawn = True
+        return self._kl
+
+    def noise(self, sd: float) -> float:
+        """A draw of the run's own noise."""
+        return self._own.gauss(0, sd)
 
 
 def _score(rng: random.Random, p: float) -> float:

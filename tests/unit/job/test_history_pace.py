@@ -59,9 +59,9 @@ async def test_the_fold_runs_off_the_event_loop(monkeypatch: Any) -> None:
     threads: list[int] = []
     real = module.fold
 
-    def fold(known: Any, report: Any) -> dict[str, str]:
+    def fold(known: Any, report: Any, total: int | None = None) -> dict[str, str]:
         threads.append(threading.get_ident())
-        return real(known, report)
+        return real(known, report, total)
 
     monkeypatch.setattr(module, "fold", fold)
     await History().fold(KEY, {}, status(1))

@@ -139,8 +139,7 @@ def test_a_score_reached_only_by_single_validations_is_not_shown() -> None:
 
 
 def test_the_step_and_goodput_figures_name_and_colour_phases_alike() -> None:
-    from flashrl_report.goodput import PHASE_COLORS
-    from flashrl_report.plots import time_breakdown_plot
+    from flashrl_report.plots import PHASE_COLORS, time_breakdown_plot
 
     plot = time_breakdown_plot([_run("bf16", "bf16", 10)])
     assert plot.png is not None

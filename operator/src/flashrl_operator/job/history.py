@@ -34,10 +34,13 @@ def reported(status: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], list[A
     )
 
 
-def fold(known: Mapping[str, str], status: Mapping[str, Any]) -> dict[str, str]:
-    """The history ConfigMap's data with the reported status folded in (pure; seconds for a large one)."""
+def fold(
+    known: Mapping[str, str], status: Mapping[str, Any], total_steps: int | None = None
+) -> dict[str, str]:
+    """The history ConfigMap's data with the reported status folded in (pure); no real step is beyond
+    ``total_steps`` (:func:`~flashrl_api.history.add_metrics` drops what cannot be real)."""
     metrics, validations = reported(status)
-    history = add_metrics(known.get(HISTORY_KEY, ""), metrics)
+    history = add_metrics(known.get(HISTORY_KEY, ""), metrics, total_steps=total_steps)
     summaries = add_status(known.get(VALIDATION_KEY, ""), validations)
     return {k: v for k, v in ((HISTORY_KEY, history), (VALIDATION_KEY, summaries)) if v}
 
@@ -68,10 +71,12 @@ class History:
         last = self._last.get(key)
         return 0.0 if last is None else max(0.0, last + self._interval - self._clock())
 
-    async def fold(self, key: Key, known: Mapping[str, str], status: Mapping[str, Any]) -> dict[str, str]:
+    async def fold(
+        self, key: Key, known: Mapping[str, str], status: Mapping[str, Any], total_steps: int | None = None
+    ) -> dict[str, str]:
         """Fold ``status`` into ``known`` in a worker thread (the event loop serves everyone meanwhile)."""
         self._last[key] = self._clock()
-        return await asyncio.to_thread(fold, known, status)
+        return await asyncio.to_thread(fold, known, status, total_steps)
 
     def done(self, key: Key, status: Mapping[str, Any]) -> None:
         """The reported ``status`` is in the history (or the name is someone else's): not folded again."""

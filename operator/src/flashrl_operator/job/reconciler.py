@@ -325,7 +325,10 @@ class Reconciler:
         if live is not None and ownership_conflict("", live, seen.uid) is not None:
             return replace(seen, history=HistoryRead(live, None))
         known = {k: str(v) for k, v in ((live or {}).get("data") or {}).items()}
-        return replace(seen, history=HistoryRead(live, await self._history.fold(key, known, seen.previous)))
+        total = seen.job.spec.training.total_steps
+        return replace(
+            seen, history=HistoryRead(live, await self._history.fold(key, known, seen.previous, total))
+        )
 
     async def _read_children(self, seen: Reads, children: Sequence[Child]) -> Reads:
         """Each of ``children`` by name (``None``: missing); the others are not read."""
