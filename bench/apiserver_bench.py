@@ -54,7 +54,7 @@ sys.path.insert(0, str(REPO / "scripts"))  # and what they share with `make dev-
 
 from envtest import audit  # noqa: E402
 from envtest.chart import NAMESPACE as CHART_NAMESPACE  # noqa: E402
-from envtest.chart import ready_for_jobs  # noqa: E402
+from envtest.chart import ready_for_jobs, room_for_jobs  # noqa: E402
 from envtest.control_plane import ControlPlane  # noqa: E402
 from envtest.operator import OperatorProcess, container_service_account  # noqa: E402
 
@@ -168,6 +168,7 @@ def _drive(plane: ControlPlane, log: Path, source: Path | None) -> dict[str, Any
     ready_for_jobs(plane)
     user = f"system:serviceaccount:{CHART_NAMESPACE}:{container_service_account(plane)}"
     plane.kubectl("create", "namespace", NAMESPACE)
+    room_for_jobs(plane, NAMESPACE)  # the claims and a GPU node the operator's fit check asks for
     base = example_job()
     jobs = []
     for i in range(JOBS):

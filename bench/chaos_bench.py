@@ -50,7 +50,7 @@ from bench import example_job  # noqa: E402
 from bench.apiserver_bench import checkout, replace_section  # noqa: E402
 from envtest import audit  # noqa: E402
 from envtest.chart import NAMESPACE as CHART_NAMESPACE  # noqa: E402
-from envtest.chart import ready_for_jobs  # noqa: E402
+from envtest.chart import ready_for_jobs, room_for_jobs  # noqa: E402
 from envtest.control_plane import ControlPlane  # noqa: E402
 from envtest.operator import OperatorProcess, container_service_account  # noqa: E402
 from flashrl_api.manifest import parse_job  # noqa: E402
@@ -283,6 +283,7 @@ def measure(seed: int, source: Path | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp, audit.audited(Path(tmp)) as (plane, log):
         ready_for_jobs(plane)
         plane.kubectl("create", "namespace", NAMESPACE)
+        room_for_jobs(plane, NAMESPACE)  # the claims and a GPU node the operator's fit check asks for
 
         async def main() -> dict[str, Any]:
             run = Run(plane, seed, source)

@@ -5,6 +5,7 @@
 #   kuberay-operator (KubeRay's own operator) and its CRDs             github.com/ray-project/kuberay/ray-operator
 #                                                                      (e2e.kuberay_operator)
 #   kwok (simulated nodes and pods)                                    sigs.k8s.io/kwok/cmd/kwok (versions.kwok)
+#   kueue (Kueue's manager) and its CRDs and webhook manifests            sigs.k8s.io/kueue/cmd/kueue (versions.kueue)
 #   the Prometheus Operator's CRDs (chart tests)                       github.com/prometheus-operator/prometheus-operator
 #                                                                      (versions.prometheus_operator)
 #   etcd (the API server's store)                                      go.etcd.io/etcd/server/v3 (versions.etcd)
@@ -29,8 +30,8 @@ mkdir -p "$dest" "$root/.tools/crds"
 dest=$(cd "$dest" && pwd)
 pin() { sed -n "s/^  $1: \"\(.*\)\"/\1/p" "$root/images/pins.yaml"; }
 k8s=$(pin kubernetes); kuberay=$(pin kuberay_operator); kwok=$(pin kwok); promop=$(pin prometheus_operator)
-etcd=$(pin etcd)
-for v in k8s kuberay kwok promop etcd; do
+etcd=$(pin etcd); kueue=$(pin kueue)
+for v in k8s kuberay kwok promop etcd kueue; do
   [ -n "${!v}" ] || { echo "images/pins.yaml lacks the version for $v" >&2; exit 1; }
 done
 command -v go >/dev/null || { echo "go (1.26) is needed to build the control plane: https://go.dev/doc/install" >&2; exit 1; }
@@ -82,6 +83,8 @@ install_module() { # NAME VERSION PACKAGE BINARY
 }
 install_module kuberay-operator "$kuberay" github.com/ray-project/kuberay/ray-operator ray-operator
 install_module kwok "$kwok" sigs.k8s.io/kwok/cmd/kwok kwok
+# Kueue's manager (one ~90 MB binary; the slowest of these builds after the control plane's).
+install_module kueue "$kueue" sigs.k8s.io/kueue/cmd/kueue kueue
 
 # --- CRDs the tests read, where `go mod download` put them -----------------------------------------------
 module_dir() { go mod download -json "$1@v$2" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])'; }
@@ -90,6 +93,11 @@ link "$(module_dir github.com/prometheus-operator/prometheus-operator "$promop")
   "$root/.tools/crds/prometheus-operator"
 # kwok's own stage definitions (how nodes and pods move through their lifecycle), given to kwok by the e2e.
 link "$(module_dir sigs.k8s.io/kwok "$kwok")/kustomize/stage" "$root/.tools/kwok-stages"
+
+# Kueue's CRDs and its admission webhooks' manifests (the e2e points the webhooks at its loopback server).
+kueue_dir=$(module_dir sigs.k8s.io/kueue "$kueue")
+link "$kueue_dir/config/components/crd/bases" "$root/.tools/crds/kueue"
+link "$kueue_dir/config/components/webhook" "$root/.tools/kueue-webhook"
 
 # --- etcd: the API server's store -----------------------------------------------------------------------
 # 3.6, the line Kubernetes 1.36 is tested with: it answers the watch-progress requests the API server needs
@@ -105,5 +113,5 @@ if ! built etcd "$etcd"; then
   mv "$cache/etcd-$etcd/etcd.tmp" "$cache/etcd-$etcd/etcd"
 fi
 link "$cache/etcd-$etcd/etcd" "$dest/etcd"
-echo "kubernetes v$k8s, etcd v$etcd, KubeRay's operator v$kuberay, kwok v$kwok," \
+echo "kubernetes v$k8s, etcd v$etcd, KubeRay's operator v$kuberay, kwok v$kwok, Kueue v$kueue," \
   "Prometheus Operator CRDs v$promop: $dest" >&2

@@ -61,6 +61,33 @@ def ready_for_jobs(plane: ControlPlane) -> ControlPlane:
     return plane
 
 
+#: The claims a FlashRLJob mounts by default (examples/cluster/storage.yaml).
+DEFAULT_CLAIMS = ("hf-cache", "rl-data", "rl-checkpoints")
+#: What the device plugin advertises on an H20 node.
+H20_GPUS = {"nvidia.com/gpu": "8"}
+
+
+def room_for_jobs(plane: ControlPlane, namespace: str, node: str = "h20-0") -> None:
+    """The default claims in ``namespace`` and one H20 node of 8 GPUs: what the operator's fit check
+    (``NeverFits``, ``ClaimNotFound``) asks of a cluster before a job of the default shape may start.
+    The claims stay unbound and the node has no kubelet: nothing here runs a pod."""
+    claims = [
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "10Gi"}}},
+        }
+        for name in DEFAULT_CLAIMS
+    ]
+    labels = {"nvidia.com/gpu.product": "NVIDIA-H20"}
+    plane.apply_json(
+        [*claims, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node, "labels": labels}}]
+    )
+    status = json.dumps({"status": {"capacity": H20_GPUS, "allocatable": H20_GPUS}})
+    plane.kubectl("patch", "node", node, "--subresource=status", "--type=merge", "-p", status)
+
+
 def deployment(plane: ControlPlane) -> dict[str, Any]:
     """The operator's Deployment as the chart installed it."""
     found: dict[str, Any] = plane.get_json(

@@ -77,8 +77,9 @@ def find_binary(name: str) -> Path | None:
 
 
 REQUIRED = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
-#: What a dev cluster (and the kwok e2e tests) runs besides the control plane: the chart, KubeRay, kwok.
-KWOK_CLUSTER = (*REQUIRED, "helm", "kuberay-operator", "kwok")
+#: What a dev cluster (and the kwok e2e tests) runs besides the control plane: the chart, KubeRay, kwok,
+#: Kueue.
+KWOK_CLUSTER = (*REQUIRED, "helm", "kuberay-operator", "kwok", "kueue")
 
 
 def missing_binaries(names: Sequence[str] = REQUIRED) -> list[str]:
@@ -454,8 +455,7 @@ class ControlPlane:
         }
         if not path.is_file():
             lines = [f'{os.urandom(24).hex()},{user},{user},"{group}"' for user, group in users.values()]
-            path.write_text("\n".join(lines) + "\n")
-            path.chmod(0o600)
+            write_private(path, "\n".join(lines) + "\n")
         tokens = [line.split(",", 1)[0] for line in path.read_text().splitlines()]
         return dict(zip(users, tokens, strict=True))
 
@@ -473,8 +473,7 @@ class ControlPlane:
             ],
             "current-context": user,
         }
-        path.write_text(json.dumps(config, indent=1))
-        path.chmod(0o600)
+        write_private(path, json.dumps(config, indent=1))
 
     def _auth(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.admin_token}"}
@@ -492,6 +491,25 @@ class ControlPlane:
             if time.monotonic() > deadline:
                 raise ControlPlaneError(f"kube-apiserver not ready after {READY_DEADLINE_S:.0f} s")
             time.sleep(0.2)
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` readable by its owner only from the first byte: a new file created
+    with mode 0600 (whatever the umask lets through of it, never more), then renamed over ``path``, so
+    no other user can open a token in the moment between a write and a chmod, nor keep a file open
+    that was readable before."""
+    scratch = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with contextlib.suppress(FileNotFoundError):
+        scratch.unlink()
+    fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as sink:
+            sink.write(text)
+        scratch.replace(path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            scratch.unlink()
+        raise
 
 
 def start_time(pid: int) -> str | None:

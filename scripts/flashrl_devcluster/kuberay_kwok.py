@@ -29,6 +29,8 @@ from flashrl_devcluster.control_plane import (
 KWOK_STAGES = REPO / ".tools" / "kwok-stages"
 #: kwok completes a Job's pod only when it carries this label (its process exited).
 EXIT_LABEL = "e2eexit"
+#: The chart's ``helm test`` pod's ``activeDeadlineSeconds`` (charts/.../tests/test-operator-health.yaml).
+TEST_POD_DEADLINE_S = 120
 #: GPU Feature Discovery's labels and the device plugin's capacity of one 8 x H20 machine.
 H20_LABELS = {
     "nvidia.com/gpu.product": "NVIDIA-H20",
@@ -78,6 +80,40 @@ spec:
             startedAt: {{{{ $now | Quote }}}}
             finishedAt: {{{{ $now | Quote }}}}
       {{{{ end }}}}
+"""
+
+
+#: The kubelet's end of a pod past its ``activeDeadlineSeconds``, played by kwok for the chart's ``helm
+#: test`` pod (kwok runs no container, so the check in it never runs and the pod would stay Running):
+#: it fails as a kubelet fails it, and ``helm test`` ends with that result instead of hanging.
+POD_PAST_DEADLINE = f"""\
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-past-its-deadline
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: .metadata.deletionTimestamp
+      operator: DoesNotExist
+    - key: .status.phase
+      operator: In
+      values: [Running]
+    - key: '.metadata.annotations["helm.sh/hook"]'
+      operator: In
+      values: [test]
+    - key: '.spec.activeDeadlineSeconds'
+      operator: Exists
+  delay:
+    durationMilliseconds: {TEST_POD_DEADLINE_S * 1000}
+  next:
+    statusTemplate: |
+      phase: Failed
+      reason: DeadlineExceeded
+      message: Pod was active on the node longer than the specified deadline
 """
 
 
@@ -166,7 +202,7 @@ def write_stages(root: Path) -> Path:
         KWOK_STAGES / "pod" / "fast" / "pod-ready.yaml",
         KWOK_STAGES / "pod" / "fast" / "pod-delete.yaml",
     ]
-    text = "\n---\n".join(f.read_text() for f in files) + "\n---\n" + POD_EXITED
+    text = "\n---\n".join(f.read_text() for f in files) + "\n---\n" + POD_EXITED + "---\n" + POD_PAST_DEADLINE
     path = root / "kwok-stages.yaml"
     path.write_text(text)
     return path

@@ -31,21 +31,13 @@ class OperatorProcess:
         metrics, health = free_ports(2)
         self.metrics_port = metrics
         self.health_port = health
-        args = [
-            a
-            for a in container["args"]
-            if not a.startswith(("--metrics-port=", "--health-port=", "--log-format="))
-        ]
         kubeconfig = plane.token_kubeconfig(
             container_service_account(plane), CHART_NAMESPACE, name, token_duration
         )
         env = plane.env(kubeconfig) | {"POD_NAME": name, "POD_NAMESPACE": CHART_NAMESPACE}
         if source is not None:
             env["PYTHONPATH"] = f"{source / 'operator' / 'src'}:{source / 'jobs' / 'src'}"
-        argv = [
-            sys.executable, "-m", "flashrl_operator.cli", "operator", *args, *extra,
-            f"--metrics-port={metrics}", f"--health-port={health}", "--log-format=plain",
-        ]  # fmt: skip
+        argv = operator_argv(container["args"], metrics, health, extra)
         self.process = Process.start(name, argv, plane.root / "logs" / f"{name}.log", env)
         self.popen = self.process.popen
 
@@ -56,6 +48,21 @@ class OperatorProcess:
     def tail(self) -> str:
         """The last lines of its log."""
         return self.process.tail(40)
+
+
+def operator_argv(
+    chart_args: list[str], metrics_port: int, health_port: int, extra: tuple[str, ...] = ()
+) -> list[str]:
+    """``flashrl operator`` with the chart's arguments, but its endpoints on the free ports given and on
+    loopback: a pod listens on every address for its probes and Prometheus, a process on a developer's
+    machine only where that machine's own clients reach it."""
+    own = ("--metrics-port=", "--health-port=", "--log-format=", "--bind-address=")
+    args = [a for a in chart_args if not a.startswith(own)]
+    return [
+        sys.executable, "-m", "flashrl_operator.cli", "operator", *args, *extra,
+        f"--metrics-port={metrics_port}", f"--health-port={health_port}", "--bind-address=127.0.0.1",
+        "--log-format=plain",
+    ]  # fmt: skip
 
 
 def container_service_account(plane: ControlPlane) -> str:

@@ -17,7 +17,8 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("flashrl.dev", "flashrlexperiments"): {"get", "list", "watch", "patch"},
     ("flashrl.dev", "flashrlexperiments/status"): {"get", "patch"},
     ("ray.io", "rayjobs"): {"get", "list", "watch", "create", "patch", "delete"},
-    ("ray.io", "rayclusters"): {"get", "list", "watch"},
+    ("ray.io", "rayclusters"): {"get", "list", "watch", "patch"},
+    ("kueue.x-k8s.io", "workloads"): {"list"},
     ("", "pods"): {"list"},
     ("batch", "jobs"): {"get", "list", "watch", "create", "patch", "delete"},
     ("", "persistentvolumeclaims"): {"get", "patch"},
@@ -31,6 +32,8 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
 #: Only the cluster-wide ClusterRole adds these (kopf's CRD scanning; read-only).
 CLUSTER_ONLY: dict[tuple[str, str], set[str]] = {
     ("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"},
+    # The GPU nodes, listed before a new job creates anything (NeverFits); cluster-scoped.
+    ("", "nodes"): {"list"},
 }
 
 

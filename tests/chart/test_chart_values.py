@@ -122,6 +122,20 @@ def test_notes_name_the_next_commands(pins: dict[str, Any]) -> None:
     assert "kubectl apply -f flashrljob.yaml" in notes and "metadata.namespace" in notes
     # With no cluster, the RayJob API is absent: the notes say how to install the pinned KubeRay.
     assert f"--version {pins['versions']['kuberay']}" in notes
+    # helm test ends with a result within 150 s: bounded by helm, and its pod by the kubelet before that.
+    assert f"helm test {RELEASE} -n flashrl-system --timeout 150s" in notes
+
+
+def test_the_helm_test_pod_ends_within_the_timeout_the_notes_give(
+    render: Callable[..., list[dict[str, Any]]],
+) -> None:
+    from flashrl_devcluster.kuberay_kwok import TEST_POD_DEADLINE_S
+
+    pod = one(render({}), "Pod")
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    deadline = pod["spec"]["activeDeadlineSeconds"]
+    assert deadline + 30 <= 150  # the kubelet ends it, and helm reads the result, before --timeout 150s
+    assert deadline == TEST_POD_DEADLINE_S  # the deadline the dev cluster's kwok plays the kubelet's for
 
 
 def _operator_args(docs: list[dict[str, Any]]) -> list[str]:

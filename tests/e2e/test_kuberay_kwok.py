@@ -5,6 +5,9 @@ run by kwok) → our RayJob → KubeRay's RayCluster and pods, placed by kube-sc
 as GPU Feature Discovery labels an H20 node → KubeRay's submitter → the job Running, and Succeeded once
 the launcher (played by status patches with the job's own token) reports the last step and the
 submitter exits. A second job loses a worker pod mid-run and takes the retry path on a new RayJob.
+Kueue's own manager (built from its Go module, its webhooks on loopback) queues jobs that name its
+LocalQueue for one node of its own: two 8-GPU jobs run one after the other, the second holding nothing
+while it waits; a 16-GPU job on that 8-GPU queue holds nothing at all.
 
 What is played, and why: there is no kubelet, container or Ray here. kwok moves pods through their
 lifecycle (scheduled → Running; a Job's pod → Succeeded when the test says its process exited, label
@@ -45,6 +48,7 @@ from flashrl_devcluster.kuberay_kwok import (
     start_kwok,
     volume,
 )
+from flashrl_devcluster.kueue import LOCAL_QUEUE, queue_objects, start_kueue
 from flashrl_operator.render.rayjob import ROLLOUT_WORKER_GROUP, WORKER_GROUP
 from flashrl_operator.vocab import kuberay
 
@@ -54,6 +58,11 @@ NAMESPACE = "rl"
 JOB = "qwen3-8b-dapo-fp8"
 H20_NODES = ("h20-a", "h20-b")
 WAIT_S = 240.0
+#: The node Kueue's queue owns (one 8 x H20 machine): its ResourceFlavor selects it and tolerates its
+#: taint, so only queued jobs land there and the other tests' pods never take its GPUs.
+QUEUED_NODE = "h20-queued"
+QUEUED_POOL = {"flashrl.dev/pool": "queued"}
+QUEUED_TAINT = {"key": "dedicated", "value": "queued", "effect": "NoSchedule"}
 
 
 class E2E:
@@ -144,14 +153,15 @@ class E2E:
 
 @pytest.fixture(scope="module")
 def e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
-    with kwok_cluster(Path(tmp_path_factory.mktemp("e2e")), H20_NODES) as found:
+    with kwok_cluster(Path(tmp_path_factory.mktemp("e2e")), H20_NODES, kueue=True) as found:
         yield found
 
 
 @contextmanager
-def kwok_cluster(root: Path, nodes: tuple[str, ...]) -> Iterator[E2E]:
+def kwok_cluster(root: Path, nodes: tuple[str, ...], *, kueue: bool = False) -> Iterator[E2E]:
     """The control plane, kwok with ``nodes`` (8 x H20 each), KubeRay's operator, the chart, the claims
-    and our operator; everything started is stopped on the way out (skipped without the binaries)."""
+    and our operator; with ``kueue``, Kueue's own manager and a queue of one more node,
+    :data:`QUEUED_NODE`. Everything started is stopped on the way out (skipped without the binaries)."""
     require_binaries(KWOK_CLUSTER, "the kwok e2e")
     with running(root / "control-plane") as plane:
         dashboard = RayDashboard().start()
@@ -160,10 +170,18 @@ def kwok_cluster(root: Path, nodes: tuple[str, ...]) -> Iterator[E2E]:
             processes["kwok"] = start_kwok(plane, root)
             apply_kuberay_crds(plane)
             processes["kuberay"] = start_kuberay(plane, dashboard.port)
+            if kueue:
+                processes["kueue"] = start_kueue(plane, root)
             add_h20_nodes(plane, nodes)
+            if kueue:
+                add_nodes(plane, [gpu_node(QUEUED_NODE, labels=QUEUED_POOL, taints=[QUEUED_TAINT])])
             install(plane)
             for name in ("namespace.yaml",):
                 plane.kubectl("apply", "-f", str(REPO / "examples" / "cluster" / name))
+            if kueue:
+                tolerations = [{**QUEUED_TAINT, "operator": "Equal"}]
+                queue = queue_objects(1, NAMESPACE, node_labels=QUEUED_POOL, tolerations=tolerations)
+                plane.apply_json(queue)
             storage = (
                 (REPO / "examples" / "cluster" / "storage.yaml")
                 .read_text()
@@ -352,3 +370,87 @@ def test_the_separate_async_example_lands_each_pool_on_its_own_h20_nodes(e2e: E2
     # Both groups' GPU workers are freed (KubeRay's deletion rules suspend every worker group).
     e2e.holds_no_gpu(job)
     e2e.assert_nothing_refused()
+
+
+def queued_job(name: str, nodes: int = 1) -> dict[str, Any]:
+    """A job of ``nodes`` x 8 H20 GPUs in Kueue's LocalQueue (its sources are on the claims: no staging)."""
+    return {
+        "apiVersion": "flashrl.dev/v1alpha1",
+        "kind": "FlashRLJob",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {
+            "model": {"source": "/models/Qwen3-8B-Base"},
+            "data": {"train": "/data/dapo-math-17k.parquet", "validation": "/data/aime-2024.parquet"},
+            "resources": {"nodes": nodes},
+            "scheduling": {"queueName": LOCAL_QUEUE},
+        },
+    }
+
+
+def assert_queued_holding_nothing(e2e: E2E, job: str) -> dict[str, Any]:
+    """``job`` is Pending, reason Queued, naming its Kueue workload and why it waits; its RayJob is
+    suspended and it has no Ray cluster and no pod."""
+    status = e2e.wait(
+        f"{job} queued with its Kueue workload's reason",
+        lambda: (s := e2e.job_status(job)).get("reason") == "Queued" and "insufficient" in s["message"] and s,
+    )
+    assert status["phase"] == "Pending"
+    assert "Kueue workload " in status["message"] and f"LocalQueue {LOCAL_QUEUE}" in status["message"]
+    assert e2e.get("rayjob", job)["spec"]["suspend"] is True
+    clusters = e2e.get("raycluster", "-l", f"{kuberay.ORIGINATED_FROM_NAME}={job}")
+    assert not (clusters or {}).get("items"), "a queued job has no Ray cluster, so no pod and no GPU"
+    assert not e2e.pods(f"batch.kubernetes.io/job-name={job}"), "nor a submitter"
+    return dict(status)
+
+
+def finish(e2e: E2E, job: str) -> None:
+    """The launcher reports the last step, the Ray job succeeds, KubeRay's submitter exits."""
+    total = (e2e.job_status(job).get("progress") or {}).get("totalSteps") or 150
+    e2e.launcher_reports(job, total, total)
+    e2e.dashboard.set(job, "SUCCEEDED")
+    e2e.wait("KubeRay's submitter pod", lambda: e2e.pods(f"batch.kubernetes.io/job-name={job}"))
+    e2e.exit_pods(f"batch.kubernetes.io/job-name={job}")
+    e2e.wait_phase(job, "Succeeded")
+
+
+def test_two_queued_jobs_on_one_node_run_one_after_the_other(e2e: E2E) -> None:
+    """Kueue's own manager queues two 8-GPU jobs for one 8-GPU node: the second waits holding nothing,
+    and starts by itself once the first one's GPU workers are gone at its end (the operator suspends
+    the finished cluster's worker groups; the head stays for its logs)."""
+    first, second = "queued-first", "queued-second"
+    e2e.plane.apply_json(queued_job(first))
+    status = e2e.wait_phase(first, "Running")
+    workers = e2e.gpu_pods(str(status["rayClusterName"]))
+    assert [p["spec"]["nodeName"] for p in workers] == [QUEUED_NODE], "Kueue's flavor placed the job"
+
+    e2e.plane.apply_json(queued_job(second))
+    waiting = assert_queued_holding_nothing(e2e, second)
+    assert "nvidia.com/gpu" in waiting["message"]
+
+    finish(e2e, first)
+    e2e.holds_no_gpu(first)
+    status = e2e.wait_phase(second, "Running")
+    workers = e2e.gpu_pods(str(status["rayClusterName"]))
+    assert [p["spec"]["nodeName"] for p in workers] == [QUEUED_NODE]
+    # Its startup deadline (KubeRay's preRunningDeadlineSeconds) counts from its admission, after the
+    # first job ended, not from its creation.
+    ended = e2e.get("rayjob", first)["status"]["endTime"]
+    assert e2e.get("rayjob", second)["status"]["startTime"] >= ended
+    for job in (first, second):
+        assert e2e.job_status(job).get("reason") != "PreRunningDeadlineExceeded"
+    finish(e2e, second)
+    e2e.holds_no_gpu(second)
+    e2e.assert_nothing_refused()
+
+
+def test_a_queued_job_bigger_than_the_queue_holds_no_gpu(e2e: E2E) -> None:
+    """16 GPUs (2 nodes x 8) on a queue of one 8-GPU node: Kueue admits the job whole or not at all, so
+    it waits with no Ray cluster, no pod and no GPU, saying why."""
+    job = "queued-too-big"
+    e2e.plane.apply_json(queued_job(job, nodes=2))
+    status = assert_queued_holding_nothing(e2e, job)
+    assert "nvidia.com/gpu" in status["message"]
+    assert not [p for p in e2e.pods("ray.io/node-type=worker") if p["spec"].get("nodeName") == QUEUED_NODE], (
+        "no pod holds the queue's GPUs"
+    )
+    e2e.plane.kubectl("delete", "flashrljob", job, "-n", NAMESPACE, "--wait=false")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from flashrl_devcluster.chart import (
     CHART,
     CRD_NAMES,
+    DEFAULT_CLAIMS,
     NAMESPACE,
     RELEASE,
     apply_crd_dir,
@@ -12,12 +13,14 @@ from flashrl_devcluster.chart import (
     install,
     installed,
     ready_for_jobs,
+    room_for_jobs,
     wait_crds,
 )
 
 __all__ = [
     "CHART",
     "CRD_NAMES",
+    "DEFAULT_CLAIMS",
     "NAMESPACE",
     "RELEASE",
     "apply_crd_dir",
@@ -25,5 +28,6 @@ __all__ = [
     "install",
     "installed",
     "ready_for_jobs",
+    "room_for_jobs",
     "wait_crds",
 ]

@@ -124,6 +124,20 @@ class Cluster:
 
         return await eventually(probe, f"FlashRLJob {name} to reach phase {phase}", deadline_s, self.poll_s)
 
+    async def wait_ray_job_named(
+        self, name: str, phase: str, deadline_s: float = WAIT_S, namespace: str = NAMESPACE
+    ) -> dict[str, Any]:
+        """The status once it names its RayJob in ``phase``: the status names it from the reconcile that
+        creates it (ClusterReady "The RayJob is being created"), never while staging."""
+
+        async def probe() -> dict[str, Any] | None:
+            status = await self.status(name, namespace)
+            return status if status.get("phase") == phase and status.get("rayJobName") else None
+
+        return await eventually(
+            probe, f"FlashRLJob {name} to name its RayJob in {phase}", deadline_s, self.poll_s
+        )
+
     async def submit(self, name: str, spec: dict[str, Any] | None = None) -> dict[str, Any]:
         """Create the job (local sources: nothing to stage) and wait for its RayJob, which it returns."""
         await self.api.create(JOBS_RESOURCE, job_manifest(name, spec))

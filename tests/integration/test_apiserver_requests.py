@@ -5,10 +5,12 @@ ServiceAccount made in the job's namespace, whichever client made it, watches le
 runs as the chart runs it (``flashrl operator``, the chart's arguments and token). A count, not a
 timing: the figures for many jobs at once are ``make bench``'s.
 
-* A new job: one read of the job itself, right before the first write (a job deleted meanwhile gets
-  no child; a newer version is computed again), then each child is created (one ``POST`` each, no
-  read of a child before), then one status patch and one Event. At most 9 requests (the job's read,
-  six children, the status, the Event).
+* A new job: a read of each claim it mounts and one LIST of the GPU nodes (whether it can ever start:
+  the chart runs the operator with its fit check; the nodes are cluster-scoped, outside the namespace
+  counted here), one read of the job itself, right before the first write (a job deleted meanwhile
+  gets no child; a newer version is computed again), then each child is created (one ``POST`` each,
+  no read of a child before), then one status patch and one Event. At most 12 requests (three claims,
+  the job's read, six children, the status, the Event).
 * The periodic resync of the unchanged job (the operator-wide loop, every 60 s): the job and each
   child read once, nothing written.
 """
@@ -26,8 +28,8 @@ import pytest
 from operator_harness import job_manifest
 
 from envtest import audit
+from envtest.chart import DEFAULT_CLAIMS, ready_for_jobs, room_for_jobs
 from envtest.chart import NAMESPACE as CHART_NAMESPACE
-from envtest.chart import ready_for_jobs
 from envtest.control_plane import ControlPlane, require_binaries
 from envtest.operator import OperatorProcess, container_service_account
 from flashrl_api import parse_job
@@ -38,9 +40,9 @@ NAMESPACE = "counted"
 JOB = "counted"
 #: The operator-wide resync loop's period, plus room for the operator's start.
 RESYNC_WAIT_S = OperatorConfig().resync_interval + 60.0
-#: The job's read before the first write, six children (ServiceAccount, Role, RoleBinding, ConfigMap,
-#: NetworkPolicy, RayJob), the status, an Event.
-NEW_JOB_BUDGET = 9
+#: The three claims the job mounts, the job's read before the first write, six children (ServiceAccount,
+#: Role, RoleBinding, ConfigMap, NetworkPolicy, RayJob), the status, an Event.
+NEW_JOB_BUDGET = 12
 
 
 class Audited:
@@ -69,6 +71,7 @@ def audited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Audited]:
     with audit.audited(Path(tmp_path_factory.mktemp("audited"))) as (plane, log):
         ready_for_jobs(plane)
         plane.kubectl("create", "namespace", NAMESPACE)
+        room_for_jobs(plane, NAMESPACE)  # the claims and a GPU node: what the fit check asks
         yield Audited(plane, log)
 
 
@@ -119,9 +122,14 @@ def test_a_new_job_and_an_unchanged_resync_cost_few_requests(audited: Audited) -
     assert new_counts["create rayjobs"] == 1, new_counts
     creates = sum(n for w, n in new_counts.items() if w.startswith("create "))
     assert creates == children + 1, new_counts  # each child, and the Event
-    reads = [w for w in new_counts if w.startswith("get ")]
-    assert reads == ["get flashrljobs"] and new_counts["get flashrljobs"] == 1, f"one read: {new_counts}"
-    assert _is_job_read(new[0]), "the job is read before its first write"
+    reads = {w for w in new_counts if w.startswith("get ")}
+    assert reads == {"get flashrljobs", "get persistentvolumeclaims"}, new_counts
+    assert new_counts["get flashrljobs"] == 1, f"one read of the job: {new_counts}"
+    assert new_counts["get persistentvolumeclaims"] == len(DEFAULT_CLAIMS), (
+        f"each claim read once: {new_counts}"
+    )
+    first_write = next(i for i, e in enumerate(new) if e["verb"] not in ("get", "list"))
+    assert _is_job_read(new[first_write - 1]), "the job is read right before its first write"
     assert len(new) <= NEW_JOB_BUDGET, f"{len(new)} requests for a new job: {new_counts}"
 
     assert {e["verb"] for e in resync} == {"get"}, f"an unchanged resync writes nothing: {resync_counts}"

@@ -134,9 +134,9 @@ async def test_kueue_owns_suspend_when_a_queue_is_set(
     ray_job = await cluster.wait_for(RAY_JOBS_RESOURCE, "queued")
     assert ray_job["spec"]["suspend"] is True
     assert ray_job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "gpu-h20"
-    status = await cluster.wait_phase("queued", "Suspended")
-    suspended = next(c for c in status["conditions"] if c["type"] == "Suspended")
-    assert suspended["reason"] == "Queued"
+    status = await cluster.wait_phase("queued", "Pending")
+    assert status["reason"] == "Queued"
+    assert "Waiting for Kueue to admit the job (holding no GPU)" in status["message"]
 
     # Kueue admits the job by clearing suspend; resyncs must not put it back.
     await cluster.api.patch(RAY_JOBS_RESOURCE, NAMESPACE, "queued", {"spec": {"suspend": False}})

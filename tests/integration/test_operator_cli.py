@@ -92,7 +92,7 @@ async def test_operator_command_uses_kubeconfig_and_watches_one_namespace(
     try:
         await cluster.api.create(JOBS_RESOURCE, job_manifest("from-cli"))
         await cluster.wait_for(RAY_JOBS_RESOURCE, "from-cli", deadline_s=30)
-        status = await cluster.wait_phase("from-cli", "Pending")
+        status = await cluster.wait_ray_job_named("from-cli", "Pending")
         assert status["rayJobName"] == "from-cli"
     finally:
         output = await stop_operator_process(proc)
@@ -181,8 +181,8 @@ async def test_namespaced_operator_ignores_others(cluster: Cluster, start_operat
 
 def test_demo_runs_the_whole_lifecycle() -> None:
     out, err = io.StringIO(), io.StringIO()
-    # A bound on the wait, not a speed asserted: about 10 s alone, several times that on a busy machine.
-    rc = run_demo(REPO / "examples" / "flashrljob.yaml", out, err, deadline_s=300)
+    # No total time limit: about 10 s alone, several times that on a busy machine.
+    rc = run_demo(REPO / "examples" / "flashrljob.yaml", out, err)
     text = out.getvalue()
     assert rc == 0, err.getvalue() + text[-2000:]
     assert "EMULATED" in text
@@ -209,6 +209,38 @@ def test_demo_runs_the_whole_lifecycle() -> None:
     assert "status.goodput:" in text and "GPU-seconds held" in text
     for phase in ("pods_starting", "generation", "weight_sync", "lost_steps", "teardown"):
         assert f"  {phase} " in text, phase
+
+
+#: A busy loop that ends on its own after this many seconds, should the test's ``finally`` never run.
+BUSY_BOUND_S = 900
+
+
+def test_flashrl_demo_passes_while_other_processes_keep_every_core_busy(tmp_path: Path) -> None:
+    """``flashrl demo`` as a user runs it, the experiment and its report included, on a machine whose
+    cores are all taken by other work: its waits are bounded by progress, so it is slower, not failed."""
+    busy_loop = f"import time\nend = time.monotonic() + {BUSY_BOUND_S}\nwhile time.monotonic() < end: pass\n"
+    hogs = [
+        subprocess.Popen([sys.executable, "-c", busy_loop], stdin=subprocess.DEVNULL)
+        for _ in range(max(2, os.cpu_count() or 2))
+    ]
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "flashrl_operator.cli", "demo", "--report", str(tmp_path / "report")],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=BUSY_BOUND_S,
+        )
+        assert all(h.poll() is None for h in hogs), "a busy loop ended before the demo did"
+    finally:
+        for hog in hogs:
+            if hog.poll() is None:
+                os.kill(hog.pid, signal.SIGKILL)
+            hog.wait(30)
+    assert done.returncode == 0, done.stderr[-4000:] + done.stdout[-2000:]
+    assert "OK: the job went Pending -> Starting -> Running" in done.stdout
+    assert "OK: the experiment ran both variants" in done.stdout
+    assert (tmp_path / "report" / "report.html").is_file()
 
 
 def test_demo_rejects_an_invalid_manifest(tmp_path: Path) -> None:

@@ -331,7 +331,7 @@ def test_the_demos_experiment_completes_and_writes_its_report(tmp_path: Path) ->
     from flashrl_operator.sim.experiment_demo import run_experiment_demo
 
     out, err = io.StringIO(), io.StringIO()
-    assert run_experiment_demo(out, err, tmp_path / "report", deadline_s=90.0, steps=8) == 0, err.getvalue()
+    assert run_experiment_demo(out, err, tmp_path / "report", steps=8) == 0, err.getvalue()
     text = out.getvalue()
     assert "experiment: Succeeded, 2/2 variants finished" in text
     assert "read 2 histories over the API" in text
@@ -341,6 +341,10 @@ def test_the_demos_experiment_completes_and_writes_its_report(tmp_path: Path) ->
     # verdict (no built-in difference there).
     assert "2 runs' per-problem validation summaries (no copy off the claim)" in text
     assert '<tr data-variant="blockwise-fp8">' in page and "samples each (acc)" in page
+    # The report and the demo open with one line per variant: speed-up and accuracy, with intervals.
+    assert "    blockwise-fp8 vs bf16: generation " in text and "    bf16: the baseline" in text
+    assert "(paired, per problem)" in text.split("blockwise-fp8 vs bf16: generation ")[1].splitlines()[0]
+    assert page.index('id="verdict"') < page.index('id="summary"')
 
 
 # --- issue 18: tenancy probes ---------------------------------------------------------------------

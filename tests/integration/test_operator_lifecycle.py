@@ -35,7 +35,7 @@ async def test_create_makes_every_child_once_owned_by_the_job(
 ) -> None:
     await start_operator()
     job = await cluster.api.create(JOBS_RESOURCE, job_manifest("alpha"))
-    status = await cluster.wait_phase("alpha", "Pending")
+    status = await cluster.wait_ray_job_named("alpha", "Pending")
     assert status["rayJobName"] == "alpha"
     assert status["observedGeneration"] == 1
     assert conditions(status)["Accepted"] == ("True", "Accepted")

@@ -189,6 +189,45 @@ async def test_policy_violations_are_refused_before_anything_is_created(
     await cluster.wait_for(RAY_JOBS_RESOURCE, "pol")
 
 
+#: A separate-async job: the rollout servers' pool is a worker group of its own (flashrl_api.pools).
+SEPARATE_ASYNC: dict[str, Any] = {
+    "training": {
+        "mode": "separate-async",
+        "promptBatchSize": 128,
+        "miniBatchSize": 32,
+        "generationBatchSize": 384,
+    },
+    "rollout": {"pool": {"nodes": 2, "gpusPerNode": 4, "tolerations": [{"operator": "Exists"}]}},
+    "resources": {"nodes": 2},
+}
+
+
+async def test_the_policy_judges_the_rollout_pools_pods_too(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    """A keyless Exists toleration on the rollout pool reaches the ``rollout`` worker group's pods: the
+    policy refuses it at its field, as it refuses the trainer's, and no RayJob is created."""
+    await start_operator(policy=AdminPolicy(forbid_keyless_exists_tolerations=True))
+    await cluster.api.create(JOBS_RESOURCE, job_manifest("pool", SEPARATE_ASYNC))
+    status = await cluster.wait_phase("pool", "Failed")
+    assert status["reason"] == "PolicyViolation"
+    assert "spec.rollout.pool.tolerations[0]" in status["message"]
+    assert "rollout" in status["message"]
+    accepted = next(c for c in status["conditions"] if c["type"] == "Accepted")
+    assert (accepted["status"], accepted["reason"]) == ("False", "PolicyViolation")
+    assert await cluster.api.get(RAY_JOBS_RESOURCE, NAMESPACE, "pool") is None
+
+    # The same pool with the taint's key named goes through: the rollout group is rendered.
+    await cluster.api.delete(JOBS_RESOURCE, NAMESPACE, "pool")
+    await cluster.gone(JOBS_RESOURCE, "pool")
+    keyed = copy.deepcopy(SEPARATE_ASYNC)
+    keyed["rollout"]["pool"]["tolerations"] = [{"key": "pool", "operator": "Exists"}]
+    await cluster.api.create(JOBS_RESOURCE, job_manifest("pool", keyed))
+    ray_job = await cluster.wait_for(RAY_JOBS_RESOURCE, "pool")
+    groups = {g["groupName"]: g for g in ray_job["spec"]["rayClusterSpec"]["workerGroupSpecs"]}
+    assert {"key": "pool", "operator": "Exists"} in groups["rollout"]["template"]["spec"]["tolerations"]
+
+
 async def test_the_network_policy_is_applied_with_the_operators_settings(
     cluster: Cluster, start_operator: StartOperator
 ) -> None:

@@ -76,7 +76,7 @@ async def test_api_errors_and_slow_answers_converge(cluster: Cluster, start_oper
     op = await start_operator(request_timeout=1.0)
     await cluster.api.create(JOBS_RESOURCE, job_manifest("flaky"))
 
-    status = await cluster.wait_phase("flaky", "Pending", deadline_s=20)
+    status = await cluster.wait_ray_job_named("flaky", "Pending", deadline_s=20)
     assert status["rayJobName"] == "flaky"
     config_map = await cluster.api.get("v1/configmaps", NAMESPACE, "flaky-spec")
     assert config_map is not None and config_map.get("data")
@@ -175,7 +175,7 @@ async def test_a_403_right_after_the_server_failed_is_retried_not_a_rejection(
     await start_operator()
     await cluster.api.create(JOBS_RESOURCE, job_manifest("warmup"))
 
-    status = await cluster.wait_phase("warmup", "Pending", deadline_s=60)
+    status = await cluster.wait_ray_job_named("warmup", "Pending", deadline_s=60)
     assert status["rayJobName"] == "warmup"
     assert "ChildRejected" not in str(status)
     assert server.creations[("rayjobs", NAMESPACE, "warmup")] == 1

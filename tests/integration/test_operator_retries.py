@@ -218,9 +218,11 @@ async def test_kueue_preemption_resumes_the_same_attempt_and_is_not_a_failure(
     await train(cluster, "r5", "r5", 1, range(1, 8))
     # Kueue preempts the running job: suspend, and KubeRay deletes the cluster.
     await cluster.api.patch(RAY_JOBS_RESOURCE, NAMESPACE, "r5", {"spec": {"suspend": True}})
-    status = await cluster.kuberay_says("r5", SUSPENDED, "Suspended")
+    # Queued again (Pending, reason Queued), not suspended by the user.
+    status = await cluster.kuberay_says("r5", SUSPENDED, "Pending")
+    assert status["reason"] == "Queued"
     suspended = next(c for c in status["conditions"] if c["type"] == "Suspended")
-    assert (suspended["status"], suspended["reason"]) == ("True", "Queued")
+    assert suspended["status"] == "False"
     assert status["attempt"] == 1 and status["lostSteps"] == 0
     # Re-admitted: the same RayJob (attempt 1) brings up a new cluster; verl resumes from step 5.
     await cluster.api.patch(RAY_JOBS_RESOURCE, NAMESPACE, "r5", {"spec": {"suspend": False}})

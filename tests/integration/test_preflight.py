@@ -97,7 +97,9 @@ def test_preflight_names_each_missing_piece_then_passes(empty_cluster: ControlPl
     lines = empty.stderr.strip().splitlines()
     assert lines[0].startswith("namespace rl does not exist")
     assert any(line.startswith("claim hf-cache (storage.modelCache) does not exist") for line in lines)
-    assert any(line.startswith("0 node(s) labelled nvidia.com/gpu.product=NVIDIA-H20") for line in lines)
+    # The operator's own judgement (NeverFits), word for word.
+    assert "never fits: needs 1 node x 8 NVIDIA-H20; no node matches (the nodes carry " in empty.stderr
+    assert any(line.startswith("never fits: needs 1 node x 8 NVIDIA-H20; no node matches") for line in lines)
     assert any(line.startswith("CRD rayjobs.ray.io is not installed") for line in lines)
 
     plane.kubectl("create", "namespace", "rl")
@@ -123,7 +125,7 @@ def test_preflight_names_each_missing_piece_then_passes(empty_cluster: ControlPl
         # The CRDs are served, but nothing would act on a RayJob.
         "KubeRay's operator is not running: no Deployment labelled app.kubernetes.io/name=kuberay-operator "
         "has a ready replica and no Lease ray-operator-leader (KubeRay's leader election) is held, in any "
-        "namespace; nothing would create the Ray cluster. Install KubeRay 1.7.0 (docs/install.md) or start "
+        "namespace; nothing would create the Ray cluster. Install KubeRay 1.7.2 (docs/install.md) or start "
         "its operator",
     ]
 
@@ -132,7 +134,7 @@ def test_preflight_names_each_missing_piece_then_passes(empty_cluster: ControlPl
     plane.apply_json([volume("hf-cache", ["ReadWriteMany"]), volume("rl-data", ["ReadWriteMany"])])
     plane.apply_json(claim("hf-cache", ["ReadWriteMany"]))
     wait_bound(plane, "hf-cache", "rl-data")
-    assert load_pins().versions.kuberay == "1.7.0"
+    assert load_pins().versions.kuberay == "1.7.2"
     missing = missing_binaries(("kuberay-operator",))
     if missing:
         pytest.skip("KubeRay's operator is not built: run `make tools`")
@@ -184,11 +186,17 @@ def test_preflight_names_each_missing_piece_then_passes(empty_cluster: ControlPl
         # separate-async: each pool counted on the nodes of its own selector, each named in its own line.
         pools = preflight(config, example="flashrljob-separate-async.yaml")
         assert pools.returncode == 1
-        assert [line.split(":")[0] for line in pools.stderr.strip().splitlines()] == [
-            "trainer pool (resources)",
-            "rollout pool (rollout.pool)",
+        assert [line.split(";")[:2] for line in pools.stderr.strip().splitlines()] == [
+            [
+                f"never fits: {pool} pool ({where}) needs 1 node x 8 NVIDIA-H20 labelled "
+                f"flashrl.dev/pool={label}",
+                " no node matches",
+            ]
+            for pool, where, label in (
+                ("trainer", "resources", "training"),
+                ("rollout", "rollout.pool", "rollout"),
+            )
         ]
-        assert "labelled nvidia.com/gpu.product=NVIDIA-H20, flashrl.dev/pool=rollout" in pools.stderr
         for name, pool in (("h20-train", "training"), ("h20-rollout", "rollout")):
             labels = {"nvidia.com/gpu.product": "NVIDIA-H20", "flashrl.dev/pool": pool}
             plane.apply_json(

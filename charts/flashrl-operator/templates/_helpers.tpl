@@ -123,10 +123,17 @@ namespaced Role (watchNamespaces mode). No wildcards.
 # ReplicaFailure); and listed by KubeRay's ray.io/originated-from-cr-name label for an ended attempt,
 # until its GPU workers are gone (the goodput ledger counts its GPUs released from then on, and an
 # experiment starts its next variant). Watched (by our labels, which KubeRay copies from the RayJob):
-# KubeRay deletes the workers of a finished RayJob without changing the RayJob.
+# KubeRay deletes the workers of a finished RayJob without changing the RayJob. patch: a queued job's
+# ended cluster gets its worker groups suspended (KubeRay's DeleteWorkers rule cannot be rendered beside
+# the shutdownAfterJobFinishes Kueue requires), so its GPUs go at once and the head stays for the TTL.
 - apiGroups: ["ray.io"]
   resources: ["rayclusters"]
-  verbs: ["get", "list", "watch"]
+  verbs: ["get", "list", "watch", "patch"]
+# Kueue's Workload of a queued RayJob, listed by its job-uid label while Kueue has not admitted the job,
+# so the status names the workload and why it waits.
+- apiGroups: ["kueue.x-k8s.io"]
+  resources: ["workloads"]
+  verbs: ["list"]
 # The RayCluster's pods, listed by the ray.io/cluster label while the cluster is starting, so
 # ClusterReady can say why a pod is not (Unschedulable, image pull, missing Secret), and an ended
 # attempt's worker pods until none is left; and a failed staging Job's pods, for the stage command's
@@ -165,12 +172,17 @@ namespaced Role (watchNamespaces mode). No wildcards.
   verbs: ["create", "patch"]
 {{- end }}
 
-{{- /* Cluster-wide mode only: kopf watches CRDs to notice resources appearing (read-only). In
-namespace-scoped mode there is no ClusterRole; kopf logs that it cannot list these and carries on. */}}
+{{- /* Cluster-wide mode only: kopf watches CRDs to notice resources appearing (read-only); the GPU
+nodes are listed before a new job creates anything, so a job whose GPU pods can never fit fails at once
+(NeverFits). In namespace-scoped mode there is no ClusterRole; kopf logs that it cannot list CRDs, and the
+operator that it cannot list nodes (a job that never fits then waits for its startup deadline). */}}
 {{- define "flashrl-operator.clusterRules" -}}
 - apiGroups: ["apiextensions.k8s.io"]
   resources: ["customresourcedefinitions"]
   verbs: ["list", "watch"]
+- apiGroups: [""]
+  resources: ["nodes"]
+  verbs: ["list"]
 {{- end }}
 
 {{- /* Leader election is on when asked for, and always with more than one replica. */}}

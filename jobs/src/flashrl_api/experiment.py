@@ -52,7 +52,7 @@ from flashrl_api.manifest import (
 )
 from flashrl_api.pins import default_trainer_image
 from flashrl_api.spec import FlashRLJobSpec
-from flashrl_api.status import Condition, Phase
+from flashrl_api.status import Condition, Phase, Reason
 
 EXPERIMENT_KIND: Final = "FlashRLExperiment"
 EXPERIMENT_PLURAL: Final = "flashrlexperiments"
@@ -168,8 +168,9 @@ class ExperimentReason(StrEnum):
     #: A variant waits for a running one to finish (``spec.parallelism``); its message names them.
     WAITING_FOR_SLOT = "WaitingForSlot"
     #: A variant waits for a finished variant's GPU workers to be deleted (its GPUs released): created
-    #: earlier, it could not be scheduled and its startup deadline would count a queue.
-    WAITING_FOR_GPUS = "WaitingForGPUs"
+    #: earlier, it could not be scheduled and its startup deadline would count a queue. The same word
+    #: as a FlashRLJob's own wait for GPUs other pods hold (one vocabulary).
+    WAITING_FOR_GPUS = Reason.WAITING_FOR_GPUS.value
     # Events on the experiment (each on a variant's transition; the message names the variant).
     VARIANT_STARTED = "VariantStarted"  #: the variant's FlashRLJob was created
     VARIANT_WAITING = "VariantWaiting"  #: the variant waits for a slot, or now for GPUs
@@ -580,7 +581,17 @@ def variant_field_path(
 ) -> str:
     """Where a problem of a merged spec belongs: the variant's field when it set it, the template's when
     the template set it (or no ``template`` is given), else the variant's: a field neither set is
-    missing because of the variant (a variant switching to separate-async without ``rollout.pool``)."""
+    missing because of the variant (a variant switching to separate-async without ``rollout.pool``).
+
+    ``spec`` itself (verl refused the configuration without naming a field) belongs to the overrides
+    that reached it, the only free-form input: the variant's when it sets them, else the template's.
+    """
+    if spec_path == "spec":
+        if _sets(partial, "overrides"):
+            return f"spec.variants[{index}].spec.overrides"
+        if template is not None and _sets(template, "overrides"):
+            return "spec.template.overrides"
+        return f"spec.variants[{index}].spec" if partial else "spec.template"
     rest = spec_path.removeprefix("spec.")
     if _sets(partial, rest) or (template is not None and not _sets(template, rest)):
         return f"spec.variants[{index}].spec.{rest}"

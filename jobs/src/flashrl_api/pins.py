@@ -46,6 +46,8 @@ class Versions(_Frozen):
     etcd: str
     #: kwok, which plays the GPU nodes and their pods in the e2e on the real control plane.
     kwok: str
+    #: Kueue, whose manager queues the e2e's and the dev cluster's RayJobs (built from its Go module).
+    kueue: str
     #: The Prometheus Operator whose CRDs the chart's monitoring objects are checked against.
     prometheus_operator: str
     ray: str

@@ -42,6 +42,9 @@ class GpuPool:
     gpu_product: str
     node_selector: dict[str, str] = field(default_factory=dict)
     tolerations: tuple[Toleration, ...] = ()
+    #: Where the pool's placement is written in the spec (``spec.resources``, ``spec.rollout.pool``):
+    #: how the admin's policy names the field a rendered pod's toleration came from.
+    spec_path: str = "spec.resources"
 
     @property
     def gpus(self) -> int:
@@ -61,6 +64,7 @@ def gpu_pools(spec: FlashRLJobSpec) -> tuple[GpuPool, ...]:
             res.gpu_product,
             dict(res.node_selector),
             tuple(res.tolerations),
+            "spec.resources",
         )
     ]
     pool = spec.rollout.pool
@@ -74,6 +78,7 @@ def gpu_pools(spec: FlashRLJobSpec) -> tuple[GpuPool, ...]:
                 pool.gpu_product,
                 dict(pool.node_selector),
                 tuple(pool.tolerations),
+                "spec.rollout.pool",
             )
         )
     return tuple(pools)

@@ -78,6 +78,16 @@ class Reason(StrEnum):
     POLICY_VIOLATION = "PolicyViolation"  #: the spec breaks the cluster admin's policy (see the message)
     CHILD_CONFLICT = "ChildConflict"  #: an object with a child's name is not this job's; the job waits
 
+    # The cluster as it is, judged before anything is created (flashrl_operator.job.fits; the same
+    # judgement as flashrl preflight's). Final: nodes and claims added later are not waited for.
+    #: The job's GPU pods can never fit on the cluster's nodes (GPU product, node selector, taints,
+    #: allocatable GPUs); the message says what it needs and what the cluster offers.
+    NEVER_FITS = "NeverFits"
+    CLAIM_NOT_FOUND = "ClaimNotFound"  #: a claim the job mounts does not exist; the message names it
+    #: The job fits the cluster, but pods of others hold the GPUs its pods need now: they wait (no queue,
+    #: spec.scheduling.queueName, holds them back); the message names whose pods hold the GPUs.
+    WAITING_FOR_GPUS = "WaitingForGPUs"
+
     # The model and data (Staged; a staging failure is also status.reason).
     STAGING = "Staging"  #: the staging Job downloads the Hugging Face sources (no GPU requested yet)
     STAGED = "Staged"  #: the staging Job downloaded and verified every source
@@ -242,6 +252,7 @@ WARNING_REASONS: Final[frozenset[Reason]] = frozenset(
         Reason.CHILD_CONFLICT,
         Reason.REPLICA_FAILURE,
         Reason.MISMATCH_DRIFT,
+        Reason.WAITING_FOR_GPUS,
         *POD_PROBLEMS,
     }
 )
@@ -252,7 +263,8 @@ def _reason_description(rows: Iterable[LauncherExit] = LAUNCHER_FAILURES) -> str
     codes: Mapping[Reason, int] = exit_codes(rows)
     launcher = ", ".join(f"{code} {reason}" for reason, code in codes.items())
     return (
-        "Why the job failed, or (while Starting) what keeps its Ray pods from starting. Either KubeRay's "
+        "Why the job failed, or (while Starting) what keeps its Ray pods from starting, or (while Pending) "
+        f"{Reason.QUEUED}: Kueue has not admitted it (it holds no GPU). Either KubeRay's "
         "own reason copied verbatim (AppFailed, DeadlineExceeded, PreRunningDeadlineExceeded, "
         f"SubmissionFailed, ...) or one of the project's: {ours}. The launcher's exit codes: {launcher}; "
         f"verl's own code is {Reason.TRAINER_FAILED}."

@@ -38,6 +38,7 @@ from flashrl_report.paired import (
 )
 from flashrl_report.plots import Plot, color_of, line_plot, speedup_plot, time_breakdown_plot
 from flashrl_report.validation import ValidationSamples, load_validation
+from flashrl_report.verdict import no_metrics_banner, status_step_text, verdict_lines
 
 #: Every figure of a report, in page order (the browser test checks each is on the page): the rows'
 #: (:data:`flashrl_api.report_metrics.ROWS`) line plots and the figures of their own they name.
@@ -60,6 +61,10 @@ class Report:
     goodput: list[VariantGoodput] = field(default_factory=list)
     #: Each variant against the baseline, problem by problem (from the validation dumps).
     paired: list[PairedComparison] = field(default_factory=list)
+    #: The page's opening: one line per variant, its speed-up and accuracy verdicts with intervals.
+    verdicts: list[str] = field(default_factory=list)
+    #: Why runs carry no training metrics (``None`` when every run has them); on the page as a banner.
+    no_metrics: str | None = None
 
 
 def build_report(
@@ -84,6 +89,8 @@ def build_report(
     score = score_key(runs)
     longest = max((run.last_step for run in runs), default=0)
     summaries = [summarize(run, score, paired_baseline(run, base, runs), longest) for run in runs]
+    for run, summary in zip(runs, summaries, strict=True):
+        summary.status_step = status_step_text(run)
     notes: list[str] = []
     if len(runs) < 2:
         notes.append("only one run was given: there is nothing to compare it with")
@@ -134,7 +141,12 @@ def build_report(
             plots.append(_drawn(figure, figure.replace("-", " ").capitalize(), own.pop(figure), notes))
     assert not own, f"figures no row names: {sorted(own)}"
     assert tuple(p.id for p in plots) == PLOT_IDS
+    base_label = base.label if base is not None else None
+    verdicts = verdict_lines(runs, summaries, paired, base_label)
+    no_metrics = no_metrics_banner(runs)
     html = render_html(
+        verdicts=verdicts,
+        notice=no_metrics,
         title=title,
         banner=banner,
         sources=[(run.label, run.sources) for run in runs],
@@ -150,7 +162,7 @@ def build_report(
             goodput_section(goodput, target, score, base.label if base is not None else None),
         ],
     )
-    return Report(html, plots, summaries, notes, base_note, goodput, paired)
+    return Report(html, plots, summaries, notes, base_note, goodput, paired, verdicts, no_metrics)
 
 
 def _line_plot(runs: Sequence[RunMetrics], row: report_metrics.ReportMetric, score: str | None) -> Plot:

@@ -330,6 +330,9 @@ class VariantSummary:
     cost: RunCost | None = None
     #: What this run did not log, or where it stopped, one sentence each.
     missing: list[str] = field(default_factory=list)
+    #: The job status's own step, ``150/150``, shown instead of 0 training steps when the run logged no
+    #: training metrics (:mod:`flashrl_report.verdict`).
+    status_step: str | None = None
 
     def mismatch_drift(self) -> tuple[str, str] | None:
         """``("0.011 → 0.036, rises", "± 0.002 / ± 0.004, n=38 steps each")``; None without two quarters."""

@@ -104,6 +104,11 @@ def runs_from_objects(namespace: str, objects: Sequence[JobObjects]) -> list[Run
         run.pool_held_gpu_seconds = pool_held_gpu_seconds(goodput)
         run.gpus = sum(run.pools.values()) or None
         phase = status.get("phase")
+        run.status_phase = phase if isinstance(phase, str) else None
+        progress = status.get("progress")
+        if isinstance(progress, Mapping) and isinstance(progress.get("step"), int):
+            total = progress.get("totalSteps")
+            run.status_step = (int(progress["step"]), int(total) if isinstance(total, int) else None)
         if phase == "Failed":
             reason = status.get("reason")
             run.notes.append("the job failed" + (f" ({reason})" if reason else "") + ": its run ends early")

@@ -95,6 +95,11 @@ class RunMetrics:
     #: GPU-seconds held per pool as ``status.goodput.pools`` states them (:func:`pool_held_gpu_seconds`),
     #: when the run was read from a cluster whose operator accounts per pool.
     pool_held_gpu_seconds: dict[str, float] = field(default_factory=dict)
+    #: The job's own ``(status.progress.step, status.progress.totalSteps)``, as ``kubectl get`` prints
+    #: them (STEP, STEPS), when the run was read from a cluster: a run without metrics still has it.
+    status_step: tuple[int, int | None] | None = None
+    #: The job's ``status.phase`` when the run was read from a cluster.
+    status_phase: str | None = None
 
     def names(self) -> set[str]:
         """Every metric name logged at any step."""

@@ -72,12 +72,23 @@ def _score_cell(value: tuple[float, int] | None) -> str:
     return f'<td>{value[0]:.3f}<span class="sub">step {value[1]}</span></td>'
 
 
+def _steps_cell(summary: VariantSummary) -> str:
+    """Training steps logged; for a run without any, the status's own step (never a bare 0 that the
+    job's ``kubectl get`` STEP column would contradict)."""
+    if summary.training_steps == 0 and summary.status_step is not None:
+        return (
+            f'<td>{escape(summary.status_step)}<span class="sub">step in the job\'s status</span>'
+            '<span class="sub verdict">no training metrics</span></td>'
+        )
+    return f'<td>{summary.training_steps}<span class="sub">last step {summary.last_step}</span></td>'
+
+
 def _row(summary: VariantSummary, color: str, is_baseline: bool) -> str:
     cells = [
         f'<td><span class="swatch" style="background:{color}"></span>{escape(summary.label)}'
         + (' <span class="sub">baseline</span>' if is_baseline else "")
         + "</td>",
-        f'<td>{summary.training_steps}<span class="sub">last step {summary.last_step}</span></td>',
+        _steps_cell(summary),
         _judged_cell(summary.best_score, summary.best_verdict, is_baseline),
         _score_cell(summary.final_score),
         _judged_cell(summary.late_score, summary.late_verdict, is_baseline),
@@ -165,8 +176,11 @@ def render_html(
     notes: Sequence[str],
     plots: Sequence[Plot],
     sections: Sequence[str] = (),
+    verdicts: Sequence[str] = (),
+    notice: str | None = None,
 ) -> str:
-    """The whole page; ``sections`` (HTML, already escaped) follow the summary."""
+    """The whole page; ``sections`` (HTML, already escaped) follow the summary. ``verdicts``: one line
+    per variant, the page's opening; ``notice``: a second banner (runs without training metrics)."""
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -176,6 +190,12 @@ def render_html(
     ]
     if banner:
         parts.append(f'<p class="banner">{escape(banner)}</p>')
+    if notice:
+        parts.append(f'<p class="banner" id="no-metrics">{escape(notice)}</p>')
+    if verdicts:
+        parts.append('<section id="verdict"><h2>Verdict</h2><ul class="verdicts">')
+        parts.extend(f"<li>{escape(line)}</li>" for line in verdicts)
+        parts.append("</ul></section>")
     source_text = "; ".join(f"{escape(label)}: {escape(', '.join(paths))}" for label, paths in sources)
     parts.append(f'<p class="sources">Metrics: {source_text}</p>')
     parts.append('<section id="summary"><h2>Summary</h2><table><thead><tr>')

@@ -17,11 +17,18 @@ function reports one, as verl's ``val-core/<source>/acc/mean@N`` averages, else 
 dump is reduced to per-problem counts (:func:`~flashrl_api.validation_summary.summarize_dump`), the
 form the launcher also writes to the job's ``<job>-metrics`` ConfigMap, so ``--validation`` and
 ``--experiment`` feed the paired comparison the same structure (:func:`add_summary`).
+
+The directory is read as data someone else may have written (a shared volume, a copied run): only
+regular files and directories inside it, no symbolic link is followed (a link named ``999.jsonl`` must
+not put another file's text into the report), and a dump larger than :data:`MAX_DUMP_BYTES` is skipped
+with a note instead of read whole.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -34,12 +41,17 @@ from flashrl_api.validation_summary import (
     parse_summaries,
     summarize_dump,
 )
-from flashrl_report.data import MetricsInputError, read_lines
+from flashrl_report.data import MetricsInputError
 
 #: ``<step>.jsonl`` as verl names its dumps.
 STEP_FILE: Final = re.compile(r"^(?P<step>\d+)\.jsonl$")
 #: The per-attempt directories the launcher creates under ``<checkpoint dir>/validation``.
 ATTEMPT_DIR: Final = re.compile(r"^attempt-(?P<k>\d+)$")
+#: Said of a symbolic link where a dump or an attempt directory would be.
+LINK_NOTE: Final = "a symbolic link, not read (only files inside the directory are)"
+#: The largest dump read (bytes). verl's dump of a validation set holds every sample's prompt and
+#: response: AIME 2024's 30 problems x 32 samples of 8k tokens are about 30 MB, MATH-500 x 16 about 130 MB.
+MAX_DUMP_BYTES: Final = 512 * 1024 * 1024
 #: problem id (:func:`flashrl_api.validation_summary.problem_id`) -> each sample's correctness (0 or 1).
 Problems = dict[str, list[float]]
 
@@ -152,21 +164,70 @@ def _steps(steps: Sequence[int], more: bool) -> str:
     return ("earlier ones and " if more else "") + ", ".join(str(s) for s in steps)
 
 
-def _step_files(directory: Path) -> list[tuple[int, Path]]:
+def _entries(directory: Path, notes: list[str] | None) -> list[tuple[os.DirEntry[str], str]]:
+    """The directory's regular files and directories, with their kind; each symbolic link is skipped,
+    and said in ``notes`` when it has a dump's or an attempt directory's name."""
+    found: list[tuple[os.DirEntry[str], str]] = []
+    with os.scandir(directory) as listing:
+        for entry in listing:
+            if entry.is_symlink():
+                if notes is not None and (STEP_FILE.match(entry.name) or ATTEMPT_DIR.match(entry.name)):
+                    notes.append(
+                        f"{entry.path}: a symbolic link, not read (only files inside the directory are)"
+                    )
+            elif entry.is_dir(follow_symlinks=False):
+                found.append((entry, "dir"))
+            elif entry.is_file(follow_symlinks=False):
+                found.append((entry, "file"))
+    return found
+
+
+def _step_files(directory: Path, notes: list[str] | None) -> list[tuple[int, Path]]:
     return sorted(
-        (int(m["step"]), p) for p in directory.iterdir() if p.is_file() and (m := STEP_FILE.match(p.name))
+        (int(m["step"]), Path(e.path))
+        for e, kind in _entries(directory, notes)
+        if kind == "file" and (m := STEP_FILE.match(e.name))
     )
 
 
-def dump_files(directory: Path) -> list[tuple[int, Path]]:
+def dump_files(directory: Path, notes: list[str] | None = None) -> list[tuple[int, Path]]:
     """``(step, file)`` in reading order: ``attempt-<k>/`` directories by k (later ones win), else the
-    directory's own ``<step>.jsonl`` files."""
+    directory's own ``<step>.jsonl`` files. Regular files and directories only: symbolic links are
+    skipped (and said in ``notes``)."""
     attempts = sorted(
-        (int(m["k"]), p) for p in directory.iterdir() if p.is_dir() and (m := ATTEMPT_DIR.match(p.name))
+        (int(m["k"]), Path(e.path))
+        for e, kind in _entries(directory, notes)
+        if kind == "dir" and (m := ATTEMPT_DIR.match(e.name))
     )
     if attempts:
-        return [item for _, sub in attempts for item in _step_files(sub)]
-    return _step_files(directory)
+        return [item for _, sub in attempts for item in _step_files(sub, notes)]
+    return _step_files(directory, notes)
+
+
+def read_dump(label: str, file: Path, notes: list[str], limit: int = MAX_DUMP_BYTES) -> list[str] | None:
+    """A dump's lines, opened without following a link (a file swapped for one since it was listed is
+    not read either); ``None`` with a note when it is not a regular file or is larger than ``limit``."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(file, flags)
+    except OSError as exc:
+        if not file.is_symlink():
+            raise MetricsInputError(f"{label}={file}: cannot read: {exc.strerror or exc}") from None
+        notes.append(f"{file}: {LINK_NOTE}")
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            notes.append(f"{file}: not a regular file, not read")
+            return None
+        if info.st_size > limit:
+            notes.append(f"{file}: {info.st_size} bytes, more than the {limit} a dump may hold; skipped")
+            return None
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        notes.append(f"{file}: more than the {limit} bytes a dump may hold; skipped")
+        return None
+    return data.decode("utf-8", errors="replace").splitlines()
 
 
 def load_validation(label: str, path: str | Path) -> ValidationSamples:
@@ -174,15 +235,18 @@ def load_validation(label: str, path: str | Path) -> ValidationSamples:
     directory = Path(path)
     if not directory.is_dir():
         raise MetricsInputError(f"--validation {label}={directory}: not a directory")
-    files = dump_files(directory)
+    notes: list[str] = []
+    files = dump_files(directory, notes)
     if not files:
         raise MetricsInputError(
             f"--validation {label}={directory}: holds no <step>.jsonl (verl's validation dumps) "
-            "and no attempt-<k>/ directory of them"
+            "and no attempt-<k>/ directory of them" + "".join(f"; {note}" for note in notes)
         )
-    samples = ValidationSamples(label=label, sources=[str(directory)])
+    samples = ValidationSamples(label=label, sources=[str(directory)], notes=notes)
     for step, file in files:
-        parse_dump(samples, read_lines(label, file), step, str(file))
+        lines = read_dump(label, file, samples.notes)
+        if lines is not None:
+            parse_dump(samples, lines, step, str(file))
     if not samples.steps:
         samples.notes.append(f"{directory}: no validation sample could be read")
     return samples
@@ -191,6 +255,7 @@ def load_validation(label: str, path: str | Path) -> ValidationSamples:
 __all__ = [
     "ATTEMPT_DIR",
     "CORRECTNESS_FIELDS",
+    "MAX_DUMP_BYTES",
     "Problems",
     "ValidationSamples",
     "add_summary",
@@ -198,5 +263,6 @@ __all__ = [
     "expand",
     "load_validation",
     "parse_dump",
+    "read_dump",
     "samples_from_summaries",
 ]

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -320,8 +321,8 @@ def test_crd_prints_the_generated_crd(capsys: pytest.CaptureFixture[str]) -> Non
 
 def test_demo_validates_and_renders_the_example(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # The experiment's report goes under tmp_path, not into the working directory.
-    # --deadline bounds the wait on a busy machine; it asserts no speed.
-    argv = ["demo", "--file", str(MAIN_EXAMPLE), "--report", str(tmp_path / "report"), "--deadline", "400"]
+    # --stall bounds a wait by progress, not by the clock; it asserts no speed.
+    argv = ["demo", "--file", str(MAIN_EXAMPLE), "--report", str(tmp_path / "report"), "--stall", "120"]
     code, out, err = _run(argv, capsys)
     assert code == 0, err
     job = load_job_file(MAIN_EXAMPLE)
@@ -625,3 +626,72 @@ def test_operator_refuses_bounds_that_cannot_work_before_connecting(
 ) -> None:
     assert main(["operator", flag]) == EXIT_INVALID
     assert words in capsys.readouterr().err
+
+
+def test_validate_and_the_operator_give_one_verdict_on_the_size_budget(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """128 overrides of 505 list items each: past one job's check budget. ``flashrl validate`` says so at
+    ``spec.overrides``, as the operator does, and composes nothing (verl's config is never loaded)."""
+    from flashrl_operator.job import overrides as override_checks
+    from flashrl_operator.job.verl_check import run_checks
+
+    def composed(*_: Any, **__: Any) -> Any:
+        raise AssertionError("a spec beyond the size budget was composed")
+
+    monkeypatch.setattr("flashrl_jobs.verl_config.check_user_overrides", composed)
+    monkeypatch.setattr(override_checks, "checked_in_sandbox", composed)
+    big = [f"+data.x{i}=[" + ",".join(["0"] * 506) + "]" for i in range(128)]
+    for overrides in (big, [*big[:127], "hydra.run.dir=/tmp"]):  # with a protected override too
+        text = HEAD + yaml.safe_dump({"spec": {"overrides": overrides}})
+        path = _write(tmp_path, text)
+        job = load_job_file(path)
+        validates = override_checks.override_problems(job, read_model_files=True)
+        assert [str(p) for p in validates.problems] == run_checks(job, threading.Event())
+        assert [p.path for p in validates.problems] == ["spec.overrides"]
+        assert "more than the 1024" in validates.problems[0].message
+        only_composed = override_checks.override_problems(job, start_up_checks=False)
+        assert only_composed.problems == validates.problems
+        code, out, err = _run(["validate", path], capsys)
+        assert code == EXIT_INVALID and "valid" not in out
+        items = sum(o.count(",") for o in overrides)
+        assert err.startswith(f"spec.overrides: {items} list or dict items"), err
+
+
+def test_a_verl_finding_naming_no_field_is_reported_at_the_overrides_that_reached_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """verl refused the merged configuration without naming a field (its finding is at ``spec``): the
+    template's overrides are the free-form input that reached it, so it is reported there, once, not at
+    ``spec.variants[i].spec.spec``; a variant with its own overrides gets it at its own."""
+    from flashrl_api import Problem
+    from flashrl_api.experiment import variant_field_path
+    from flashrl_operator.cli import validate as validate_module
+    from flashrl_operator.job.overrides import ConfigReport
+
+    monkeypatch.setattr(
+        validate_module,
+        "override_problems",
+        lambda job, **_: ConfigReport([Problem("spec", "verl 0.9.1: refused")]),
+    )
+    spec = """\
+    spec:
+      template: {overrides: [trainer.val_before_train=false]}
+      variants:
+        - {name: a, spec: {rollout: {quantization: bf16}}}
+        - name: b
+          allowSetupChanges: true
+          spec: {rollout: {quantization: blockwise-fp8}, overrides: [trainer.val_before_train=true]}
+    """
+    code, _, err = _run(["validate", _write(tmp_path, EXPERIMENT_HEAD + textwrap.dedent(spec))], capsys)
+    assert code == 2
+    assert err.splitlines() == [
+        "spec.template.overrides: verl 0.9.1: refused (in variant 'a')",
+        "spec.variants[1].spec.overrides: verl 0.9.1: refused",
+    ], err
+    # Nothing set overrides: the variant's spec (or the template's, for a variant that changes nothing).
+    assert variant_field_path(0, "spec", {"rollout": {}}, {}) == "spec.variants[0].spec"
+    assert variant_field_path(0, "spec", {}, {}) == "spec.template"
+    assert (
+        variant_field_path(0, "spec.overrides[0]", {}, {"overrides": ["x=1"]}) == "spec.template.overrides[0]"
+    )

@@ -14,8 +14,12 @@ T0 = "2026-01-01T00:00:00Z"
 T1 = "2026-01-01T01:00:00Z"
 
 
-def _experiment(parallelism: int | None = None, status: dict[str, Any] | None = None) -> FlashRLExperiment:
+def _experiment(
+    parallelism: int | None = None, status: dict[str, Any] | None = None, queue: str | None = None
+) -> FlashRLExperiment:
     spec: dict[str, Any] = {}
+    if queue is not None:
+        spec["template"] = {"scheduling": {"queueName": queue}}
     if parallelism is not None:
         spec["parallelism"] = parallelism
     raw: dict[str, Any] = {
@@ -237,6 +241,21 @@ def test_the_next_variant_waits_until_the_previous_ones_gpus_are_released() -> N
         # Its GPU workers seen gone: the next variant starts.
         freed = plan(_experiment(1, held.status.to_wire()), {"x-blockwise-fp8": _ended(phase, True)}, T1)
         assert [j.name for j in freed.create] == ["x-channel-fp8"]
+
+
+def test_with_a_queue_kueue_orders_the_variants_not_the_gpu_release() -> None:
+    """A queue in the template: variants are created up to spec.parallelism and each waits, queued and
+    holding nothing, for Kueue; a finished one's GPUs are not waited for (Kueue decides, and the job
+    reconciler suspends a queued job's ended workers)."""
+    first = plan(_experiment(2, queue="h20-training"), {}, T0)
+    assert [j.name for j in first.create] == ["x-blockwise-fp8", "x-channel-fp8"]
+    assert all(j.spec.scheduling.queue_name == "h20-training" for j in first.create)
+    queued = _child("Pending", 0, "Queued")
+    both = {"x-blockwise-fp8": _child("Running", 40), "x-channel-fp8": queued}
+    assert plan(_experiment(2, first.status.to_wire(), "h20-training"), both, T0).create == []
+    ended = {"x-blockwise-fp8": _ended("Succeeded", False), "x-channel-fp8": queued}
+    after = plan(_experiment(2, first.status.to_wire(), "h20-training"), ended, T1)
+    assert [j.name for j in after.create] == ["x-bf16"]
 
 
 def test_variant_transitions_are_events() -> None:

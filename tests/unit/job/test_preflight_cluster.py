@@ -196,8 +196,8 @@ def test_the_rollout_pool_is_counted_on_its_own_nodes_and_named_in_its_own_line(
     job = _separate_async({"nodes": 1, "gpusPerNode": 8})
     one = _facts([_node("h20-a")], [])
     assert _pool_lines(cluster_problems(job, one, "1.7.0")) == [
-        "rollout pool (rollout.pool): 0 node(s) labelled nvidia.com/gpu.product=NVIDIA-H20 not taken by "
-        "the trainer pool with 8 allocatable nvidia.com/gpu; the job needs 1"
+        "never fits: the trainer pool needs 1 node x 8 NVIDIA-H20 and the rollout pool needs 1 node x 8 "
+        "NVIDIA-H20, at once; 1 node matches, with 8"
     ]
     busy = _facts([_node("h20-a"), _node("h20-b")], [_pod("h20-b", 4)])
     (line,) = _pool_lines(cluster_problems(job, busy, "1.7.0"))

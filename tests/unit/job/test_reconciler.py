@@ -1,7 +1,8 @@
 """The reconcilers keep no task, lock, bound, cache or timer of their own: they return when they want to
 run again and the operator's one work queue (``run/intake.py``) schedules it, bounds them, serialises
 them per object and retries every failure, a failed wake-up's too; the verl check and the history's
-pace are collaborators the job reconciler is given (``job/verl_check.py``, ``job/history.py``)."""
+pace and the memory of the operator's status keys are collaborators the reconcilers are given
+(``job/verl_check.py``, ``job/history.py``, ``job/memory.py``)."""
 
 from __future__ import annotations
 
@@ -17,13 +18,15 @@ from flashrl_operator.client.errors import TransientError
 from flashrl_operator.experiment import reconciler as experiment_reconciler
 from flashrl_operator.job import reconciler as job_reconciler
 from flashrl_operator.job.history import History
+from flashrl_operator.job.memory import StatusMemory
 from flashrl_operator.job.reconciler import Reconciler, Token
 from flashrl_operator.job.verl_check import VerlCheck
 from flashrl_operator.run.handlers import OperatorConfig, OperatorContext, job_intake
 from flashrl_operator.vocab.metrics import OperatorMetrics
 
 #: What keeping one's own task, lock, bound, cache or timer looks like in asyncio and the standard
-#: library (and the operator's own bound, FairSlots; its own verl check, VerlCheck, is given).
+#: library (and the operator's own bound, FairSlots; its own verl check, history pace and status memory,
+#: VerlCheck, History and StatusMemory, are given).
 HELD: frozenset[str] = frozenset(
     {
         # tasks and futures
@@ -47,8 +50,12 @@ HELD: frozenset[str] = frozenset(
         "Barrier",
         "Queue",
         "FairSlots",
+        # the collaborators the job reconciler is given (their type in a signature is allowed), never
+        # makes: the verl check, the history's pace, and the memory of its own status keys (a per-UID
+        # record it decides from, shared with the experiment reconciler)
         "VerlCheck",
         "History",
+        "StatusMemory",
         # caches
         "lru_cache",
         "cache",
@@ -145,7 +152,7 @@ async def test_a_wake_up_whose_read_fails_transiently_is_retried(monkeypatch: py
     ctx = OperatorContext(OperatorConfig(retry_delay=0.01, max_retry_delay=0.01))
     intake = ctx.intake = job_intake(ctx)
     metrics = OperatorMetrics()
-    ctx.reconciler = Reconciler(kube, metrics, VerlCheck(intake.submit), History())  # type: ignore[arg-type]
+    ctx.reconciler = Reconciler(kube, metrics, VerlCheck(intake.submit), History(), StatusMemory())  # type: ignore[arg-type]
     intake.submit("team-a", "waking", body)
     await intake.drain()
     assert intake.scheduled("team-a", "waking")  # the wake-up the reconcile returned

@@ -20,6 +20,7 @@ import flashrl_operator.job.status.mapping as mapping_module
 import flashrl_operator.job.step as step_module
 from flashrl_api import FlashRLJob, parse_job
 from flashrl_api.staging import staging_plan
+from flashrl_api.status import Reason
 from flashrl_operator.job.attempts import Reported
 from flashrl_operator.job.staging import record_patches
 from flashrl_operator.job.status.mapping import Announcement, Observation, decide_phase
@@ -46,6 +47,7 @@ from flashrl_operator.render import Child, attempt_ray_job_name, render
 from flashrl_operator.render.rayjob import deletion_rules
 from flashrl_operator.vocab import kuberay
 from flashrl_operator.vocab.kinds import PERSISTENT_VOLUME_CLAIM
+from flashrl_operator.vocab.kueue import WorkloadView
 
 UID = "0b5e7c1e-0000-4000-8000-00000000f1a5"
 NAMESPACE = "rl"
@@ -242,7 +244,11 @@ def test_a_retryable_failure_deletes_the_rayjob_and_starts_a_new_attempt_after_t
     assert step.delete == (Ref(kuberay.RAY_JOB, NAMESPACE, NAME, "uid-RayJob"),)
     status = step.status
     assert (status.phase, status.reason, status.attempt, status.lost_steps) == ("Starting", None, 2, 2)
-    assert status.ray_job_name == attempt_ray_job_name(job, 2) != NAME
+    # The next attempt's RayJob (attempt_ray_job_name(job, 2)) does not exist yet, and ClusterReady says
+    # so: the RAYJOB column names none until it does, neither the deleted one.
+    assert attempt_ray_job_name(job, 2) != NAME
+    assert status.ray_job_name is None
+    assert any(c.reason == Reason.CLUSTER_NOT_CREATED for c in status.conditions or [])
     assert [
         (a.attempt, a.start_step, a.end_step, a.checkpoint_step, a.reason, a.end_time)
         for a in status.attempts or []
@@ -896,3 +902,46 @@ def test_someone_elses_history_configmap_is_announced_and_left_alone_and_the_job
 
 def test_a_fold_not_due_yet_is_the_steps_wake_up() -> None:
     assert next_step(_history_reads(None, wait=3.5)).wake_after == 3.5
+
+
+# Kueue.
+
+QUEUE = {"scheduling": {"queueName": "h20-training"}}
+
+
+def test_a_queued_job_waits_pending_naming_its_workload_and_is_looked_at_again_until_kueue_says_why() -> None:
+    job = make_job(QUEUE)
+    live = as_live(job, RayJob=ray_status("Suspended"))
+    live["RayJob"]["spec"]["suspend"] = True
+    unsaid = next_step(observe(job, running(), live=live))
+    assert (unsaid.status.phase, unsaid.status.reason) == ("Pending", "Queued")
+    assert "its Kueue workload is not created yet" in (unsaid.status.message or "")
+    assert unsaid.wake_after == step_module.QUEUED_RECHECK_SECONDS
+    assert conditions(unsaid)["ClusterReady"] == ("False", "Queued")
+    assert conditions(unsaid)["Suspended"] == ("False", "NotSuspended")
+    workload = WorkloadView(
+        "rayjob-qwen-1a2b3", "h20-training", False, "insufficient unused quota, 8 more needed"
+    )
+    said = next_step(observe(job, running(), live=live, workload=workload))
+    assert "Kueue workload rayjob-qwen-1a2b3 (LocalQueue h20-training): insufficient unused quota" in (
+        said.status.message or ""
+    )
+    assert said.wake_after is None
+
+
+def test_a_queued_jobs_ended_cluster_gets_its_worker_groups_suspended() -> None:
+    cluster = {
+        "metadata": {"name": "qwen-abcde", "resourceVersion": "42"},
+        "spec": {"workerGroupSpecs": [{"groupName": "gpu", "replicas": 1}]},
+    }
+    for spec, expected in ((QUEUE, 1), ({}, 0)):
+        job = make_job(spec)
+        step = next_step(observe(job, running(), live=as_live(job), holding=(cluster,)))
+        assert len(step.suspend_workers) == expected
+    job = make_job(QUEUE)
+    (patch,) = next_step(observe(job, running(), live=as_live(job), holding=(cluster,))).suspend_workers
+    assert (patch.resource, patch.namespace, patch.name) == (kuberay.RAY_CLUSTER, NAMESPACE, "qwen-abcde")
+    assert patch.body == {
+        "metadata": {"resourceVersion": "42"},
+        "spec": {"workerGroupSpecs": [{"groupName": "gpu", "replicas": 1, "suspend": True}]},
+    }

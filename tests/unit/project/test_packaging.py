@@ -1,4 +1,5 @@
-"""What the distribution says about itself: its license file, classifiers, project URLs and version."""
+"""What the distribution says about itself: its license file, classifiers, project URLs and version; and
+how the Makefile installs it."""
 
 from __future__ import annotations
 
@@ -39,3 +40,16 @@ def test_version_prints_the_installed_distributions_version(capsys: pytest.Captu
         main(["--version"])
     assert exit_.value.code == 0
     assert capsys.readouterr().out.strip() == f"flashrl {version(DISTRIBUTION)}"
+
+
+def test_make_install_after_make_demo_leaves_pip_nothing_to_complain_about() -> None:
+    """`make demo` installs verl without its dependencies (it needs verl's config only); pip's resolver,
+    run by `make install` afterwards, would print an ERROR block about them. Both install paths remove
+    verl before they install the project, and install it again, without dependencies, after."""
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    for target in ("$(STAMP): ", "$(DEMO_STAMP): "):
+        recipe = makefile[makefile.index(target) :].split("\n\n", 1)[0]
+        uninstall = recipe.index("pip uninstall --quiet --yes flashrl verl")
+        project = recipe.index("pip install --quiet -e '.[")
+        verl = recipe.index("pip install --quiet --no-deps 'verl==")
+        assert uninstall < project < verl, target

@@ -121,11 +121,17 @@ def test_kueue_example_is_queued_and_prioritised() -> None:
 CLUSTER_DIR = EXAMPLES_DIR / "cluster"
 
 
+#: Kueue's queue (checked against the objects the kwok e2e and the dev cluster run, below).
+KUEUE_EXAMPLE = CLUSTER_DIR / "kueue.yaml"
+
+
 def _cluster_objects() -> list[dict[str, Any]]:
     import yaml
 
     objects: list[dict[str, Any]] = []
     for path in sorted(CLUSTER_DIR.glob("*.yaml")):
+        if path == KUEUE_EXAMPLE:
+            continue
         text = path.read_text(encoding="utf-8").replace("STORAGE_CLASS", "nfs-client")
         objects += [doc for doc in yaml.safe_load_all(text) if doc]
     return objects
@@ -213,3 +219,33 @@ def test_separate_async_example_has_two_gpu_worker_groups() -> None:
     assert cfg.actor_rollout_ref.rollout.checkpoint_engine.backend == "nccl"
     assert cfg.actor_rollout_ref.hybrid_engine is False
     assert check_config(job).problems == []
+
+
+def test_the_kueue_example_is_the_queue_the_e2e_and_the_dev_cluster_run() -> None:
+    """examples/cluster/kueue.yaml is what ``flashrl_devcluster.kueue.queue_objects`` makes for one
+    node (the kwok e2e runs those objects on Kueue's own manager), and its LocalQueue is the one the
+    queued example names, in the examples' namespace."""
+    import yaml
+
+    from flashrl_devcluster.kueue import queue_objects
+
+    objects = [doc for doc in yaml.safe_load_all(KUEUE_EXAMPLE.read_text(encoding="utf-8")) if doc]
+    assert objects == queue_objects(1, "rl")
+    local = objects[-1]
+    job = load_job_file(EXAMPLES_DIR / "flashrljob-kueue.yaml")
+    assert (local["metadata"]["name"], local["metadata"]["namespace"]) == (
+        job.spec.scheduling.queue_name,
+        job.namespace,
+    )
+
+
+def test_the_install_guide_gives_the_kueue_example() -> None:
+    """docs/install.md shows the three Kueue objects exactly as examples/cluster/kueue.yaml has them."""
+    import textwrap
+
+    import yaml
+
+    doc = (EXAMPLES_DIR.parent / "docs" / "install.md").read_text(encoding="utf-8")
+    block = doc.split("(the quota is one 8 x H20 node's", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    shown = [d for d in yaml.safe_load_all(textwrap.dedent(block)) if d]
+    assert shown == [d for d in yaml.safe_load_all(KUEUE_EXAMPLE.read_text(encoding="utf-8")) if d]

@@ -9,6 +9,7 @@ noise. The report must call the first "higher than bf16" with an interval exclud
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -247,3 +248,53 @@ def test_dropped_and_refused_validations_are_named_on_the_page() -> None:
     samples = samples_from_summaries("bf16", text, "ConfigMap rl/x-metrics")
     assert min(samples.steps) > 0
     assert any("were dropped to keep the ConfigMap under its bound" in n for n in samples.notes)
+
+
+def test_validation_reads_only_regular_files_inside_the_directory(tmp_path: Path) -> None:
+    """A link named like a dump (to a file elsewhere, or to an attempt directory elsewhere) is not
+    read: the other file's prompt never reaches the run; the report says what was skipped."""
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "secret.jsonl").write_text(json.dumps({"input": "someone's prompt", "acc": 1.0}) + "\n")
+    (outside / "9.jsonl").write_text(json.dumps({"input": "someone's prompt", "acc": 1.0}) + "\n")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "5.jsonl").write_text(json.dumps({"input": "p", "acc": 1.0}) + "\n")
+    (run / "999.jsonl").symlink_to(outside / "secret.jsonl")
+    samples = load_validation("x", run)
+    assert samples.steps == {5: {P: [1.0]}}
+    assert "someone's prompt" not in json.dumps(samples.prompts)
+    assert [n for n in samples.notes if "999.jsonl" in n and "symbolic link" in n]
+    # An attempt directory that is a link is not followed either.
+    attempts = tmp_path / "attempts"
+    (attempts / "attempt-1").mkdir(parents=True)
+    (attempts / "attempt-1" / "5.jsonl").write_text(json.dumps({"input": "p", "acc": 0.0}) + "\n")
+    (attempts / "attempt-2").symlink_to(outside, target_is_directory=True)
+    samples = load_validation("x", attempts)
+    assert samples.steps == {5: {P: [0.0]}}
+    assert [n for n in samples.notes if "attempt-2" in n and "symbolic link" in n]
+    # Nothing but links: refused, saying why.
+    only_links = tmp_path / "links"
+    only_links.mkdir()
+    (only_links / "1.jsonl").symlink_to(outside / "secret.jsonl")
+    with pytest.raises(MetricsInputError, match="symbolic link"):
+        load_validation("x", only_links)
+
+
+def test_a_dump_beyond_the_size_bound_is_skipped_with_a_note(tmp_path: Path) -> None:
+    from flashrl_report.validation import read_dump
+
+    (tmp_path / "1.jsonl").write_text(json.dumps({"input": "p", "acc": 1.0}) + "\n")
+    big = tmp_path / "2.jsonl"
+    big.write_text((json.dumps({"input": "q", "acc": 1.0}) + "\n") * 100)
+    notes: list[str] = []
+    assert read_dump("x", big, notes, limit=1000) is None
+    assert notes and "more than the 1000" in notes[0] and "skipped" in notes[0]
+    lines = read_dump("x", tmp_path / "1.jsonl", notes, limit=1000)
+    assert lines is not None and len(lines) == 1
+    fifo = tmp_path / "3.jsonl"
+    os.mkfifo(fifo)
+    assert read_dump("x", fifo, notes) is None  # never blocks on a pipe
+    assert "not a regular file" in notes[-1]
+    samples = load_validation("x", tmp_path)  # the pipe is not a regular file: not even listed
+    assert set(samples.steps) == {1, 2}

@@ -19,7 +19,13 @@ def arguments(p: argparse.ArgumentParser) -> None:
         "examples/flashrljob.yaml in the repository)",
     )
     p.add_argument(
-        "--deadline", type=float, default=45.0, help="seconds the whole lifecycle may take (default: 45)"
+        "--stall",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="give up when nothing moved for this long (no write to the emulated API server, no operator "
+        "log line, no check running; default: 60); there is no total time limit, so a busy machine only "
+        "makes the demo slower, and a job that fails ends it at once",
     )
     p.add_argument(
         "--full",
@@ -61,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         source,
         sys.stdout,
         sys.stderr,
-        deadline_s=args.deadline,
+        stall_s=args.stall,
         experiment_report=experiment_report,
         full=args.full,
     )

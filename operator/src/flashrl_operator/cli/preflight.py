@@ -200,7 +200,8 @@ COMMAND = Command(
     description=(
         "Check, with your kubeconfig ($KUBECONFIG or ~/.kube/config, its current context), "
         "what `flashrl validate` cannot see offline: the namespace, the claims (bound, access modes), the "
-        "Secrets, nodes with the GPU product and enough allocatable GPUs, and enough of them free now "
+        "Secrets, nodes with the GPU product and enough allocatable GPUs whose taints the pods tolerate (the "
+        "operator's own judgement: a job that never fits fails NeverFits), and enough of them free now "
         "(allocatable minus what pods that have not terminated request), KubeRay's CRDs at the pinned "
         "version, and KubeRay's operator running (a Deployment labelled "
         "app.kubernetes.io/name=kuberay-operator with a ready replica, or its leader-election Lease "

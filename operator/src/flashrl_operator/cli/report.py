@@ -25,7 +25,8 @@ def arguments(p: argparse.ArgumentParser) -> None:
         "<step>.jsonl files, or the attempt-<k>/ directories a job keeps under <checkpoint dir>/validation); "
         "LABEL names a run given by --metrics, --experiment (the variant's name) or --job, and replaces the "
         "per-problem summaries --experiment/--job read from the job's ConfigMap. Each variant is then "
-        "compared with the baseline problem by problem; repeat for each run",
+        "compared with the baseline problem by problem; repeat for each run. Only regular files inside DIR "
+        "are read (no symbolic link is followed; a dump over 512 MiB is skipped, with a note)",
     )
     p.add_argument(
         "--experiment",
@@ -117,6 +118,10 @@ def run(args: argparse.Namespace) -> int:
     for note in report.notes:
         print(f"note: {note}", file=sys.stderr)
     drawn = sum(1 for plot in report.plots if plot.png is not None)
+    if report.no_metrics:
+        print(report.no_metrics)
+    for line in report.verdicts:
+        print(line)
     print(f"{written[-1]}: {len(runs)} runs, {drawn} of {len(report.plots)} figures")
     return 0
 

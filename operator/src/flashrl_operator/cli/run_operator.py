@@ -23,6 +23,13 @@ def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metrics-port", type=int, default=8080, help="port serving /metrics (default: 8080)")
     p.add_argument("--health-port", type=int, default=8081, help="port serving /healthz (default: 8081)")
     p.add_argument(
+        "--bind-address",
+        default="0.0.0.0",  # noqa: S104  (a pod must be reachable by its probes and Prometheus)
+        metavar="ADDRESS",
+        help="address /metrics and /healthz listen on (default: 0.0.0.0, as a pod needs; 127.0.0.1 on a "
+        "laptop or a dev cluster)",
+    )
+    p.add_argument(
         "--default-trainer-image",
         metavar="REF",
         help="trainer image for jobs that name none (default: the pinned images.trainer of "
@@ -56,6 +63,12 @@ def arguments(p: argparse.ArgumentParser) -> None:
         help="verl configuration checks under way at once, each a child process of about 70 MiB; one "
         "namespace holds all but one of them (default: as many as the container's CPU quota and memory "
         "limit hold)",
+    )
+    p.add_argument(
+        "--no-fit-check",
+        action="store_true",
+        help="do not fail a new job whose GPU pods can never fit on the cluster's nodes (NeverFits) or whose "
+        "claim does not exist (ClaimNotFound); for clusters that add GPU nodes on demand (an autoscaler)",
     )
     p.add_argument("--verbose", action="store_true", help="debug logging")
     policy = p.add_argument_group(
@@ -144,6 +157,7 @@ def run(args: argparse.Namespace) -> int:
     config = OperatorConfig(
         namespaces=tuple(args.namespace),
         kubeconfig=args.kubeconfig,
+        bind_host=args.bind_address,
         metrics_port=args.metrics_port,
         health_port=args.health_port,
         default_trainer_image=args.default_trainer_image or None,
@@ -151,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
         lease_duration=args.lease_duration,
         max_concurrent_reconciles=args.max_concurrent_reconciles,
         check_slots=args.verl_check_slots,
+        check_fit=not args.no_fit_check,
         policy=AdminPolicy(
             allowed_registries=tuple(args.allowed_registry),
             allowed_priority_classes=tuple(args.allowed_priority_class),

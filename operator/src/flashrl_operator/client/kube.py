@@ -6,7 +6,8 @@ surface is all the reconciler uses:
 
 ========================  =============================================================
 ``get``                   one object, or ``None`` when it does not exist
-``list_objects``          the objects matching a label selector (paginated with ``limit``/``continue``)
+``list_objects``          the objects matching a label (and field) selector, in one namespace or all
+                          (paginated with ``limit``/``continue``)
 ``create``                create an object, or ``None`` when one of that name exists (409 AlreadyExists)
 ``apply``                 server-side apply (``application/apply-patch+yaml``) under :data:`FIELD_MANAGER`
 ``patch``                 JSON merge patch of an object
@@ -265,19 +266,30 @@ class KubeClient:
             raise
 
     async def list_objects(
-        self, resource: Resource, namespace: str, label_selector: str, *, page_size: int = LIST_PAGE_SIZE
+        self,
+        resource: Resource,
+        namespace: str | None,
+        label_selector: str,
+        *,
+        field_selector: str | None = None,
+        page_size: int = LIST_PAGE_SIZE,
     ) -> list[dict[str, Any]]:
-        """Objects of one namespace matching ``label_selector``, every page of them."""
+        """Objects of one namespace (``None``: a cluster-scoped kind, or every namespace) matching
+        ``label_selector`` (and ``field_selector``), every page of them."""
         items: list[dict[str, Any]] = []
         token: str | None = None
+        where = f"in {namespace}" if namespace is not None else "in the cluster"
+        selectors = ", ".join(s for s in (label_selector, field_selector) if s)
         while True:
             params = {"labelSelector": label_selector, "limit": str(page_size)}
+            if field_selector:
+                params["fieldSelector"] = field_selector
             if token:
                 params["continue"] = token
             body = await self._request(
                 "GET",
                 resource.path(namespace),
-                f"list {resource.plural} in {namespace} ({label_selector})",
+                f"list {resource.plural} {where} ({selectors})",
                 query=params,
             )
             page = body.get("items")

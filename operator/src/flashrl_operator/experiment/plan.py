@@ -11,8 +11,9 @@ hold the GPUs could not be scheduled, and its startup deadline (``startupTimeout
 capacity. Waiting variants say what they wait for (reason and message), and each variant's
 transitions become Events on the experiment (:func:`variant_events`).
 
-With Kueue (``scheduling.queueName`` in the template) and no parallelism, every job is created at
-once and each waits, suspended, for Kueue to admit it; Kueue decides what runs together.
+With Kueue (``scheduling.queueName`` in the template) the jobs are created up to ``spec.parallelism``
+(all at once without it) and each waits, suspended and holding no GPU, for Kueue to admit it; Kueue
+decides what runs together and in which order, so a finished variant's GPUs are not waited for here.
 """
 
 from __future__ import annotations
@@ -239,11 +240,16 @@ def plan(
     statuses = with_goodput(statuses, jobs, children)
     limit = experiment.spec.parallelism or len(jobs)
     running = [s for s in statuses if s.phase not in TERMINAL and s.phase != "Waiting"]
-    # A finished variant whose GPU workers are not gone yet still occupies its slot.
+    # A finished variant whose GPU workers are not gone yet still occupies its slot; with a queue,
+    # Kueue decides what runs (a created variant waits suspended, holding nothing, until admitted).
+    queued = bool(jobs) and all(job.spec.scheduling.queue_name is not None for job in jobs)
     holding = [
         s
         for s in statuses
-        if s.phase in TERMINAL and s.job_name is not None and gpus_held(children.get(s.job_name))
+        if not queued
+        and s.phase in TERMINAL
+        and s.job_name is not None
+        and gpus_held(children.get(s.job_name))
     ]
     busy = len(running) + len(holding)
     create: list[FlashRLJob] = []

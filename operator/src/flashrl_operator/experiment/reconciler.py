@@ -32,6 +32,7 @@ from flashrl_operator.experiment.plan import (
     name_taken,
     plan,
 )
+from flashrl_operator.job.memory import StatusMemory
 from flashrl_operator.vocab.kinds import FLASHRL_EXPERIMENT, FLASHRL_JOB
 from flashrl_operator.vocab.owners import controller_name
 
@@ -68,9 +69,12 @@ class ExperimentReconciler:
     and retries a failed one.
     """
 
-    def __init__(self, kube: KubeClient, now: Callable[[], str] = now_rfc3339) -> None:
+    def __init__(self, kube: KubeClient, memory: StatusMemory, now: Callable[[], str] = now_rfc3339) -> None:
         self._kube = kube
         self._now = now
+        #: The job reconciler's memory of the status it wrote: a variant is counted by what the operator
+        #: decided for its job, not by a phase someone else wrote (a forged Succeeded frees no slot).
+        self._memory = memory
 
     async def reconcile(self, namespace: str, name: str) -> None:
         """Bring one experiment's jobs and status up to date (idempotent)."""
@@ -85,7 +89,11 @@ class ExperimentReconciler:
         listed = await self._kube.list_objects(FLASHRL_JOB, namespace, f"{EXPERIMENT_LABEL}={name}")
         # Only jobs this experiment controls (by UID) are its children: a user's job, or another
         # experiment's, with a variant's name and label is never adopted.
-        children = {str(job["metadata"]["name"]): job for job in listed if controlled_by(job, experiment.uid)}
+        children = {
+            str(job["metadata"]["name"]): self._as_decided(job)
+            for job in listed
+            if controlled_by(job, experiment.uid)
+        }
         template = (raw.get("spec") or {}).get("template") or {}
         decided = plan(experiment, children, self._now(), template)
         status: dict[str, Any] = decided.status.to_wire()
@@ -112,6 +120,14 @@ class ExperimentReconciler:
         # Events after the status: a variant's transition is posted once the status holds it.
         for event in decided.events:
             await self._kube.create_event(raw, event.type, event.reason, event.message)
+
+    def _as_decided(self, job: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The variant's job with the operator's status keys as the operator wrote them."""
+        uid = str((job.get("metadata") or {}).get("uid") or "")
+        status = job.get("status") or {}
+        if not uid or self._memory.recall(uid) is None:
+            return job
+        return {**job, "status": self._memory.as_written(uid, status)}
 
     @staticmethod
     def _taken(status: dict[str, Any], job_name: str, live: Mapping[str, Any]) -> dict[str, Any]:

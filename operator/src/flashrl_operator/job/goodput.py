@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Final
 
 from pydantic import ValidationError
 
@@ -25,6 +25,60 @@ from flashrl_api.pools import pool_goodput
 from flashrl_api.status import ConditionType, LauncherPhases, Reason
 from flashrl_operator.job.attempts import Attempt, Attempts
 from flashrl_operator.job.status.conditions import find_condition
+
+#: How far a time in the status may lie outside the job's life before it is taken as not real.
+CLOCK_SKEW_SECONDS: Final = 300.0
+
+
+def within_life(attempts: Attempts, created: str, now: str, gpus: int) -> Attempts:
+    """The attempts as they can have been: every time between the job's creation and now, no attempt
+    holding more GPUs than the job asks for, no launcher phase longer than its launcher's report.
+
+    The status is writable by the launcher's token (which an ``edit`` user may mint), so the ledger's
+    inputs are bounded by what the operator observes itself before any arithmetic: whatever was
+    written, the goodput stays within the job's age times its GPUs (docs/security.md).
+    """
+    low, high = parse_rfc3339(created), parse_rfc3339(now)
+    if low is None or high is None or high < low:
+        return attempts
+    # Other clocks (the launcher's pod, the API server's) may run a little ahead or behind.
+    low, high = low - CLOCK_SKEW_SECONDS, high + CLOCK_SKEW_SECONDS
+
+    def clamp(value: str | None, text_low: str = created) -> str | None:
+        moment = parse_rfc3339(value)
+        if moment is None:
+            return value
+        if moment < low:
+            return text_low
+        return now if moment > high else value
+
+    history = []
+    for entry in attempts.history:
+        update: dict[str, Any] = {
+            name: clamp(getattr(entry, name))
+            for name in ("start_time", "admit_time", "end_time", "release_time")
+        }
+        if entry.gpus is not None and entry.gpus > gpus:
+            update["gpus"] = gpus
+        launcher = entry.launcher
+        if launcher is not None:
+            launched = clamp(launcher.launch_time) or launcher.launch_time
+            reported = clamp(launcher.report_time) or launcher.report_time
+            span = max(0.0, (parse_rfc3339(reported) or 0.0) - (parse_rfc3339(launched) or 0.0))
+            phases = [
+                p
+                if p.seconds <= span and p.gpu_seconds <= span * gpus
+                else p.model_copy(
+                    update={"seconds": min(p.seconds, span), "gpu_seconds": min(p.gpu_seconds, span * gpus)}
+                )
+                for p in launcher.phases
+            ]
+            update["launcher"] = launcher.model_copy(
+                update={"launch_time": launched, "report_time": reported, "phases": phases}
+            )
+        bounded = entry.model_copy(update=update)
+        history.append(bounded if bounded != entry else entry)
+    return replace(attempts, history=tuple(history))
 
 
 def fold_attempts(

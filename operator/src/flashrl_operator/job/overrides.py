@@ -37,16 +37,25 @@ class ConfigReport:
     skipped: tuple[str, ...] = ()
 
 
-def protected_problems(job: FlashRLJob) -> list[Problem]:
-    """Overrides that name code, reach the reserved environment or set a key other spec fields own
-    (``trainer.nnodes`` ...), each at ``spec.overrides[i]``."""
+def budget_problems(job: FlashRLJob) -> list[Problem]:
+    """The overrides beyond one job's check budget (size), at ``spec.overrides``: the one judgement
+    ``flashrl validate`` and the operator both give, before anything (Hydra's parser included) reads
+    an input beyond it."""
     from flashrl_jobs.override_rules import budget_problem
+
+    too_big = budget_problem(job.spec.overrides)
+    return [] if too_big is None else [Problem("spec.overrides", too_big)]
+
+
+def protected_problems(job: FlashRLJob) -> list[Problem]:
+    """Overrides beyond the size budget (:func:`budget_problems`, alone then), or that name code, reach
+    the reserved environment or set a key other spec fields own (``trainer.nnodes`` ...), each at
+    ``spec.overrides[i]``."""
     from flashrl_jobs.verl_args import protected_key_problems
 
-    # The size budget first: nothing below (Hydra's parser included) reads an input beyond it.
-    too_big = budget_problem(job.spec.overrides)
-    if too_big is not None:
-        return [Problem("spec.overrides", too_big)]
+    too_big = budget_problems(job)
+    if too_big:
+        return too_big
     return [Problem(f"spec.overrides[{i}]", msg) for i, msg in protected_key_problems(job.spec.overrides)]
 
 
@@ -64,6 +73,9 @@ def override_problems(
     ``config.json`` from this machine (the command line only). ``cancel`` set meanwhile stops the
     checks (``CheckCancelledError``).
     """
+    too_big = budget_problems(job)
+    if too_big:  # Nothing composed, here or in a child: the operator's verdict, as fast.
+        return ConfigReport(too_big)
     protected = protected_problems(job)
     try:
         from flashrl_jobs.verl_config import VerlConfigUnavailableError, check_user_overrides

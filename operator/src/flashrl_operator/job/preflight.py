@@ -11,10 +11,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flashrl_api import FlashRLJob
-from flashrl_api.pools import ROLLOUT_POOL, GpuPool, gpu_pools, held_gpus
+from flashrl_api.pools import GpuPool, gpu_pools, held_gpus
 from flashrl_api.spec import GPU_PRODUCT_LABEL
 from flashrl_api.staging import staging_plan
 from flashrl_api.times import parse_rfc3339
+from flashrl_operator.job.fits import (
+    MissingClaim,
+    NodeOffer,
+    capacity,
+    field_path,
+    matches,
+    missing_claims,
+    pod_gpus,
+)
 
 
 @dataclass(frozen=True)
@@ -155,23 +164,6 @@ def products_carried(nodes: Sequence[dict[str, Any]]) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
 
 
-def pod_gpus(pod: Mapping[str, Any]) -> int:
-    """The GPUs a pod holds on its node, as the scheduler counts them: its containers' requests (an
-    extended resource's request defaults to its limit), or its largest init container's if larger."""
-
-    def wanted(container: Mapping[str, Any]) -> int:
-        resources = container.get("resources") or {}
-        value = (resources.get("requests") or {}).get(GPU_RESOURCE)
-        if value is None:
-            value = (resources.get("limits") or {}).get(GPU_RESOURCE, 0)
-        return _quantity(value)
-
-    spec = pod.get("spec") or {}
-    running = sum(wanted(c) for c in spec.get("containers") or [])
-    init = max((wanted(c) for c in spec.get("initContainers") or []), default=0)
-    return max(running, init)
-
-
 def gpus_in_use(pods: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     """Node name -> GPUs held by the pods bound to it that have not terminated (pure)."""
     used: dict[str, int] = {}
@@ -194,17 +186,16 @@ class GpuNode:
 
 
 def pool_nodes(pool: GpuPool, facts: ClusterFacts) -> list[GpuNode]:
-    """The nodes carrying a pool's GPU product and node selector labels (pure)."""
-    wanted = _wanted(pool)
+    """The nodes a pool's pods may go to: its GPU product and node selector labels, and no taint its pods
+    do not tolerate (:func:`flashrl_operator.job.fits.matches`, the operator's judgement) (pure)."""
     found: list[GpuNode] = []
     for node in facts.nodes:
-        meta = node.get("metadata") or {}
-        if not all((meta.get("labels") or {}).get(k) == v for k, v in wanted.items()):
+        offer = NodeOffer.of(node)
+        if not matches(pool, offer):
             continue
-        allocatable = _quantity(((node.get("status") or {}).get("allocatable") or {}).get(GPU_RESOURCE, 0))
-        name = str(meta.get("name"))
-        free = None if facts.gpus_in_use is None else allocatable - facts.gpus_in_use.get(name, 0)
-        found.append(GpuNode(name, allocatable, free))
+        used = facts.gpus_in_use.get(offer.name, 0) if facts.gpus_in_use is not None else 0
+        free = None if facts.gpus_in_use is None else offer.gpus - used
+        found.append(GpuNode(offer.name, offer.gpus, free))
     return found
 
 
@@ -393,13 +384,13 @@ def cluster_problems(job: FlashRLJob, facts: ClusterFacts, kuberay_version: str)
         "data": spec.storage.data,
         "checkpoints": spec.storage.checkpoints,
     }
+    absent = {m.name: m for m in missing_claims(needs.claims, facts.claims, needs.namespace)}
     for claim, uses in needs.claims.items():
         found = facts.claims.get(claim)
         where = ", ".join(f"storage.{u}" for u in uses)
-        if found is None:
-            problems.append(
-                f"claim {claim} ({where}) does not exist in {needs.namespace} (examples/cluster/storage.yaml)"
-            )
+        if claim in absent or found is None:
+            gone = absent.get(claim) or MissingClaim(claim, tuple(uses), needs.namespace)
+            problems.append(f"{gone.line()} (examples/cluster/storage.yaml)")
             continue
         phase = (found.get("status") or {}).get("phase")
         if phase != "Bound":
@@ -423,23 +414,15 @@ def cluster_problems(job: FlashRLJob, facts: ClusterFacts, kuberay_version: str)
                 f"Secret {secret} ({why}) does not exist in {needs.namespace}: the pods cannot start"
             )
     fits = pool_fits(job, facts)
-    carried = products_carried(facts.nodes)
+    never = capacity(gpu_pools(spec), facts.nodes) if facts.nodes_readable else None
+    if never is not None and not never.fits:
+        # The operator's own judgement (NeverFits), word for word.
+        problems.extend(f"never fits: {line}" for line in never.problems())
     for fit in fits:
         pool = fit.pool
-        field_path = "rollout.pool" if pool.name == ROLLOUT_POOL else "resources"
-        prefix = f"{pool.name} pool ({field_path}): " if len(fits) > 1 else ""
-        if facts.nodes_readable and fit.fitting < pool.nodes:
-            listing = ""
-            if pool.gpu_product not in carried:
-                shown = ", ".join(f"{p} ({n} node(s))" for p, n in carried.items()) or "none"
-                listing = (
-                    f"; the nodes carry {GPU_PRODUCT_LABEL}: {shown} (set {field_path}.gpuProduct to one)"
-                )
-            besides = " not taken by the trainer pool" if pool.name == ROLLOUT_POOL else ""
-            problems.append(
-                f"{prefix}{fit.fitting} node(s) labelled {_labels(pool)}{besides} with {pool.gpus_per_node} "
-                f"allocatable {GPU_RESOURCE}; the job needs {pool.nodes}{listing}"
-            )
+        prefix = f"{pool.name} pool ({field_path(pool)}): " if len(fits) > 1 else ""
+        if never is not None and not never.fits:
+            continue
         if facts.gpus_in_use is not None and facts.nodes_readable:
             what = "of the job" if len(fits) == 1 else f"of the job's {pool.name} pool"
             busy = _free_problem(pool, fit.nodes, pool.nodes, what)

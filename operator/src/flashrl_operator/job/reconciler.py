@@ -2,7 +2,8 @@
 write, return the next wake-up. Its rules (who writes what, fewest requests, no write from a stale view,
 deletion wins) are in docs/architecture.md, "One reconcile". It keeps no task, lock, bound, cache or
 timer: the work queue (:mod:`flashrl_operator.run.intake`) schedules it, and its collaborators
-(:mod:`~flashrl_operator.job.verl_check`, :mod:`~flashrl_operator.job.history`) keep their own.
+(:mod:`~flashrl_operator.job.verl_check`, :mod:`~flashrl_operator.job.history`, and
+:mod:`~flashrl_operator.job.memory`, the operator's status keys it decides from) keep their own.
 """
 
 from __future__ import annotations
@@ -16,31 +17,39 @@ from typing import Any, Final
 
 from flashrl_api import KIND, SpecError, parse_job
 from flashrl_api.history import history_name
-from flashrl_api.spec import RolloutSpec
-from flashrl_operator.client.errors import ConflictError, RejectedError, TransientError
+from flashrl_api.pools import gpu_pools
+from flashrl_api.spec import GPU_PRODUCT_LABEL, RolloutSpec
+from flashrl_operator.client.errors import ApiError, ConflictError, RejectedError, TransientError
 from flashrl_operator.client.kube import KubeClient
 from flashrl_operator.job.attempts import Reported
+from flashrl_operator.job.fits import capacity, gpu_holders, holder_nodes
 from flashrl_operator.job.history import History
+from flashrl_operator.job.memory import StatusMemory
 from flashrl_operator.job.policy import AdminPolicy, policy_problems
+from flashrl_operator.job.preflight import cluster_needs
 from flashrl_operator.job.retry_policy import BACKOFF_BASE_SECONDS
 from flashrl_operator.job.status.pods import PodProblem, pod_problems
-from flashrl_operator.job.status.ray import should_read_cluster, should_read_pods
+from flashrl_operator.job.status.ray import is_final, should_read_cluster, should_read_pods
 from flashrl_operator.job.step import (
     Apply,
     HistoryRead,
     Reads,
     Step,
     attempt_context,
+    cannot_start,
     children_to_read,
     claims_to_read,
     controlled,
     converging,
     creates_first,
+    distrusted,
+    fit_due,
     may_end_attempt,
     needs_staging_pods,
     next_step,
     rejection,
     release_checks,
+    waits_for_gpus,
     with_trainer_image,
 )
 from flashrl_operator.job.verl_check import CheckUnderWay, VerlCheck
@@ -48,9 +57,10 @@ from flashrl_operator.render import Child, render
 from flashrl_operator.render.children import VERL_CHECKED_ANNOTATION, ownership_conflict
 from flashrl_operator.render.network import NetworkSettings
 from flashrl_operator.render.staging import JOB_NAME_LABEL
-from flashrl_operator.vocab import kuberay
-from flashrl_operator.vocab.kinds import CONFIG_MAP, FLASHRL_JOB, PERSISTENT_VOLUME_CLAIM, POD
+from flashrl_operator.vocab import kuberay, kueue
+from flashrl_operator.vocab.kinds import CONFIG_MAP, FLASHRL_JOB, NODE, PERSISTENT_VOLUME_CLAIM, POD
 from flashrl_operator.vocab.kuberay import CLUSTER_LABEL, RayClusterView, RayJobView
+from flashrl_operator.vocab.kueue import WorkloadView
 from flashrl_operator.vocab.metrics import OperatorMetrics, parse_time
 
 #: ``spec.rollout.quantization`` when the stored object omits it (the CRD defaults it on admission).
@@ -120,7 +130,8 @@ class Halt:
 
 class Reconciler:
     """Converges FlashRLJobs; one instance per operator, living in the operator's event loop. verl's
-    verdicts come from ``verl_check``; the history's fold pace from ``history``."""
+    verdicts come from ``verl_check``; the history's fold pace from ``history``; the operator's own
+    status keys, as it last wrote them, from ``memory`` (shared with the experiment reconciler)."""
 
     def __init__(
         self,
@@ -128,15 +139,20 @@ class Reconciler:
         metrics: OperatorMetrics,
         verl_check: VerlCheck,
         history: History,
+        memory: StatusMemory,
         *,
         retry_backoff: float = BACKOFF_BASE_SECONDS,
         policy: AdminPolicy | None = None,
         network: NetworkSettings | None = None,
         default_trainer_image: str | None = None,
+        check_fit: bool = True,
     ) -> None:
         self._kube = kube
         self._verl = verl_check
         self._history = history
+        self._memory = memory
+        #: Judge before anything is created whether the job can ever start (job/fits.py).
+        self._check_fit = check_fit
         self._policy = policy or AdminPolicy()
         self._network = network or NetworkSettings()
         self._default_trainer_image = default_trainer_image
@@ -216,6 +232,7 @@ class Reconciler:
         self._history.forget((namespace, name))
         self._metrics.forget_goodput(namespace, name)
         if uid:
+            self._memory.forget(uid)
             self._first_seen.pop(uid, None)
             self._created_first.discard(uid)
             self._metrics.forget(uid)
@@ -240,6 +257,7 @@ class Reconciler:
         await self._write(body, observed, step, token)
         if observed.history is not None:  # written, unchanged or someone else's: this report is done
             self._history.done(key, observed.previous)
+        self._memory.remember(observed.uid, step.status)
         return step.wake_after
 
     async def _current(self, body: Mapping[str, Any], token: Token) -> None:
@@ -280,6 +298,10 @@ class Reconciler:
             previous=body.get("status") or {},
             retry_backoff=self._retry_backoff,
         )
+        # The operator's keys as it wrote them, not as anyone with the launcher's token left them.
+        remembered = self._memory.as_written(uid, seen.previous)
+        if remembered != seen.previous:
+            seen = replace(seen, previous=remembered, on_server=seen.previous)
         try:
             job = parse_job({k: v for k, v in body.items() if k != "status"})
         except SpecError as exc:
@@ -287,10 +309,23 @@ class Reconciler:
         # The operator's default trainer image is the job's from here on: the policy judges it, the
         # staging Job and the Ray pods run it, the RayJob's spec snapshot records it.
         job = with_trainer_image(job, self._default_trainer_image)
-        refused = tuple(str(p) for p in policy_problems(job, self._policy))
+        desired = render(job, attempt_context(job, seen.previous, seen.created), self._network)
+        # The policy judges the pods of exactly what would be applied.
+        refused = tuple(str(p) for p in policy_problems(job, self._policy, desired))
         if refused:
             return replace(seen, job=job, policy_problems=refused)
-        desired = render(job, attempt_context(job, seen.previous, seen.created), self._network)
+        if self._memory.recall(uid) is None and is_final(seen.previous):
+            # Nothing remembered (a restart): a final phase is checked against the job's RayJob once.
+            ray_live = controlled(await self._kube.get(kuberay.RAY_JOB, namespace, desired.ray_job.name), uid)
+            trusted = distrusted(seen.previous, ray_live)
+            if trusted is not seen.previous:
+                logger.warning(
+                    "FlashRLJob %s/%s: status.phase %s is not what its RayJob says; judging it again",
+                    namespace,
+                    name,
+                    seen.previous.get("phase"),
+                )
+                seen = replace(seen, previous=trusted, on_server=seen.server_status)
         rejected = self._rejections.pop((namespace, name), None)
         seen = replace(
             seen,
@@ -300,6 +335,9 @@ class Reconciler:
         )
         tried = uid in self._created_first
         seen = replace(seen, new=creates_first(seen.previous, seen.generation, seen.refused, tried=tried))
+        seen = await self._read_fit(seen)
+        if any(cannot_start(seen)):
+            return seen  # it fails before anything is read or created
         seen = await self._read_children(seen, children_to_read(seen))
         if converging(seen.previous, seen.generation, seen.refused):
             # verl reads the spec only when a RayJob is created: the check gates that, never a job
@@ -330,6 +368,28 @@ class Reconciler:
             seen, history=HistoryRead(live, await self._history.fold(key, known, seen.previous, total))
         )
 
+    async def _read_fit(self, seen: Reads) -> Reads:
+        """The claims the job mounts and the GPU nodes, when :func:`~flashrl_operator.job.step.fit_due`:
+        a GET per claim and one LIST of the nodes carrying ``nvidia.com/gpu.product``. A refused read
+        (RBAC: the chart's namespace-scoped mode may not list nodes) judges nothing on that side."""
+        assert seen.job is not None
+        if not self._check_fit or not fit_due(seen.previous, seen.generation, seen.refused):
+            return seen
+        mounted: dict[str, Mapping[str, Any] | None] = {}
+        for claim in cluster_needs(seen.job).claims:
+            try:
+                mounted[claim] = await self._kube.get(PERSISTENT_VOLUME_CLAIM, seen.namespace, claim)
+            except RejectedError as exc:
+                self._refused_once("read claims", exc, "a missing claim shows only as pods that wait")
+        nodes: tuple[Mapping[str, Any], ...] | None = None
+        try:
+            nodes = tuple(await self._kube.list_objects(NODE, None, GPU_PRODUCT_LABEL))
+        except RejectedError as exc:
+            self._refused_once(
+                "list nodes", exc, "a job whose GPU pods can never fit waits for its startup deadline"
+            )
+        return replace(seen, nodes=nodes, mounted=mounted)
+
     async def _read_children(self, seen: Reads, children: Sequence[Child]) -> Reads:
         """Each of ``children`` by name (``None``: missing); the others are not read."""
         live = {c.describe(): await self._kube.get(c.resource, c.namespace, c.name) for c in children}
@@ -340,6 +400,9 @@ class Reconciler:
         assert seen.job is not None and seen.desired is not None
         claims: dict[str, Mapping[str, Any] | None] = {}
         for claim in claims_to_read(seen.job, seen.desired, seen.previous):
+            if claim in seen.mounted:  # read a moment ago for the fit judgement
+                claims[claim] = seen.mounted[claim]
+                continue
             try:
                 claims[claim] = await self._kube.get(PERSISTENT_VOLUME_CLAIM, seen.namespace, claim)
             except RejectedError as exc:
@@ -362,25 +425,78 @@ class Reconciler:
         ray_view = RayJobView.of(ray_live) if ray_live is not None else None
         cluster = await self._ray_cluster(seen.namespace, ray_view, seen.previous)
         problems = await self._pod_problems(seen.namespace, ray_view, cluster)
+        holders = await self._gpu_holders(seen, problems)
         reported = None
         if may_end_attempt(seen.previous, ray_live) and seen.desired.ray_job.describe() in seen.live:
             fresh = await self._kube.get(FLASHRL_JOB, seen.namespace, seen.name)
             reported = Reported.of(fresh.get("status") or {}) if fresh is not None else None
         rejected = rejection(seen.previous, seen.generation, seen.refused)
-        released = await self._released(seen) if rejected is None else ()
-        return replace(seen, ray_cluster=cluster, pod_problems=problems, reported=reported, released=released)
+        released, holding = await self._released(seen) if rejected is None else ((), ())
+        workload = await self._workload(seen, ray_view)
+        return replace(
+            seen,
+            ray_cluster=cluster,
+            pod_problems=problems,
+            gpu_holders=holders,
+            reported=reported,
+            released=released,
+            holding=holding,
+            workload=workload,
+        )
 
-    async def _released(self, seen: Reads) -> tuple[int, ...]:
+    async def _gpu_holders(self, seen: Reads, problems: tuple[PodProblem, ...]) -> str | None:
+        """Whose pods hold the GPUs a starting pod waits for
+        (:func:`~flashrl_operator.job.step.waits_for_gpus`), when the job fits the cluster: one LIST of
+        the GPU nodes, and one of the pods bound to each of the job's matching nodes (a few at most,
+        :func:`~flashrl_operator.job.fits.holder_nodes`)."""
+        assert seen.job is not None and seen.desired is not None
+        if not self._check_fit or not waits_for_gpus(problems):
+            return None
+        try:
+            nodes = await self._kube.list_objects(NODE, None, GPU_PRODUCT_LABEL)
+            judged = capacity(gpu_pools(seen.job.spec), nodes)
+            pods: list[dict[str, Any]] = []
+            for node in holder_nodes(judged) if judged.fits else ():
+                pods += await self._kube.list_objects(POD, None, "", field_selector=f"spec.nodeName={node}")
+        except RejectedError as exc:
+            self._refused_once("list nodes and their pods", exc, "a job waiting for GPUs does not say whose")
+            return None
+        return gpu_holders(judged, pods, (seen.namespace, seen.job.name), queued=seen.desired.queued)
+
+    async def _workload(self, seen: Reads, ray_job: RayJobView | None) -> WorkloadView | None:
+        """The Kueue Workload of a queued RayJob Kueue has not admitted (one LIST by its UID label),
+        for the status to say why the job waits; ``None`` otherwise, or when it cannot be read."""
+        assert seen.desired is not None
+        if not seen.desired.queued or ray_job is None or not ray_job.spec_suspend or not ray_job.uid:
+            return None
+        try:
+            found = await self._kube.list_objects(
+                kueue.WORKLOAD, seen.namespace, kueue.workload_selector(ray_job.uid)
+            )
+        except RejectedError as exc:
+            self._refused_once("list Kueue workloads", exc, "a queued job's status does not say why it waits")
+            return None
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+            return WorkloadView("", waiting=kueue.NOT_SERVED)
+        return WorkloadView.of(found[0]) if found else None
+
+    async def _released(self, seen: Reads) -> tuple[tuple[int, ...], tuple[Mapping[str, Any], ...]]:
         """Ended attempts whose GPUs are released: their Ray cluster gone, or (KubeRay's deletion rules
         keep the head for the TTL) its worker groups suspended and no worker pod left. A LIST by
-        KubeRay's label each, and one of the worker pods per remaining cluster."""
+        KubeRay's label each, and one of the worker pods per remaining cluster. Also the clusters whose
+        worker groups are not suspended (for a queued job's:
+        :func:`~flashrl_operator.job.step.suspend_worker_groups`)."""
         assert seen.job is not None
         released = []
+        unsuspended: list[Mapping[str, Any]] = []
         for attempt, ray_job_name in release_checks(seen.job, seen.previous):
             selector = f"{kuberay.ORIGINATED_FROM_NAME}={ray_job_name}"
             try:
                 clusters = await self._kube.list_objects(kuberay.RAY_CLUSTER, seen.namespace, selector)
                 holding = [c for c in clusters if not kuberay.worker_groups_suspended(c)]
+                unsuspended += holding
                 for cluster in clusters if not holding else ():
                     name = str((cluster.get("metadata") or {}).get("name") or "")
                     if await self._kube.list_objects(POD, seen.namespace, kuberay.worker_selector(name)):
@@ -395,7 +511,7 @@ class Reconciler:
                 break
             if not holding:
                 released.append(attempt)
-        return tuple(released)
+        return tuple(released), tuple(unsuspended)
 
     async def _ray_cluster(
         self, namespace: str, ray_job: RayJobView | None, previous: Mapping[str, Any]
@@ -493,6 +609,19 @@ class Reconciler:
                 await self._kube.patch(patch.resource, patch.namespace, patch.name, patch.body)
             except RejectedError as exc:
                 self._refused_once("annotate claims", exc, "the next job stages its sources again")
+        for patch in step.suspend_workers:
+            token.check()
+            try:
+                await self._kube.patch(patch.resource, patch.namespace, patch.name, patch.body)
+                logger.info("Suspended the worker groups of RayCluster %s/%s", patch.namespace, patch.name)
+            except (ConflictError, TransientError):  # changed, or gone (404)
+                logger.info(
+                    "RayCluster %s changed since it was read; the next reconcile looks again", patch.name
+                )
+            except RejectedError as exc:
+                self._refused_once(
+                    "patch RayClusters", exc, "a queued job's GPU workers stay until KubeRay's TTL"
+                )
         for ref in step.delete:
             token.check()
             try:

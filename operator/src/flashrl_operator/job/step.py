@@ -20,7 +20,9 @@ from flashrl_api.staging import staging_plan
 from flashrl_api.status import RECOVERABLE_FAILURES, ConditionType, Reason
 from flashrl_api.times import rfc3339
 from flashrl_operator.job.attempts import Attempts, Reported, on_failure
-from flashrl_operator.job.goodput import fold_attempts, goodput, unreleased
+from flashrl_operator.job.fits import capacity, claims_message, missing_claims
+from flashrl_operator.job.goodput import fold_attempts, goodput, unreleased, within_life
+from flashrl_operator.job.preflight import cluster_needs
 from flashrl_operator.job.retry_policy import BACKOFF_BASE_SECONDS
 from flashrl_operator.job.staging import record_patches, recorded
 from flashrl_operator.job.status.conditions import find_condition
@@ -61,6 +63,7 @@ from flashrl_operator.render.staging import STAGE_CONTAINER
 from flashrl_operator.vocab import kuberay
 from flashrl_operator.vocab.kinds import PERSISTENT_VOLUME_CLAIM
 from flashrl_operator.vocab.kuberay import DeploymentStatus, RayClusterView, RayJobView
+from flashrl_operator.vocab.kueue import WorkloadView
 from flashrl_operator.vocab.metrics import parse_time
 from flashrl_operator.vocab.resource import Resource
 
@@ -74,6 +77,9 @@ ENDED_DEPLOYMENTS: Final = frozenset(
 
 #: A wake-up lands this long after the backoff ends, so the reconcile finds it over.
 WAKE_MARGIN_SECONDS: Final = 0.05
+
+#: How soon a queued job is looked at again while its Kueue workload does not say why it waits.
+QUEUED_RECHECK_SECONDS: Final = 5.0
 
 #: The Event the mismatch guard's ``Suspend`` action posts.
 GUARD_SUSPEND_MESSAGE: Final = (
@@ -95,7 +101,11 @@ class Reads:
     """``metadata.creationTimestamp`` (when the operator first saw it, if absent)."""
     generation: int | None = None
     previous: Mapping[str, Any] = field(default_factory=dict)
-    """The status as read (the launcher's keys included)."""
+    """The status the reconcile decides from: the launcher's keys as read, the operator's own keys as
+    the operator last wrote them (:class:`~flashrl_operator.job.memory.StatusMemory`)."""
+    on_server: Mapping[str, Any] | None = None
+    """The status as read, when someone else wrote the operator's keys since (``None``: ``previous``):
+    what the status patch is computed against, so their values are written over."""
     spec_problems: tuple[str, ...] = ()
     """An invalid spec, or what verl would refuse in it (nothing else is read then)."""
     policy_problems: tuple[str, ...] = ()
@@ -120,6 +130,10 @@ class Reads:
     the status as read is new enough."""
     released: tuple[int, ...] = ()
     """Ended attempts whose Ray cluster is gone (:func:`release_checks`)."""
+    holding: tuple[Mapping[str, Any], ...] = ()
+    """Ended attempts' RayClusters whose worker groups are not suspended (:func:`release_checks`)."""
+    workload: WorkloadView | None = None
+    """The Kueue Workload of the queued RayJob, while Kueue has not admitted it."""
     retry_backoff: float = BACKOFF_BASE_SECONDS
     new: bool = False
     """A new job (:func:`creates_first`): only :func:`children_to_read` were read, and each child not
@@ -128,6 +142,18 @@ class Reads:
     """The history ConfigMap and the reported status folded into it (``None``: nothing to fold now)."""
     history_wait: float | None = None
     """Seconds until the history may be folded again, when the status reports something not folded."""
+    nodes: tuple[Mapping[str, Any], ...] | None = None
+    """The GPU nodes, read when :func:`fit_due` (``None``: not read, or not readable)."""
+    mounted: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
+    """The claims the job mounts, read when :func:`fit_due` (``None``: missing; a claim whose read was
+    refused has no key)."""
+    gpu_holders: str | None = None
+    """Whose pods hold the GPUs the job's unschedulable pods wait for (:func:`waits_for_gpus`)."""
+
+    @property
+    def server_status(self) -> Mapping[str, Any]:
+        """The status as the server holds it (what a patch changes)."""
+        return self.previous if self.on_server is None else self.on_server
 
     def live_of(self, child: Child) -> Mapping[str, Any] | None:
         """``child`` as read (``None`` when missing or not read)."""
@@ -204,6 +230,9 @@ class Step:
     """Records of staged sources on their claims."""
     delete: tuple[Ref, ...] = ()
     """The failed attempt's RayJob on a retry (its GPUs are freed now, not at KubeRay's TTL)."""
+    suspend_workers: tuple[Patch, ...] = ()
+    """A queued job's ended Ray clusters whose GPU workers still run: their worker groups suspended
+    (:func:`suspend_worker_groups`), as KubeRay's deletion rules do for a job without a queue."""
     spec_patch: Mapping[str, Any] | None = None
     """A merge patch to the job's spec (the mismatch guard's Suspend), sent after the status: the
     reconcile its change triggers gets the job from the watch event, which must already hold the
@@ -248,6 +277,25 @@ def attempt_context(
 # What is read.
 
 
+#: The keys a final phase is: dropped together when an observation contradicts it.
+FINAL_KEYS: Final = ("phase", "reason", "message", "completionTime")
+
+
+def distrusted(previous: Mapping[str, Any], ray_job: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """``previous`` without a ``Succeeded`` the job's own RayJob contradicts (pure).
+
+    For a status the operator has no memory of writing (it restarted): ``Succeeded`` comes only from the
+    RayJob's ``jobStatus: SUCCEEDED``, so while the job's RayJob exists and says anything else the
+    phase was written by someone else, and the job is judged again from what is observed. A missing
+    RayJob contradicts nothing (a finished job's may be deleted), so the phase stands then.
+    """
+    if previous.get("phase") != "Succeeded" or ray_job is None:
+        return previous
+    if RayJobView.of(ray_job).job_status == kuberay.JobStatus.SUCCEEDED:
+        return previous
+    return {k: v for k, v in previous.items() if k not in FINAL_KEYS}
+
+
 def rejection(previous: Mapping[str, Any], generation: int | None, refused: str | None) -> str | None:
     """Why a child of this generation was rejected, if one was: retrying cannot help until the spec
     changes (a new generation), so a ``ChildRejected`` status stands for its generation."""
@@ -288,6 +336,40 @@ def children_to_read(o: Reads) -> tuple[Child, ...]:
     if o.new:
         return (ray_job,) if o.desired.staging_job is not None else ()
     return tuple(o.desired.children)
+
+
+#: Phases in which a job has not created its RayJob yet (``None``: a new job).
+BEFORE_RAY_JOB: Final = frozenset({None, "Pending", "Staging"})
+
+
+def fit_due(previous: Mapping[str, Any], generation: int | None, refused: str | None) -> bool:
+    """Whether the reconcile judges if the job can ever start (:mod:`~flashrl_operator.job.fits`): before
+    its first RayJob, for each generation of its spec (a new job, an edit), so a job that never fits
+    fails before anything is created. One LIST of the GPU nodes and a GET per claim; none afterwards."""
+    return (
+        converging(previous, generation, refused)
+        and previous.get("phase") in BEFORE_RAY_JOB
+        and previous.get("observedGeneration") != generation
+        and not Attempts.of(previous).created
+    )
+
+
+def cannot_start(o: Reads) -> tuple[str | None, str | None]:
+    """The ``ClaimNotFound`` and ``NeverFits`` messages from what :func:`fit_due` read (``None``: none)."""
+    assert o.job is not None
+    missing = claims_message(missing_claims(cluster_needs(o.job).claims, o.mounted, o.namespace))
+    never = capacity(gpu_pools(o.job.spec), o.nodes).message() if o.nodes is not None else None
+    return missing, never
+
+
+#: What the scheduler says of a pod that no node has the free GPUs for.
+INSUFFICIENT_GPUS: Final = "Insufficient nvidia.com/gpu"
+
+
+def waits_for_gpus(problems: tuple[PodProblem, ...]) -> bool:
+    """Whether a pod of the starting cluster waits for GPUs (the scheduler found none free): then the
+    GPU nodes and their pods are read to name whose pods hold them (``WaitingForGPUs``)."""
+    return any(p.reason == Reason.POD_UNSCHEDULABLE and INSUFFICIENT_GPUS in p.detail for p in problems)
 
 
 def _staged_held(previous: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -623,7 +705,9 @@ def with_goodput(o: Reads, obs: Observation, decided: Decided) -> Decided:
     pools = gpu_pools(o.job.spec)  # both pools' GPUs are held from the RayJob's creation (separate-async)
     gpus = sum(pool.gpus for pool in pools)
     launcher = obs.previous.get("launcherPhases")
-    folded = fold_attempts(attempts, launcher, gpus, o.released, rfc3339(o.now), admitted)
+    now = rfc3339(o.now)
+    folded = fold_attempts(attempts, launcher, gpus, o.released, now, admitted)
+    folded = within_life(folded, rfc3339(o.created), now, gpus)
     split = [(pool.name, pool.gpus) for pool in pools]
     ledger = goodput(folded, obs.previous.get("conditions"), rfc3339(o.created), split)
     # Unchanged attempts stay as the attempt rules left them (a final job's are not rewritten).
@@ -647,6 +731,28 @@ def guard_suspend(
     return patch, (Announcement("Warning", Reason.MISMATCH_DRIFT, GUARD_SUSPEND_MESSAGE),)
 
 
+def suspend_worker_groups(o: Reads) -> tuple[Patch, ...]:
+    """The merge patches that suspend every worker group of the ended attempts' RayClusters in
+    :attr:`Reads.holding` (KubeRay then deletes their worker pods; the head stays for the TTL).
+
+    A queued RayJob is rendered with ``shutdownAfterJobFinishes`` (Kueue and KubeRay require it of a
+    suspendable RayJob, and KubeRay refuses deletion rules beside it), so KubeRay would keep the GPU
+    workers until the TTL while Kueue, seeing the job finished, admits the next one onto those GPUs.
+    The operator does what KubeRay's ``DeleteWorkers`` rule does. Each patch carries the cluster's
+    ``resourceVersion``: a cluster changed since it was read is left to the next reconcile.
+    """
+    patches = []
+    for cluster in o.holding:
+        meta = cluster.get("metadata") or {}
+        groups = (cluster.get("spec") or {}).get("workerGroupSpecs") or []
+        body = {
+            "metadata": {"resourceVersion": meta.get("resourceVersion")},
+            "spec": {"workerGroupSpecs": [{**group, "suspend": True} for group in groups]},
+        }
+        patches.append(Patch(kuberay.RAY_CLUSTER, o.namespace, str(meta.get("name") or ""), body))
+    return tuple(patches)
+
+
 # The step.
 
 
@@ -655,6 +761,15 @@ def _wake_after(when: str | None, now: datetime.datetime) -> float | None:
     if moment is None:
         return None
     return max(0.0, (moment - now).total_seconds()) + WAKE_MARGIN_SECONDS
+
+
+def _queued_wake(decision: PhaseDecision, workload: WorkloadView | None, wake: float | None) -> float | None:
+    """A queued job whose Kueue workload does not say yet why it waits is looked at again in
+    :data:`QUEUED_RECHECK_SECONDS` (nothing of the Workload's is watched); afterwards the resync
+    refreshes the reason."""
+    if decision.reason != Reason.QUEUED or (workload is not None and workload.waiting):
+        return wake
+    return QUEUED_RECHECK_SECONDS if wake is None else min(wake, QUEUED_RECHECK_SECONDS)
 
 
 def _refused(o: Reads) -> Step:
@@ -666,13 +781,28 @@ def _refused(o: Reads) -> Step:
         previous=o.previous,
     )
     status = status_of(obs, Decided(decide_phase(obs)), rfc3339(o.now))
-    return Step(status, status_patch(o.previous, status), tuple(status_events(o.previous, status)))
+    return Step(status, status_patch(o.server_status, status), tuple(status_events(o.previous, status)))
+
+
+def _never_starts(o: Reads, missing: str | None, never: str | None) -> Step:
+    """A job the cluster can never hold, or whose claim does not exist: Failed, nothing created."""
+    obs = Observation(
+        generation=o.generation,
+        missing_claims=missing,
+        never_fits=never,
+        previous=o.previous,
+    )
+    status = status_of(obs, Decided(decide_phase(obs)), rfc3339(o.now))
+    return Step(status, status_patch(o.server_status, status), tuple(status_events(o.previous, status)))
 
 
 def next_step(o: Reads) -> Step:
     """Everything one reconcile does, decided from what it read."""
     if o.job is None or o.desired is None or o.spec_problems or o.policy_problems:
         return _refused(o)
+    missing, never = cannot_start(o)
+    if missing or never:
+        return _never_starts(o, missing, never)
     job, desired, previous = o.job, o.desired, o.previous
     attempts = Attempts.of(previous)
     final = is_final(previous)
@@ -697,7 +827,9 @@ def next_step(o: Reads) -> Step:
         ray_job_name=desired.ray_job.name,
         ray_job=ray_view,
         ray_cluster=o.ray_cluster,
+        workload=o.workload,
         pod_problems=o.pod_problems,
+        gpu_holders=o.gpu_holders,
         staging=plan.staging,
         previous=previous,
         guard=guard_observation(job.spec.correction.guard, previous),
@@ -724,12 +856,13 @@ def next_step(o: Reads) -> Step:
     wakes = [w for w in (_wake_after(outcome.wake_at, o.now), o.history_wait) if w is not None]
     return Step(
         status=status,
-        status_patch=status_patch(previous, status),
+        status_patch=status_patch(o.server_status, status),
         events=(*outcome.events, *status_events(previous, status), *guard_events, *history_events),
         apply=(*plan.apply, *history),
         claim_patches=plan.claim_patches,
         delete=outcome.delete,
+        suspend_workers=suspend_worker_groups(o) if desired.queued else (),
         spec_patch=spec_patch,
-        wake_after=min(wakes, default=None),
+        wake_after=_queued_wake(decided.phase, o.workload, min(wakes, default=None)),
         goodput=decided.goodput,
     )

@@ -39,6 +39,7 @@ from flashrl_operator.experiment.reconciler import (
     experiment_of,
 )
 from flashrl_operator.job.history import FOLD_INTERVAL_SECONDS, History
+from flashrl_operator.job.memory import StatusMemory
 from flashrl_operator.job.policy import AdminPolicy
 from flashrl_operator.job.reconciler import Reconciler
 from flashrl_operator.job.retry_policy import jittered
@@ -105,6 +106,10 @@ class OperatorConfig:
 
     check_overrides: bool = True
     """Compose spec.overrides against the verl config when hydra and verl are importable."""
+
+    check_fit: bool = True
+    """Fail a new job whose GPU pods can never fit on the cluster's nodes (``NeverFits``) or whose claim
+    does not exist (``ClaimNotFound``) before anything is created (``--no-fit-check`` turns it off)."""
 
     check_slots: int | None = None
     """verl checks under way at once (``--verl-check-slots``; child processes, about 70 MiB each); no
@@ -301,17 +306,20 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
         )
         logger.info("verl checks: %d at once", ctx.verl_check.slots.slots)
         ctx.history = History(config.history_interval)
+        memory = StatusMemory()  # the operator's status keys, shared by both reconcilers
         ctx.reconciler = Reconciler(
             ctx.kube,
             ctx.metrics,
             ctx.verl_check,
             ctx.history,
+            memory,
             policy=config.policy,
             network=config.network,
             retry_backoff=config.retry_backoff,
             default_trainer_image=config.default_trainer_image,
+            check_fit=config.check_fit,
         )
-        ctx.experiments = ExperimentReconciler(ctx.kube)
+        ctx.experiments = ExperimentReconciler(ctx.kube, memory=memory)
         ctx.experiment_intake = experiment_intake(ctx)
         if config.metrics_port is not None:
             ctx.metrics_server = MetricsServer(ctx.metrics, config.bind_host, config.metrics_port)

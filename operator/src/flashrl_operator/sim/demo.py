@@ -8,8 +8,10 @@ launcher's progress reports are played by :class:`~flashrl_operator.sim.standins
 by the launcher's own Prometheus exporter, of which the demo prints one scrape).
 Each timeline line says who did it: the emulator records the actor of every write, so an object
 the emulated KubeRay created is not shown as the operator's. The operator's own log lines are held
-back (they would break the timeline) and printed only if the demo fails. Every wait has a deadline;
-on any failure the demo says what it was waiting for and exits non-zero. It always stops the
+back (they would break the timeline) and printed only if the demo fails. Every wait is bounded by
+progress, not by the clock (:mod:`flashrl_operator.sim.progress`): a busy machine only makes the demo
+slower, while a job that fails, an operator that stops or a run where nothing moved for the stall window
+ends it at once; it then says what it was waiting for and exits non-zero. It always stops the
 operator thread and the server.
 
 The example job ships with the package (:data:`EXAMPLE`), so ``flashrl demo`` works from any
@@ -46,10 +48,10 @@ from flashrl_operator.sim.apiserver import (
     SCHEDULER,
     USER,
     EmulatedApiServer,
-    eventually,
 )
 from flashrl_operator.sim.harness import EmulatedCluster
-from flashrl_operator.sim.logs import held_logs
+from flashrl_operator.sim.logs import HeldLogs, held_logs
+from flashrl_operator.sim.progress import DEFAULT_STALL_S, Progress, StalledError
 from flashrl_operator.sim.staging import JOB_CONTROLLER, STAGER
 from flashrl_operator.sim.standins import (
     CLUSTER_STARTING,
@@ -76,8 +78,6 @@ def demo_total_steps(interval: int) -> int:
     return interval + DEMO_STEPS_LOST + DEMO_STEPS_AFTER_FAILURE
 
 
-#: The whole lifecycle must complete within this many seconds.
-DEFAULT_DEADLINE: Final = 90.0
 #: How the timeline names each actor the emulator records (the rest by their own name).
 WHO: Final[dict[str, str]] = {COMPONENT: "operator", "kopf": "operator (kopf)", USER: "kubectl apply"}
 
@@ -158,7 +158,9 @@ class DemoFailedError(Exception):
 NO_FREE_GPU: Final = "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
 
 
-async def _lifecycle(manifest: dict[str, Any], out: TextIO, deadline: float, full: bool = False) -> None:
+async def _lifecycle(
+    manifest: dict[str, Any], out: TextIO, stall_s: float, held: HeldLogs | None = None, full: bool = False
+) -> None:
     namespace = str(manifest["metadata"].get("namespace") or "default")
     manifest = {**manifest, "metadata": {**manifest["metadata"], "namespace": namespace}}
     name = str(manifest["metadata"]["name"])
@@ -182,7 +184,8 @@ async def _lifecycle(manifest: dict[str, Any], out: TextIO, deadline: float, ful
             retry_backoff=1.0,
         )
         timeline.say("operator", f"started (watching all namespaces; metrics at {operator.metrics_url})")
-        state = await _play(cluster, timeline, manifest, namespace, name, deadline)
+        progress = Progress(cluster.server, held, stall_s, alive=lambda: operator.alive)
+        state = await _play(cluster, timeline, manifest, namespace, name, progress)
         await _show_metrics(cluster, state, namespace, name, out, full)
         final = await cluster.api.get(JOBS_RESOURCE, namespace, name)
         current = str(((final or {}).get("status") or {}).get("rayJobName") or name)
@@ -207,7 +210,7 @@ async def _play(
     manifest: dict[str, Any],
     namespace: str,
     name: str,
-    deadline: float,
+    progress: Progress,
 ) -> RunState:
     server, api, kuberay = cluster.server, cluster.api, cluster.kuberay
 
@@ -224,8 +227,12 @@ async def _play(
         return status
 
     async def until(what: str, check: Any) -> dict[str, Any]:
+        latest: dict[str, Any] = {}
+
         async def probe() -> dict[str, Any] | None:
             status = await observe()
+            latest.clear()
+            latest.update(status)
             if not check(status):
                 return None
             # A check on the server's writes can pass on a write made after observe() printed them:
@@ -233,10 +240,15 @@ async def _play(
             timeline.objects(server)
             return status
 
-        remaining = max(1.0, deadline - time.monotonic())
+        def failed() -> str | None:
+            # Failed is terminal: waiting on would only wait for the stall window.
+            if latest.get("phase") != "Failed":
+                return None
+            return f"the job Failed ({latest.get('reason')}: {latest.get('message')})"
+
         try:
-            return await eventually(probe, what, remaining)
-        except TimeoutError as exc:
+            return await progress.until(probe, what, failed)
+        except StalledError as exc:
             raise DemoFailedError(str(exc)) from None
 
     def phase(wanted: str) -> Any:
@@ -417,11 +429,11 @@ async def _play(
     )
     final = await _release_clusters(cluster, timeline, until, namespace, retry)
     await observe()
-    progress = final.get("progress") or {}
+    reached = final.get("progress") or {}
     timeline.say(
         "result",
-        f"FlashRLJob {namespace}/{name}: {final.get('phase')} at step {progress.get('step')}/"
-        f"{progress.get('totalSteps')}, completed {final.get('completionTime')}; attempt "
+        f"FlashRLJob {namespace}/{name}: {final.get('phase')} at step {reached.get('step')}/"
+        f"{reached.get('totalSteps')}, completed {final.get('completionTime')}; attempt "
         f"{final.get('attempt')}, {final.get('lostSteps')} step(s) lost to the failure",
     )
     for entry in final.get("attempts") or []:
@@ -623,12 +635,13 @@ def run_demo(
     manifest_path: str | Path | Traversable | None,
     out: TextIO,
     err: TextIO,
-    deadline_s: float = DEFAULT_DEADLINE,
+    stall_s: float = DEFAULT_STALL_S,
     experiment_report: Path | None = None,
     full: bool = False,
 ) -> int:
     """Run the demo; 0 when the lifecycle completed, 1 when it did not, 2 for an invalid manifest.
     ``full`` prints the whole RayJob and the whole scrape instead of what a reader needs of them.
+    ``stall_s``: seconds in which nothing moved before a wait gives up (no total time limit).
 
     ``manifest_path`` ``None`` runs the packaged example (:data:`EXAMPLE`). With
     ``experiment_report``, the demo goes on with an emulated two-variant experiment and writes its
@@ -655,9 +668,9 @@ def run_demo(
     started = time.monotonic()
     with held_logs() as held:
         try:
-            asyncio.run(_lifecycle(dict(docs[0]), out, started + deadline_s, full))
+            asyncio.run(_lifecycle(dict(docs[0]), out, stall_s, held, full))
         except DemoFailedError as exc:
-            print(f"\nFAILED: the lifecycle did not complete within {deadline_s:.0f}s: {exc}", file=err)
+            print(f"\nFAILED: the lifecycle did not complete: {exc}", file=err)
             print("The operator's log:\n" + "\n".join(held.lines[-60:]), file=err)
             return 1
     elapsed = time.monotonic() - started
@@ -670,4 +683,4 @@ def run_demo(
         return 0
     from flashrl_operator.sim.experiment_demo import run_experiment_demo
 
-    return run_experiment_demo(out, err, experiment_report)
+    return run_experiment_demo(out, err, experiment_report, stall_s=stall_s)

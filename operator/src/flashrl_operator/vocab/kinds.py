@@ -33,6 +33,10 @@ NETWORK_POLICY: Final = Resource("networking.k8s.io/v1", "NetworkPolicy", "netwo
 EVENT: Final = Resource("v1", "Event", "events")
 #: The RayCluster's pods; the operator only lists them while a cluster is starting.
 POD: Final = Resource("v1", "Pod", "pods")
+#: The nodes (cluster-scoped): listed, GPU nodes only, before a new job creates anything, to judge
+#: whether its GPU pods can ever fit (job/fits.py); and, with the pods bound to them, whose pods hold the
+#: GPUs a starting job waits for.
+NODE: Final = Resource("v1", "Node", "nodes")
 #: The staging Job (render/staging.py), run before the RayJob when sources must be downloaded.
 JOB: Final = Resource("batch/v1", "Job", "jobs")
 #: The claims sources are staged into: read, and annotated with what is staged on them (staging.py).
@@ -50,7 +54,7 @@ CHILD_KINDS: Final[tuple[Resource, ...]] = (
 )
 
 #: Kinds the operator only reads.
-READ_KINDS: Final[tuple[Resource, ...]] = (kuberay.RAY_CLUSTER, POD)
+READ_KINDS: Final[tuple[Resource, ...]] = (kuberay.RAY_CLUSTER, POD, NODE)
 
 #: Kinds the operator reads and patches but neither creates nor owns.
 ANNOTATED_KINDS: Final[tuple[Resource, ...]] = (PERSISTENT_VOLUME_CLAIM,)

@@ -27,10 +27,13 @@ class Resource:
         """The API version within the group (``v1``)."""
         return self.api_version.rpartition("/")[2]
 
-    def path(self, namespace: str, name: str | None = None, subresource: str | None = None) -> str:
-        """The URL path of the collection, an object, or one of its subresources."""
+    def path(self, namespace: str | None, name: str | None = None, subresource: str | None = None) -> str:
+        """The URL path of the collection, an object, or one of its subresources; ``namespace`` ``None``:
+        a cluster-scoped kind's, or a namespaced kind's collection in every namespace."""
         base = "/api/v1" if self.api_version == "v1" else f"/apis/{self.api_version}"
-        path = f"{base}/namespaces/{namespace}/{self.plural}"
+        path = (
+            f"{base}/{self.plural}" if namespace is None else f"{base}/namespaces/{namespace}/{self.plural}"
+        )
         if name is not None:
             path += f"/{name}"
             if subresource is not None:

@@ -7,6 +7,8 @@ from typing import Any
 import pytest
 from status_wire import NOW, desired_status
 
+from flashrl_api import parse_job
+from flashrl_api.staging import staging_plan
 from flashrl_operator.job.status.conditions import find_condition
 from flashrl_operator.job.status.mapping import (
     Observation,
@@ -16,6 +18,8 @@ from flashrl_operator.job.status.mapping import (
     phase_changed,
     status_patch,
 )
+from flashrl_operator.job.status.staging import StagingObservation
+from flashrl_operator.vocab.kueue import WorkloadView
 
 
 def ray_job(
@@ -67,9 +71,39 @@ def test_phase_from_kuberay(view: RayJobView, phase: str, reason: str) -> None:
 
 def test_kueue_suspension_is_reported_as_queued() -> None:
     obs = Observation(ray_job=ray_job(suspend=True), queued=True, ray_job_name="j")
-    assert (decide_phase(obs).phase, decide_phase(obs).reason) == ("Suspended", "Queued")
+    assert (decide_phase(obs).phase, decide_phase(obs).reason) == ("Pending", "Queued")
     obs = Observation(ray_job=ray_job("Suspended"), queued=True, ray_job_name="j")
     assert decide_phase(obs).reason == "Queued"
+
+
+def test_a_queued_job_names_its_kueue_workload_and_why_it_waits() -> None:
+    workload = WorkloadView.of(
+        {
+            "metadata": {"name": "rayjob-j-1a2b3"},
+            "spec": {"queueName": "h20-training"},
+            "status": {
+                "conditions": [
+                    {
+                        "type": "QuotaReserved",
+                        "status": "False",
+                        "reason": "Pending",
+                        "message": "couldn't assign flavors to pod set workers: insufficient unused quota "
+                        "for nvidia.com/gpu in flavor nvidia-h20, 8 more needed",
+                    }
+                ]
+            },
+        }
+    )
+    obs = Observation(ray_job=ray_job("Suspended"), queued=True, ray_job_name="j", workload=workload)
+    decision = decide_phase(obs)
+    assert (decision.phase, decision.reason) == ("Pending", "Queued")
+    assert "Kueue workload rayjob-j-1a2b3 (LocalQueue h20-training)" in decision.message
+    assert (
+        "insufficient unused quota for nvidia.com/gpu in flavor nvidia-h20, 8 more needed" in decision.message
+    )
+    # Suspended by the user stays Suspended, queue or not.
+    user = Observation(ray_job=ray_job("Suspended"), queued=True, suspend_requested=True, ray_job_name="j")
+    assert decide_phase(user).phase == "Suspended"
 
 
 def test_invalid_spec_fails_with_paths_and_no_ray_job() -> None:
@@ -234,3 +268,24 @@ def test_every_key_the_status_computation_sets_is_owned() -> None:
     status = status_of(obs, decided, NOW)
     written = set(status.model_dump(by_alias=True, exclude_unset=True, exclude_none=True))
     assert written == set(OWNED_KEYS)
+
+
+def test_the_rayjob_is_named_only_once_it_exists_as_cluster_ready_says() -> None:
+    # Staging (or queued, or a retry's next attempt): ClusterReady says the RayJob does not exist yet, and
+    # the status (the RAYJOB printer column, .status.rayJobName) names none.
+    manifest = {"apiVersion": "flashrl.dev/v1alpha1", "kind": "FlashRLJob", "metadata": {"name": "j"}}
+    plan = tuple(staging_plan(parse_job({**manifest, "spec": {}}).spec))  # the defaults: Hub sources
+    assert plan
+    staging = desired_status(Observation(ray_job_name="j", staging=StagingObservation(plan=plan)), NOW)
+    assert (staging["phase"], staging["reason"]) == ("Staging", None)
+    ready = find_condition(staging["conditions"], "ClusterReady")
+    assert ready is not None
+    assert (ready["reason"], ready["message"]) == ("ClusterNotCreated", "The RayJob does not exist yet")
+    assert staging["rayJobName"] is None
+    # The reconcile that creates it names it, and ClusterReady says it is being created.
+    creating = desired_status(Observation(ray_job_name="j"), NOW)
+    ready = find_condition(creating["conditions"], "ClusterReady")
+    assert ready is not None and ready["message"] == "The RayJob is being created"
+    assert (creating["phase"], creating["rayJobName"]) == ("Pending", "j")
+    created = desired_status(Observation(ray_job=ray_job("Initializing"), ray_job_name="j"), NOW)
+    assert created["rayJobName"] == "j"

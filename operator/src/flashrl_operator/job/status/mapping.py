@@ -56,6 +56,7 @@ from flashrl_operator.vocab.kuberay import (
     RayClusterView,
     RayJobView,
 )
+from flashrl_operator.vocab.kueue import WorkloadView
 
 _M = TypeVar("_M", bound=BaseModel)
 
@@ -127,8 +128,22 @@ class Observation:
     ray_cluster: RayClusterView | None = None
     """The RayCluster the RayJob names, or ``None`` (not named yet, not read, or gone)."""
 
+    workload: WorkloadView | None = None
+    """The Kueue Workload of a queued RayJob Kueue has not admitted (read only then)."""
+
     pod_problems: tuple[PodProblem, ...] = ()
     """Why some of the cluster's pods are not starting (read only while the cluster starts)."""
+
+    missing_claims: str | None = None
+    """Claims the job mounts that do not exist (``ClaimNotFound``; judged before anything is created)."""
+
+    never_fits: str | None = None
+    """What the job needs and the cluster can never offer (``NeverFits``; judged before anything is
+    created)."""
+
+    gpu_holders: str | None = None
+    """Whose pods hold the GPUs the job's unschedulable pods wait for, when the job fits the cluster
+    (``WaitingForGPUs``)."""
 
     staging: StagingObservation | None = None
     """The staging Job's progress and outcome; ``None`` when not looked at (the previous Staged
@@ -181,10 +196,20 @@ def _kuberay_phase(obs: Observation, rj: RayJobView) -> PhaseDecision:
         rj,
         queued=obs.queued,
         suspend_requested=obs.suspend_requested,
+        workload=obs.workload,
         cluster=obs.ray_cluster,
         pod_problems=obs.pod_problems,
     )
-    return with_startup_cause(decision, obs)
+    return with_startup_cause(waiting_for_gpus(decision, obs), obs)
+
+
+def waiting_for_gpus(decision: PhaseDecision, obs: Observation) -> PhaseDecision:
+    """A start held up by GPUs other pods hold, when the job fits the cluster: ``WaitingForGPUs``, naming
+    whose pods hold them, instead of the scheduler's ``PodUnschedulable``."""
+    if decision.reason != Reason.POD_UNSCHEDULABLE or not obs.gpu_holders:
+        return decision
+    head = decision.message.split("; ")[0]
+    return PhaseDecision(decision.phase, Reason.WAITING_FOR_GPUS, f"{head}; {obs.gpu_holders}")
 
 
 #: KubeRay's deadlines. When one ends a start that never finished, KubeRay's sentence says only that
@@ -194,13 +219,17 @@ DEADLINE_REASONS: Final = frozenset(
 )
 #: ClusterReady reasons that say why the Ray cluster is not up yet (the scheduler's, the kubelet's or
 #: KubeRay's words, or how far the pods got).
-STARTUP_CAUSES: Final = frozenset({*POD_PROBLEMS, Reason.REPLICA_FAILURE, Reason.CLUSTER_STARTING})
+STARTUP_CAUSES: Final = frozenset(
+    {*POD_PROBLEMS, Reason.REPLICA_FAILURE, Reason.CLUSTER_STARTING, Reason.WAITING_FOR_GPUS}
+)
 
 
 def last_startup_cause(obs: Observation) -> str | None:
     """Why the Ray cluster was not up, as last observed: the pods read now, else the ClusterReady
     condition as last written (KubeRay's Failed RayJob gets no pod reads, and its cluster may be gone).
     ``None`` when the cluster was up (a deadline that ended a running job) or nothing was known."""
+    if obs.gpu_holders:
+        return obs.gpu_holders
     if obs.pod_problems:
         return problems_summary(obs.pod_problems)
     ready = find_condition(obs.previous.get("conditions") or [], ConditionType.CLUSTER_READY)
@@ -237,6 +266,11 @@ def decide_phase(obs: Observation) -> PhaseDecision:
         return PhaseDecision("Failed", Reason.CHILD_REJECTED, obs.rejected)
     if obs.conflicts and not is_final(obs.previous):
         return PhaseDecision("Pending", Reason.CHILD_CONFLICT, _conflict_message(obs.conflicts))
+    if obs.missing_claims:
+        message = obs.missing_claims + (f". {obs.never_fits}" if obs.never_fits else "")
+        return PhaseDecision("Failed", Reason.CLAIM_NOT_FOUND, message)
+    if obs.never_fits:
+        return PhaseDecision("Failed", Reason.NEVER_FITS, obs.never_fits)
     prev = obs.previous
     if is_final(prev):
         # Final is final: its phase, reason and message stay as the reconcile that ended the job decided
@@ -275,6 +309,10 @@ def accepted_check(obs: Observation) -> Verdict:
         return Verdict("False", Reason.CHILD_REJECTED, obs.rejected)
     if obs.conflicts:
         return Verdict("False", Reason.CHILD_CONFLICT, _conflict_message(obs.conflicts))
+    if obs.missing_claims:
+        return Verdict("False", Reason.CLAIM_NOT_FOUND, obs.missing_claims)
+    if obs.never_fits:
+        return Verdict("False", Reason.NEVER_FITS, obs.never_fits)
     if obs.immutable_changes:
         return Verdict(
             "False",
@@ -286,6 +324,16 @@ def accepted_check(obs: Observation) -> Verdict:
     return Verdict("True", Reason.ACCEPTED, "Spec is valid and its objects are in place")
 
 
+def creating(obs: Observation, decided: Decided) -> bool:
+    """Whether this reconcile creates the RayJob (it applies what it decided ``Creating``), so the status
+    may name it: never while staging, suspended, or before a retry's next attempt."""
+    return (
+        decided.ray_job(obs) is None
+        and decided.next_ray_job is None
+        and decided.phase.reason == Reason.CREATING
+    )
+
+
 def cluster_ready_check(obs: Observation, decided: Decided) -> Verdict:
     """ClusterReady: the Ray cluster is up, every pod ready (KubeRay only submits then).
 
@@ -295,13 +343,21 @@ def cluster_ready_check(obs: Observation, decided: Decided) -> Verdict:
     if decision.phase in TERMINAL_PHASES and (rj is None or rj.deployment != DeploymentStatus.RUNNING):
         return Verdict("False", Reason.JOB_FINISHED, "The job finished")
     if rj is None:
+        if creating(obs, decided):
+            return Verdict("False", Reason.CLUSTER_NOT_CREATED, "The RayJob is being created")
         return Verdict("False", Reason.CLUSTER_NOT_CREATED, "The RayJob does not exist yet")
     if decision.phase == "Suspended":
         return Verdict(
             "False", Reason.CLUSTER_SUSPENDED, "The Ray cluster is deleted while the job is suspended"
         )
+    if decision.reason == Reason.QUEUED:
+        return Verdict("False", Reason.QUEUED, "No Ray cluster until Kueue admits the job")
     if obs.ray_cluster is not None:
         verdict = cluster_status_check(obs.ray_cluster, rj, obs.pod_problems)
+        if verdict is not None and verdict.reason == Reason.POD_UNSCHEDULABLE and obs.gpu_holders:
+            return Verdict(
+                "False", Reason.WAITING_FOR_GPUS, f"RayCluster {obs.ray_cluster.name}: {obs.gpu_holders}"
+            )
         if verdict is not None:
             return verdict
     if rj.deployment == DeploymentStatus.RUNNING or (
@@ -385,14 +441,22 @@ def status_of(obs: Observation, decided: Decided, now: str) -> FlashRLJobStatus:
     completion = None
     if terminal and decision.reason not in RECOVERABLE_FAILURES:
         completion = (rj.end_time if rj else "") or str(prev.get("completionTime") or "") or now
-    shown_reason = decision.is_failure or decision.reason in POD_PROBLEMS
+    shown_reason = decision.is_failure or decision.reason in (
+        *POD_PROBLEMS,
+        Reason.WAITING_FOR_GPUS,
+        Reason.QUEUED,
+    )
     return FlashRLJobStatus(
         phase=decision.phase,
         conditions=merge_conditions(  # dicts, validated into Condition models
             previous_conditions if isinstance(previous_conditions, list) else [], verdicts, now
         ),
         observed_generation=obs.generation,
-        ray_job_name=decided.ray_job_name(obs) if (rj is not None or not obs.spec_problems) else None,
+        # Named once it exists or this reconcile creates it (ClusterReady says "The RayJob does not exist
+        # yet" until then: staging, a retry's next attempt), and kept once the finished job's is gone.
+        ray_job_name=decided.ray_job_name(obs)
+        if rj is not None or creating(obs, decided)
+        else (str(prev.get("rayJobName") or "") or None if terminal else None),
         ray_cluster_name=keep("rayClusterName", rj.cluster_name if rj else None),
         dashboard_url=keep("dashboardUrl", rj.dashboard_url if rj else None),
         start_time=keep("startTime", rj.start_time if rj else None),

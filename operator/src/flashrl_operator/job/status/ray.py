@@ -29,6 +29,7 @@ from flashrl_operator.vocab.kuberay import (
     RayClusterView,
     RayJobView,
 )
+from flashrl_operator.vocab.kueue import WorkloadView
 
 
 @dataclass(frozen=True)
@@ -121,10 +122,16 @@ def should_read_pods(rj: RayJobView | None, rc: RayClusterView | None) -> bool:
     )
 
 
-def suspended_decision(*, queued: bool, suspend_requested: bool) -> PhaseDecision:
-    """Suspended: by Kueue while it has not admitted a queued job, else by the user."""
+def suspended_decision(
+    *, queued: bool, suspend_requested: bool, workload: WorkloadView | None = None
+) -> PhaseDecision:
+    """Suspended by the user; or, for a queued job, ``Pending``/``Queued`` while Kueue has not admitted
+    it: it holds no pod and no GPU, and its Kueue workload says why it waits."""
     if queued and not suspend_requested:
-        return PhaseDecision("Suspended", Reason.QUEUED, "Waiting for Kueue to admit the job")
+        why = workload.describe() if workload is not None else "its Kueue workload is not created yet"
+        return PhaseDecision(
+            "Pending", Reason.QUEUED, f"Waiting for Kueue to admit the job (holding no GPU): {why}"
+        )
     return PhaseDecision("Suspended", Reason.SUSPENDED, "Suspended by spec.lifecycle.suspend")
 
 
@@ -133,6 +140,7 @@ def ray_phase(
     *,
     queued: bool = False,
     suspend_requested: bool = False,
+    workload: WorkloadView | None = None,
     cluster: RayClusterView | None = None,
     pod_problems: tuple[PodProblem, ...] = (),
 ) -> PhaseDecision:
@@ -158,7 +166,7 @@ def ray_phase(
             rj.message or "KubeRay rejected the RayJob",
         )
     if dep in (DeploymentStatus.SUSPENDING, DeploymentStatus.SUSPENDED):
-        return suspended_decision(queued=queued, suspend_requested=suspend_requested)
+        return suspended_decision(queued=queued, suspend_requested=suspend_requested, workload=workload)
     if dep == DeploymentStatus.RUNNING:
         if rj.job_status in (JobStatus.RUNNING, JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED):
             return PhaseDecision("Running", Reason.RUNNING, "verl is training on the Ray cluster")
@@ -182,7 +190,7 @@ def ray_phase(
         return PhaseDecision("Starting", Reason.CLUSTER_STARTING, _starting_message(cluster))
     # No deployment status yet: KubeRay has not seen the RayJob (or is not installed).
     if rj.spec_suspend and (suspend_requested or queued):
-        return suspended_decision(queued=queued, suspend_requested=suspend_requested)
+        return suspended_decision(queued=queued, suspend_requested=suspend_requested, workload=workload)
     return PhaseDecision(
         "Pending", Reason.WAITING_FOR_KUBERAY, "RayJob created; waiting for KubeRay to act on it"
     )
