@@ -27,7 +27,7 @@ import aiohttp
 import pytest
 from operator_harness import job_manifest
 
-from envtest.chart import ready_for_jobs
+from envtest.chart import ready_for_jobs, room_for_jobs
 from envtest.control_plane import ControlPlane
 from envtest.operator import OperatorProcess
 from flashrl_api.history import HISTORY_KEY, MAX_HISTORY_BYTES, MAX_STEP, parse_history
@@ -59,6 +59,7 @@ def chart(control_plane: ControlPlane) -> ControlPlane:
     plane = ready_for_jobs(control_plane)
     for namespace in (ATTACKER_NS, CALM_NS):
         plane.kubectl("create", "namespace", namespace, check=False)
+        room_for_jobs(plane, namespace)  # the claims and a GPU node the operator's fit check asks for
     return plane
 
 
