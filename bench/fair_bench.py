@@ -2,7 +2,7 @@
 
 Three jobs at the size budget of one job's checks (:data:`flashrl_jobs.override_rules.MAX_OVERRIDE_ITEMS`
 list items) are queued in one namespace, then a plain job in another. Each check is the operator's
-own (:func:`flashrl_operator.job.reconciler.override_problems`: the spelling rules in process, then
+own (:func:`flashrl_operator.job.verl_check.run_checks`: the spelling rules in process, then
 verl's checks in a sandboxed child), scheduled "before" as the operator did (one at a time, first come
 first served: ``asyncio.Semaphore(1)``) and "after" as it does (:class:`~flashrl_operator.job.fair.
 FairSlots` with two slots). The figure is how long the plain job waits for its verdict.
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 from flashrl_api import FlashRLJob, parse_job
 from flashrl_jobs.override_rules import MAX_OVERRIDE_ITEMS
 from flashrl_operator.job.fair import FairSlots
-from flashrl_operator.job.reconciler import override_problems
+from flashrl_operator.job.verl_check import run_checks
 
 SLOTS = 2
 
@@ -53,7 +54,7 @@ async def _scenario(slot: Callable[[str], Any]) -> dict[str, float]:
 
     async def check(job: FlashRLJob) -> None:
         async with slot(job.namespace or ""):
-            await asyncio.to_thread(override_problems, job)
+            await asyncio.to_thread(run_checks, job, threading.Event())
         done[job.name] = time.perf_counter() - start
 
     jobs = [_job("team-a", f"slow-{i}", _largest()) for i in range(3)]
@@ -87,7 +88,9 @@ async def _both() -> tuple[dict[str, float], dict[str, float], float]:
 
 async def _scenario_alone() -> float:
     start = time.perf_counter()
-    await asyncio.to_thread(override_problems, _job("other-team", "plain", ["trainer.test_freq=3"]))
+    await asyncio.to_thread(
+        run_checks, _job("other-team", "plain", ["trainer.test_freq=3"]), threading.Event()
+    )
     return time.perf_counter() - start
 
 

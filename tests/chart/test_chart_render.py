@@ -134,6 +134,7 @@ def test_args_follow_values(render: Callable[..., list[dict[str, Any]]]) -> None
             "ports.health": "9091",
             "watchNamespaces": "{a,b}",
             "maxConcurrentReconciles": "4",
+            "verlCheckSlots": "3",
         }
     )
     container = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
@@ -142,6 +143,7 @@ def test_args_follow_values(render: Callable[..., list[dict[str, Any]]]) -> None
         "--metrics-port=9090",
         "--health-port=9091",
         "--max-concurrent-reconciles=4",
+        "--verl-check-slots=3",
         "--default-trainer-image=ghcr.io/flashrl-dev/flashrl-trainer:0.1.0",
         "--namespace=a",
         "--namespace=b",

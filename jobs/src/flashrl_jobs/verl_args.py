@@ -12,6 +12,8 @@ package and fails on any unknown key). Keys verl removed (``rollout_token_veto_t
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -631,3 +633,28 @@ def verl_overrides(job: FlashRLJob) -> list[str]:
 def verl_argv(job: FlashRLJob, python: str = "python3") -> list[str]:
     """The full verl command as an argument list (no shell involved)."""
     return [python, "-m", ENTRY_MODULE, *verl_overrides(job)]
+
+
+#: The name a check key is computed under: a job's name reaches verl only inside paths and labels.
+_CHECK_NAME: Final = "checked"
+
+
+def check_inputs(job: FlashRLJob) -> list[list[str]]:
+    """What verl's configuration checks read of ``job``: the overrides the rows generate, then the user's.
+
+    The name is replaced (it reaches verl only in the checkpoint path and the tracker's names), and so
+    is the seed unless an override names a seed: any int32 seed composes alike, so an experiment's
+    replicas, which differ only in the seed, share one check.
+    """
+    names_seed = any("seed" in override for override in job.spec.overrides)
+    spec = job.spec
+    if not names_seed:
+        spec = spec.model_copy(update={"training": spec.training.model_copy(update={"seed": 0})})
+    canonical = job.model_copy(update={"metadata": {"name": _CHECK_NAME}, "spec": spec})
+    return [generated_overrides(canonical), list(job.spec.overrides)]
+
+
+def check_key(job: FlashRLJob) -> str:
+    """A digest of :func:`check_inputs`: jobs with one key get one verdict from verl's checks."""
+    wire = json.dumps(check_inputs(job), separators=(",", ":"))
+    return hashlib.sha256(wire.encode()).hexdigest()[:32]

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -664,7 +665,7 @@ def test_validate_and_the_operator_give_one_verdict_on_the_size_budget(
     """128 overrides of 505 list items each: past one job's check budget. ``flashrl validate`` says so at
     ``spec.overrides``, as the operator does, and composes nothing (verl's config is never loaded)."""
     from flashrl_operator.job import overrides as override_checks
-    from flashrl_operator.job.reconciler import override_problems as operators_verdict
+    from flashrl_operator.job.verl_check import run_checks
 
     def composed(*_: Any, **__: Any) -> Any:
         raise AssertionError("a spec beyond the size budget was composed")
@@ -677,7 +678,7 @@ def test_validate_and_the_operator_give_one_verdict_on_the_size_budget(
         path = _write(tmp_path, text)
         job = load_job_file(path)
         validates = override_checks.override_problems(job, read_model_files=True)
-        assert [str(p) for p in validates.problems] == operators_verdict(job)
+        assert [str(p) for p in validates.problems] == run_checks(job, threading.Event())
         assert [p.path for p in validates.problems] == ["spec.overrides"]
         assert "more than the 1024" in validates.problems[0].message
         only_composed = override_checks.override_problems(job, start_up_checks=False)

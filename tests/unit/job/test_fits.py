@@ -17,7 +17,7 @@ from flashrl_operator.job.fits import LATER_NODES, capacity, claims_message, gpu
 from flashrl_operator.job.preflight import ClusterFacts, cluster_needs, cluster_problems
 from flashrl_operator.job.status.mapping import Decided, Observation, decide_phase, status_of
 from flashrl_operator.job.status.pods import PodProblem
-from flashrl_operator.job.step import Observed, attempt_context, fit_due, next_step, waits_for_gpus
+from flashrl_operator.job.step import Reads, attempt_context, fit_due, next_step, waits_for_gpus
 from flashrl_operator.render import render
 from flashrl_operator.vocab.kuberay import RayClusterView, RayJobView
 
@@ -212,9 +212,9 @@ def facts(nodes: list[dict[str, Any]], claims: Mapping[str, Any] | None = None) 
 NOW = datetime.datetime(2026, 3, 1, 12, 0, tzinfo=datetime.UTC)
 
 
-def observed(j: FlashRLJob, nodes: list[dict[str, Any]] | None, mounted: Mapping[str, Any]) -> Observed:
+def observed(j: FlashRLJob, nodes: list[dict[str, Any]] | None, mounted: Mapping[str, Any]) -> Reads:
     desired = render(j, attempt_context(j, {}, NOW))
-    return Observed(
+    return Reads(
         namespace="rl",
         name="j",
         uid="u-1",

@@ -9,9 +9,9 @@ import pytest
 from manifests import job as _job
 
 from flashrl_api.pools import gpu_pools
+from flashrl_api.status import Reason
 from flashrl_operator.job.policy import (
     HEAD_GROUP,
-    REASON_POLICY_VIOLATION,
     SUBMITTER_GROUP,
     AdminPolicy,
     image_allowed,
@@ -57,7 +57,7 @@ def test_every_violation_is_named_by_its_field() -> None:
         "not allowed" in p.message or "not from an allowed" in p.message or "Exists" in p.message
         for p in problems
     )
-    assert REASON_POLICY_VIOLATION == "PolicyViolation"
+    assert Reason.POLICY_VIOLATION == "PolicyViolation"
 
 
 def test_the_default_job_complies_with_a_policy_that_admits_the_pinned_image() -> None:

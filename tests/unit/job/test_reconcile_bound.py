@@ -10,7 +10,10 @@ from typing import Any
 
 import pytest
 
+from flashrl_operator.job.history import History
+from flashrl_operator.job.memory import StatusMemory
 from flashrl_operator.job.reconciler import Reconciler, Token
+from flashrl_operator.job.verl_check import VerlCheck
 from flashrl_operator.run.handlers import OperatorConfig, OperatorContext, job_intake
 from flashrl_operator.vocab.metrics import OperatorMetrics
 
@@ -37,7 +40,13 @@ async def test_no_more_reconciles_than_the_bound_run_at_once(
     monkeypatch.setattr(Reconciler, "_reconcile", work)
     ctx = OperatorContext(OperatorConfig(max_concurrent_reconciles=bound))
     intake = ctx.intake = job_intake(ctx)
-    ctx.reconciler = Reconciler(object(), OperatorMetrics(), intake.submit)  # type: ignore[arg-type]
+    ctx.reconciler = Reconciler(
+        object(),  # type: ignore[arg-type]
+        OperatorMetrics(),
+        VerlCheck(intake.submit),
+        History(),
+        StatusMemory(),
+    )
     jobs = [f"job-{i}" for i in range(10)]
     for j in jobs:
         intake.submit("team-a", j, {"metadata": {"name": j, "namespace": "team-a"}})

@@ -28,8 +28,9 @@ from flashrl_operator.job.status.ray import PhaseDecision
 from flashrl_operator.job.step import (
     GUARD_SUSPEND_MESSAGE,
     WAKE_MARGIN_SECONDS,
-    Observed,
+    HistoryRead,
     Patch,
+    Reads,
     Ref,
     Step,
     attempt_context,
@@ -74,13 +75,13 @@ def make_job(spec: Mapping[str, Any] | None = None, *, hf: bool = False) -> Flas
     )
 
 
-def observe(job: FlashRLJob, previous: Mapping[str, Any] | None = None, **read: Any) -> Observed:
+def observe(job: FlashRLJob, previous: Mapping[str, Any] | None = None, **read: Any) -> Reads:
     """What a reconcile read: ``live`` maps a kind to its live object (absent: missing)."""
     prev = previous or {}
     desired = render(job, attempt_context(job, prev, CREATED))
     by_kind = read.pop("live", {})
     live = {c.describe(): by_kind.get(c.resource.kind) for c in desired.children}
-    return Observed(
+    return Reads(
         namespace=NAMESPACE,
         name=NAME,
         uid=UID,
@@ -305,7 +306,7 @@ def test_while_the_backoff_runs_the_next_rayjob_waits_and_the_job_wakes_when_it_
     assert later.status.next_attempt_time is None
 
 
-def replace_now(observed: Observed, *, seconds: int) -> Observed:
+def replace_now(observed: Reads, *, seconds: int) -> Reads:
     return replace(observed, now=observed.now + datetime.timedelta(seconds=seconds))
 
 
@@ -668,7 +669,7 @@ def observe_new(
     tried: bool = False,
     live: Mapping[str, Any] | None = None,
     **read: Any,
-) -> Observed:
+) -> Reads:
     """What a reconcile of a job with no ``observedGeneration`` reads: only ``children_to_read``
     (from ``live`` by kind; absent: missing), after ``creates_first`` decided whether it is new."""
     seen = observe(job, previous, **read)
@@ -756,7 +757,7 @@ def test_after_a_new_jobs_first_reconcile_every_later_one_reads_its_children() -
 
 
 def test_a_policy_violation_fails_the_job_and_creates_nothing() -> None:
-    observed = Observed(
+    observed = Reads(
         NAMESPACE,
         NAME,
         UID,
@@ -777,7 +778,7 @@ def test_a_policy_violation_fails_the_job_and_creates_nothing() -> None:
 
 def test_an_invalid_spec_fails_the_job_and_creates_nothing() -> None:
     step = next_step(
-        Observed(NAMESPACE, NAME, UID, NOW, CREATED, 3, spec_problems=("spec.resources.nodes: must be >= 1",))
+        Reads(NAMESPACE, NAME, UID, NOW, CREATED, 3, spec_problems=("spec.resources.nodes: must be >= 1",))
     )
     assert step.apply == () and step.status.observed_generation == 3
     assert (step.status.phase, step.status.reason) == ("Failed", "InvalidSpec")
@@ -919,7 +920,7 @@ def test_decide_phase_runs_once_per_step(monkeypatch: pytest.MonkeyPatch) -> Non
         observe(job),
         observe(job, running(), live=as_live(job, running(), RayJob=ray_status("Complete", "FAILED"))),
         observe(job, running(), live=as_live(job, running(), RayJob=ray_status("Complete", "SUCCEEDED"))),
-        Observed(NAMESPACE, NAME, UID, NOW, CREATED, 1, spec_problems=("spec: bad",)),
+        Reads(NAMESPACE, NAME, UID, NOW, CREATED, 1, spec_problems=("spec: bad",)),
     ]
     for observed in cases:
         calls.clear()
@@ -945,6 +946,45 @@ def test_a_final_failure_keeps_its_wording_on_later_reconciles() -> None:
     again = next_step(observe(job, previous, live=as_live(job, previous, RayJob=ended)))
     assert (again.status.reason, again.status.message) == (first.status.reason, first.status.message)
     assert "message" not in again.status_patch and "reason" not in again.status_patch
+
+
+# The history ConfigMap: a child written by the same step as the others.
+
+
+def _history_reads(history: HistoryRead | None, wait: float | None = None) -> Reads:
+    job = make_job()
+    live = as_live(job, running(), RayJob=ray_status("Running", "RUNNING"))
+    return replace(observe(job, running(), live=live), history=history, history_wait=wait)
+
+
+def test_the_history_is_created_and_updated_as_a_child_of_the_job() -> None:
+    data = {"history.jsonl": '{"step":1,"data":{}}\n'}
+    created = next_step(_history_reads(HistoryRead(None, data)))
+    assert applied(created) == [("ConfigMap", "create", {})]
+    body = created.apply[0].child.body
+    assert body["metadata"]["name"] == f"{NAME}-metrics" and body["data"] == data
+    (owner,) = body["metadata"]["ownerReferences"]
+    assert (owner["uid"], owner["controller"]) == (UID, True)
+    live = {**copy.deepcopy(body), "metadata": {**body["metadata"], "resourceVersion": "7"}}
+    more = {"history.jsonl": data["history.jsonl"] + '{"step":2,"data":{}}\n'}
+    updated = next_step(_history_reads(HistoryRead(live, more)))
+    assert [(a.child.name, a.mode, a.version) for a in updated.apply] == [(f"{NAME}-metrics", "restore", "7")]
+    unchanged = next_step(_history_reads(HistoryRead(live, data)))
+    assert unchanged.apply == ()
+
+
+def test_someone_elses_history_configmap_is_announced_and_left_alone_and_the_job_goes_on() -> None:
+    theirs = foreign_object("v1", "ConfigMap", f"{NAME}-metrics")
+    step = next_step(_history_reads(HistoryRead(theirs, None)))
+    assert step.apply == ()
+    assert step.status.phase == "Running"
+    (event,) = step.events
+    assert (event.type, event.reason) == ("Warning", "ChildConflict")
+    assert f"ConfigMap {NAMESPACE}/{NAME}-metrics" in event.message and "not recorded" in event.message
+
+
+def test_a_fold_not_due_yet_is_the_steps_wake_up() -> None:
+    assert next_step(_history_reads(None, wait=3.5)).wake_after == 3.5
 
 
 # Kueue.

@@ -1,6 +1,6 @@
 """With leader election, a replica that does not hold the Lease does nothing: no job reconcile, no
-experiment reconcile, no metrics-history write, not even in the periodic resync. Once it holds the
-Lease, each of them goes through.
+experiment reconcile (and so no metrics-history write: the job's reconcile writes it), not even in the
+periodic resync. Once it holds the Lease, each of them goes through.
 
 (Two real operator processes electing a leader: tests/integration/test_operator_replicas.py.)
 """
@@ -15,15 +15,13 @@ from flashrl_operator.run.handlers import (
     OperatorContext,
     experiment_intake,
     job_intake,
-    record_history,
     resync_all,
 )
 from flashrl_operator.run.leadership import ElectionTiming, Leadership
 
 
 class Recorder:
-    """Stands in for the reconciler, the experiment reconciler and the history recorder: it records
-    what it is asked to do."""
+    """Stands in for the reconciler and the experiment reconciler: it records what it is asked to do."""
 
     def __init__(self, calls: list[tuple[Any, ...]], what: str) -> None:
         self._calls = calls
@@ -31,9 +29,6 @@ class Recorder:
 
     async def reconcile(self, namespace: str, name: str, body: Any = None) -> None:
         self._calls.append((self._what, namespace, name))
-
-    async def record(self, body: Any) -> None:
-        self._calls.append((self._what, body["metadata"]["namespace"], body["metadata"]["name"]))
 
 
 async def _noop() -> None:
@@ -52,7 +47,6 @@ def _context(calls: list[tuple[Any, ...]]) -> tuple[OperatorContext, Leadership]
     ctx.leadership = leadership
     ctx.reconciler = Recorder(calls, "job")  # type: ignore[assignment]
     ctx.experiments = Recorder(calls, "experiment")  # type: ignore[assignment]
-    ctx.history = Recorder(calls, "history")  # type: ignore[assignment]
     ctx.intake = job_intake(ctx)
     ctx.experiment_intake = experiment_intake(ctx)
     ctx.known_jobs.add(("rl", "a"))
@@ -66,7 +60,6 @@ async def _everything(ctx: OperatorContext) -> None:
     await ctx.require_intake().drain()
     ctx.require_experiment_intake().submit("rl", "cmp", None)
     await ctx.require_experiment_intake().drain()
-    await record_history(ctx, job)
     resync_all(ctx)  # through the intakes, as every reconcile
     await ctx.require_intake().drain()
     await ctx.require_experiment_intake().drain()
@@ -80,7 +73,7 @@ async def test_a_follower_reconciles_nothing_and_writes_no_history() -> None:
     assert calls == []
 
 
-async def test_the_leader_reconciles_jobs_experiments_and_history() -> None:
+async def test_the_leader_reconciles_jobs_and_experiments() -> None:
     calls: list[tuple[Any, ...]] = []
     ctx, leadership = _context(calls)
     leadership._leading.set()  # what the election does when this replica takes the Lease
@@ -89,7 +82,6 @@ async def test_the_leader_reconciles_jobs_experiments_and_history() -> None:
     assert calls == [
         ("job", "rl", "a"),
         ("experiment", "rl", "cmp"),
-        ("history", "rl", "a"),
         ("job", "rl", "a"),  # the resync: every known job, then every known experiment
         ("experiment", "rl", "cmp"),
     ]

@@ -9,7 +9,6 @@ from typing import Any
 import flashrl_operator
 from flashrl_operator.experiment.plan import controlled_by, name_taken
 from flashrl_operator.experiment.reconciler import experiment_of
-from flashrl_operator.job.history import history_is_ours
 from flashrl_operator.render.children import owner_name, ownership_conflict
 from flashrl_operator.vocab.owners import (
     controller_name,
@@ -93,8 +92,3 @@ def test_the_callers_agree_with_the_helper() -> None:
     assert experiment_of(variant) == "x" and experiment_of(job) is None
     assert "its controller is FlashRLExperiment x (uid u2)" in name_taken("x-bf16", variant)
     assert "it has no controller" in name_taken("x-bf16", _obj())
-    # A history ConfigMap written before the operator marked itself controller: a plain reference.
-    assert history_is_ours(_obj(_ref("FlashRLJob", "a", "u1", controller=None)), "u1")
-    assert history_is_ours(job, "u1")
-    assert not history_is_ours(_obj(_ref("FlashRLJob", "a", "u1", controller=None)), "u2")
-    assert not history_is_ours(_obj(_ref("FlashRLExperiment", "x", "u2")), "u1")

@@ -56,6 +56,15 @@ def arguments(p: argparse.ArgumentParser) -> None:
         help="job reconciles under way at once; bounds memory when many jobs arrive together (default: 16)",
     )
     p.add_argument(
+        "--verl-check-slots",
+        type=int,
+        default=None,
+        metavar="N",
+        help="verl configuration checks under way at once, each a child process of about 70 MiB; one "
+        "namespace holds all but one of them (default: as many as the container's CPU quota and memory "
+        "limit hold)",
+    )
+    p.add_argument(
         "--no-fit-check",
         action="store_true",
         help="do not fail a new job whose GPU pods can never fit on the cluster's nodes (NeverFits) or whose "
@@ -139,6 +148,9 @@ def run(args: argparse.Namespace) -> int:
     if args.max_concurrent_reconciles < 1:
         print("flashrl operator: --max-concurrent-reconciles must be at least 1", file=sys.stderr)
         return EXIT_INVALID
+    if args.verl_check_slots is not None and args.verl_check_slots < 1:
+        print("flashrl operator: --verl-check-slots must be at least 1", file=sys.stderr)
+        return EXIT_INVALID
     from flashrl_operator.job.policy import AdminPolicy
     from flashrl_operator.render.network import RAY_METRICS_PORT, NetworkSettings
 
@@ -152,6 +164,7 @@ def run(args: argparse.Namespace) -> int:
         leader_election=args.leader_election,
         lease_duration=args.lease_duration,
         max_concurrent_reconciles=args.max_concurrent_reconciles,
+        check_slots=args.verl_check_slots,
         check_fit=not args.no_fit_check,
         policy=AdminPolicy(
             allowed_registries=tuple(args.allowed_registry),

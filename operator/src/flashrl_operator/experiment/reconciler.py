@@ -69,14 +69,12 @@ class ExperimentReconciler:
     and retries a failed one.
     """
 
-    def __init__(
-        self, kube: KubeClient, now: Callable[[], str] = now_rfc3339, memory: StatusMemory | None = None
-    ) -> None:
+    def __init__(self, kube: KubeClient, memory: StatusMemory, now: Callable[[], str] = now_rfc3339) -> None:
         self._kube = kube
         self._now = now
         #: The job reconciler's memory of the status it wrote: a variant is counted by what the operator
         #: decided for its job, not by a phase someone else wrote (a forged Succeeded frees no slot).
-        self._memory = memory if memory is not None else StatusMemory()
+        self._memory = memory
 
     async def reconcile(self, namespace: str, name: str) -> None:
         """Bring one experiment's jobs and status up to date (idempotent)."""

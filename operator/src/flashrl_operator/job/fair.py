@@ -6,7 +6,9 @@ one at the size budget. Run one at a time, one tenant's slow specs held every ot
 behind them; run without a bound, a burst of specs takes every core from the event loop and the API
 server. So checks run in child processes (no GIL shared with the event loop: the parent thread only
 waits on a pipe), at most ``slots`` at once, and no namespace may hold more than ``slots - 1`` of
-them, so a namespace with nothing running always finds a slot free, or the next one to free up.
+them, so a namespace with nothing running always finds a slot free, or the next one to free up. The
+slots come from the operator's container, never the node
+(:func:`~flashrl_operator.job.verl_check.container_slots`).
 Among waiting namespaces the next free slot goes to the one with the fewest checks running, first
 come first served within a namespace.
 """
@@ -15,19 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 from collections import Counter, deque
 from collections.abc import AsyncIterator
-from typing import Final
-
-#: Checks at once by default: one per core, at least two (so one tenant never holds them all).
-DEFAULT_SLOTS: Final = max(2, os.cpu_count() or 1)
 
 
 class FairSlots:
     """At most ``slots`` holders at once, at most ``slots - 1`` (at least one) per namespace."""
 
-    def __init__(self, slots: int = DEFAULT_SLOTS) -> None:
+    def __init__(self, slots: int) -> None:
         self.slots = max(1, slots)
         self.per_namespace = max(1, self.slots - 1)
         self._running: Counter[str] = Counter()

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from flashrl_api import FlashRLJobStatus
-from flashrl_operator.job.status.mapping import OWNED_KEYS, owned
+from flashrl_operator.job.status.mapping import OWNED_KEYS, operator_keys
 
 
 class StatusMemory:
@@ -38,7 +38,7 @@ class StatusMemory:
 
     def remember(self, uid: str, status: FlashRLJobStatus | Mapping[str, Any]) -> None:
         """What the status holds in the operator's keys now that the operator wrote it."""
-        mine = {k: v for k, v in owned(status).items() if v is not None}
+        mine = {k: v for k, v in operator_keys(status).items() if v is not None}
         self._kept[uid] = json.dumps(mine, separators=(",", ":"))
 
     def recall(self, uid: str) -> dict[str, Any] | None:

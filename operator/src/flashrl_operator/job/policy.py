@@ -23,12 +23,9 @@ from typing import Any, Final
 from flashrl_api import FlashRLJob, Problem
 from flashrl_api.pools import gpu_pools
 from flashrl_api.spec import Toleration
-from flashrl_api.status import Reason
 from flashrl_operator.render import DesiredState, render
 from flashrl_operator.vocab import kuberay
 
-#: The reason a job that breaks the policy is refused with (status.reason and the Accepted condition).
-REASON_POLICY_VIOLATION: Final = Reason.POLICY_VIOLATION
 #: Docker Hub, where a reference without a registry host points.
 DEFAULT_REGISTRY: Final = "docker.io"
 

@@ -1,120 +1,29 @@
-"""One reconcile of one FlashRLJob: read, decide, act, write.
-
-Every trigger (a new job or a spec change, the operator starting, the periodic resync, a change to a
-RayJob the operator owns, a retry's backoff ending) ends here, so there is one path to test. It is
-level-based and idempotent: it renders the full desired state (:func:`~flashrl_operator.render.render`),
-converges each child on it, and writes the status only when it differs, so repeated or duplicated
-events change nothing. Each reconcile
-
-1. **reads** once: the job (from the watch event that triggered it, else a GET), its children (none
-   of a new job's: they are created first, see below), and
-   only what can matter now (before the first RayJob of each generation of the spec, the claims the
-   job mounts and the GPU nodes, to fail at once a job that can never start; the staging claims and
-   the failed staging Job's pods, the RayCluster and its starting pods, and when one waits for GPUs,
-   the GPU nodes and their pods; the job's status again after a RayJob that ended, the clusters of
-   ended attempts not yet seen released), each behind a pure predicate of
-   :mod:`~flashrl_operator.job.step`;
-2. **decides** in one pure call, :func:`~flashrl_operator.job.step.next_step`, which returns the
-   whole :class:`~flashrl_operator.job.step.Step`: the children to write, the objects to delete, the
-   patches, the status, its Events and the next wake-up;
-3. **acts**: writes the children (:meth:`Reconciler._converge`, the one place that does), records
-   staged sources on their claims, deletes a failed attempt's RayJob;
-4. **writes** the status once (only the keys the operator owns, only when changed), then the job's
-   spec when the step patches it (the mismatch guard's Suspend), and then posts the Events, so an
-   Event never announces a status that was not written;
-5. **returns** when it wants to run again (the step's wake-up, or at once after a refused write), as
-   controller-runtime's ``ctrl.Result{RequeueAfter}``: the operator's one work queue
-   (:mod:`flashrl_operator.run.intake`) schedules it, bounds how many reconciles run at once, runs one
-   reconcile per job at a time and retries every failure. This module keeps no lock, bound or timer.
-
-The I/O goes through :class:`~flashrl_operator.client.kube.KubeClient`. No method here decides
-anything of its own: what to read next it asks of the pure predicates, everything else of ``next_step``.
-
-Requests, fewest first:
-
-* An object under a child's name that this job does not control (no controller ownerReference with
-  the job's UID) is never patched, adopted or deleted. The job then reports ``ChildConflict`` naming
-  each such object, keeps none of the children it created, and waits (the resync looks again).
-  Hence no child is written by a bare server-side apply while it may be absent: an apply cannot be
-  told "only if it does not exist", and an unforced apply onto someone else's object with no
-  conflicting field would merge into it and adopt it. A missing child is created by a ``POST``.
-* A new job (no ``observedGeneration`` yet; :func:`~flashrl_operator.job.step.creates_first`)
-  creates first: one ``POST`` per child and no read of it before, which the server refuses
-  atomically (409 AlreadyExists) when the name is taken. So a new job costs one request per child,
-  not a read and a write (and one read of the job itself, see "Faults without side effects"). On a
-  409 the children this reconcile created are deleted again, each under a UID precondition (the
-  one its create returned), so nothing else can be deleted and the job keeps nothing while a name
-  is taken; the job is reconciled again at once, and that reconcile, like every
-  later one of the job, reads each child first: the taken name's object is then judged by its
-  controller reference (the job's own, left by an earlier run of the operator, is converged; anyone
-  else's is ``ChildConflict``, naming every such object). Never creating first again after a 409 is
-  what keeps the job from looping through create, 409 and delete.
-  (Not ownership from a watch cache: to see someone else's object under a child's name, which
-  carries none of the job's labels, the operator would have to watch and hold every ServiceAccount,
-  Role, ConfigMap... of the watched namespaces, and a cache may lag, so a create would still need the
-  server's 409 as the last word.)
-* A known job reads each child first (they exist; creating first would cost a refused create and a
-  read each): a missing child is created as above, a drifted one restored (by a forced apply: the
-  operator owns those fields, and the read showed it is the job's), and an unchanged one costs
-  nothing more: a resync of an unchanged job is reads only.
-* Before any of that, the spec is checked against the cluster admin's policy
-  (:mod:`~flashrl_operator.job.policy`); a violation is ``PolicyViolation`` with the field paths, and
-  nothing is read or created.
-* The RayJob is the exception to the forced apply once it exists: KubeRay cannot reshape a live
-  RayJob, and Kueue owns ``spec.suspend`` of a queued one, so only its labels, ownership and the
-  lifecycle fields that may change are merge-patched (:func:`~flashrl_operator.render.children.drift_patch`);
-  other spec edits are reported (``ImmutableFieldChanged``), not applied.
-* A write the API server refuses ends the reconcile before the status is written, and the job is
-  reconciled again at once: a rejection (remembered for the job's generation) is then reported as
-  ``ChildRejected``; an object someone created meanwhile under a child's name is then read like any
-  other.
-
-Faults without side effects (the reads above may be old by the time of the writes: the body waited in
-the intake's queue, the reads and the verl check took their time, the API server may have restarted):
-
-* **No write from a stale view.** Before its first write a reconcile reads the job once more
-  (:meth:`Reconciler._current`). A newer version than the one the step was computed from is computed
-  again from that version (at most :data:`MAX_VIEWS` versions, then the turn is given back as a
-  transient failure). The status is then patched with ``metadata.resourceVersion`` of exactly that
-  version: the server refuses the patch (409) when anything changed the job since, and the reconcile
-  reads and computes again. The Events a step announces are posted only after its status was
-  written, and they are derived from the transition between that version's status and the new one,
-  so a reconcile repeated from an old copy finds the transition already written and announces nothing.
-* **Deletion wins.** A job that is gone, being deleted, or replaced by another of its name (another
-  UID) is never the parent of a new child. Kubernetes has no precondition across objects: an
-  ownerReference names the owner's UID but the server accepts a child whose owner is gone (the garbage
-  collector removes it afterwards, by which time KubeRay may have started a Ray cluster for it). What
-  prevents the race is therefore two checks made after every wait: the fresh read above (it also
-  compares the UID and ``deletionTimestamp``), made after the reads, right before the first write,
-  and a cancellation :class:`Token` that the job's ``DELETED`` watch event sets
-  (:meth:`Reconciler.forget`) and that is looked at before every write (the writes of one reconcile
-  follow each other without a wait: a read before each would double a new job's requests for the
-  milliseconds between them). What is left is the flight of the requests after the read; a child
-  created in it names the deleted UID as its controller and is collected by the garbage collector.
+"""One reconcile of one FlashRLJob: read, decide (:func:`~flashrl_operator.job.step.next_step`), act,
+write, return the next wake-up. Its rules (who writes what, fewest requests, no write from a stale view,
+deletion wins) are in docs/architecture.md, "One reconcile". It keeps no task, lock, bound, cache or
+timer: the work queue (:mod:`flashrl_operator.run.intake`) schedules it, and its collaborators
+(:mod:`~flashrl_operator.job.verl_check`, :mod:`~flashrl_operator.job.history`, and
+:mod:`~flashrl_operator.job.memory`, the operator's status keys it decides from) keep their own.
 """
 
 from __future__ import annotations
 
-import asyncio
 import datetime
-import hashlib
-import json
 import logging
-import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from flashrl_api import KIND, FlashRLJob, SpecError, parse_job
+from flashrl_api import KIND, SpecError, parse_job
+from flashrl_api.history import history_name
 from flashrl_api.pools import gpu_pools
 from flashrl_api.spec import GPU_PRODUCT_LABEL, RolloutSpec
 from flashrl_operator.client.errors import ApiError, ConflictError, RejectedError, TransientError
 from flashrl_operator.client.kube import KubeClient
-from flashrl_operator.job import overrides
 from flashrl_operator.job.attempts import Reported
-from flashrl_operator.job.fair import DEFAULT_SLOTS, FairSlots
 from flashrl_operator.job.fits import capacity, gpu_holders, holder_nodes
+from flashrl_operator.job.history import History
 from flashrl_operator.job.memory import StatusMemory
 from flashrl_operator.job.policy import AdminPolicy, policy_problems
 from flashrl_operator.job.preflight import cluster_needs
@@ -123,12 +32,14 @@ from flashrl_operator.job.status.pods import PodProblem, pod_problems
 from flashrl_operator.job.status.ray import is_final, should_read_cluster, should_read_pods
 from flashrl_operator.job.step import (
     Apply,
-    Observed,
+    HistoryRead,
+    Reads,
     Step,
     attempt_context,
     cannot_start,
     children_to_read,
     claims_to_read,
+    controlled,
     converging,
     creates_first,
     distrusted,
@@ -136,18 +47,19 @@ from flashrl_operator.job.step import (
     may_end_attempt,
     needs_staging_pods,
     next_step,
-    owned,
     rejection,
     release_checks,
     waits_for_gpus,
     with_rollout_precision,
     with_trainer_image,
 )
+from flashrl_operator.job.verl_check import CheckUnderWay, VerlCheck
 from flashrl_operator.render import Child, render
+from flashrl_operator.render.children import VERL_CHECKED_ANNOTATION, ownership_conflict
 from flashrl_operator.render.network import NetworkSettings
 from flashrl_operator.render.staging import JOB_NAME_LABEL
 from flashrl_operator.vocab import kuberay, kueue
-from flashrl_operator.vocab.kinds import FLASHRL_JOB, NODE, PERSISTENT_VOLUME_CLAIM, POD
+from flashrl_operator.vocab.kinds import CONFIG_MAP, FLASHRL_JOB, NODE, PERSISTENT_VOLUME_CLAIM, POD
 from flashrl_operator.vocab.kuberay import CLUSTER_LABEL, RayClusterView, RayJobView
 from flashrl_operator.vocab.kueue import WorkloadView
 from flashrl_operator.vocab.metrics import OperatorMetrics, parse_time
@@ -157,31 +69,12 @@ DEFAULT_QUANTIZATION = RolloutSpec.model_fields["quantization"].default
 
 logger = logging.getLogger(__name__)
 
-#: Specs whose verl check results are remembered (a check takes about a second).
-_CONFIG_CACHE_SIZE = 256
-
 #: How soon a reconcile whose write was refused runs again (to report or re-read what refused it).
 REREAD_SECONDS: Final = 0.1
 
 #: Versions of a job one reconcile computes its step from at most (each newer than the last) before
 #: it gives its turn back as a transient failure: a job written to that often is retried later.
 MAX_VIEWS: Final = 4
-
-
-def override_problems(job: FlashRLJob, cancel: threading.Event | None = None) -> list[str]:
-    """What verl would refuse in the job's configuration (:mod:`flashrl_operator.job.overrides`, the
-    rules ``flashrl validate`` applies), as ``path: message`` lines for the status. The model-dependent
-    checks are left to the launcher: a model path names a directory inside the pods, not on the
-    operator's filesystem. Where verl's config is not importable (a slim image), the unsafe-override
-    rules are all there is here, and the launcher checks again before verl starts. ``cancel`` set
-    meanwhile kills the check's child process (``CheckCancelledError``)."""
-    protected = overrides.protected_problems(job)
-    if protected:  # The operator composes nothing in its own process: the checks below run in a child.
-        return [str(p) for p in protected]
-    report = overrides.override_problems(job, cancel=cancel)
-    if report.note:  # Not the user's error; the launcher rechecks.
-        logger.warning("verl configuration not fully checked: %s", report.note)
-    return [str(p) for p in report.problems]
 
 
 class Token:
@@ -227,10 +120,6 @@ def _with_version(body: Mapping[str, Any], version: str | None) -> dict[str, Any
     return out
 
 
-class _CheckUnderWay(Exception):  # noqa: N818 (a signal, not an error)
-    """The job's verl check runs in the background; its end submits the job again."""
-
-
 @dataclass(frozen=True)
 class Halt:
     """A child write the API server refused: the rest of the step is not carried out."""
@@ -240,37 +129,31 @@ class Halt:
     under its name (read next)."""
 
 
-#: Asks for a reconcile of ``namespace/name`` from the body given (``None``: read it first); the
-#: operator's work queue (:meth:`flashrl_operator.run.intake.Intake.submit`).
-Submit = Callable[[str, str, Mapping[str, Any] | None], None]
-
-
 class Reconciler:
-    """Converges FlashRLJobs; one instance per operator, living in the operator's event loop.
-
-    ``submit`` is how the end of a verl check (which runs beside the reconciles, see :meth:`_checked`)
-    asks for the reconciles of the jobs that waited for it: through the work queue, like a watch event.
-    """
+    """Converges FlashRLJobs; one instance per operator, living in the operator's event loop. verl's
+    verdicts come from ``verl_check``; the history's fold pace from ``history``; the operator's own
+    status keys, as it last wrote them, from ``memory`` (shared with the experiment reconciler)."""
 
     def __init__(
         self,
         kube: KubeClient,
         metrics: OperatorMetrics,
-        submit: Submit,
+        verl_check: VerlCheck,
+        history: History,
+        memory: StatusMemory,
         *,
-        check_overrides: bool = True,
         retry_backoff: float = BACKOFF_BASE_SECONDS,
         policy: AdminPolicy | None = None,
         network: NetworkSettings | None = None,
         default_trainer_image: str | None = None,
-        check_slots: int = DEFAULT_SLOTS,
-        memory: StatusMemory | None = None,
         check_fit: bool = True,
     ) -> None:
         self._kube = kube
+        self._verl = verl_check
+        self._history = history
+        self._memory = memory
         #: Judge before anything is created whether the job can ever start (job/fits.py).
         self._check_fit = check_fit
-        self._submit = submit
         self._policy = policy or AdminPolicy()
         self._network = network or NetworkSettings()
         self._default_trainer_image = default_trainer_image
@@ -278,23 +161,13 @@ class Reconciler:
         #: A child the API server rejected, by job: (the job's generation, why), until reported.
         self._rejections: dict[tuple[str, str], tuple[int | None, str]] = {}
         self._metrics = metrics
-        self._check_overrides = check_overrides
         self._first_seen: dict[str, datetime.datetime] = {}
-        self._override_cache: dict[str, list[str]] = {}
-        #: verl checks under way, by spec hash: the jobs to reconcile again at its end.
-        self._override_pending: dict[str, dict[tuple[str, str], Mapping[str, Any]]] = {}
-        self._check_tasks: set[asyncio.Future[list[str]]] = set()
-        self._check_failed: dict[str, BaseException] = {}
-        #: verl checks under way, fairly shared between namespaces (:mod:`flashrl_operator.job.fair`).
-        self._checks = FairSlots(check_slots)
         #: Reads the API server refused (RBAC from an older chart), each logged once.
         self._refused_reads: set[str] = set()
         #: New jobs (by UID) that created their children first once: every later reconcile reads them.
         self._created_first: set[str] = set()
         #: The cancellation tokens of the reconciles under way, by job.
         self._tokens: dict[tuple[str, str], set[Token]] = {}
-        #: The status keys the operator last wrote, by job UID (:mod:`flashrl_operator.job.memory`).
-        self._memory = memory if memory is not None else StatusMemory()
 
     async def reconcile(
         self, namespace: str, name: str, body: Mapping[str, Any] | None = None
@@ -312,9 +185,7 @@ class Reconciler:
         self._tokens.setdefault(key, set()).add(token)
         try:
             return await self._views(namespace, name, body, token)
-        except _CheckUnderWay:
-            # The job waits for its verl check without holding a turn: other jobs, other namespaces'
-            # among them, reconcile meanwhile. The check's end submits it again.
+        except CheckUnderWay:  # waits without a turn; the check's end submits it again
             return None
         except TransientError:
             self._metrics.reconcile_errors.labels(reason="Temporary").inc()
@@ -352,11 +223,6 @@ class Reconciler:
             f"FlashRLJob {namespace}/{name} changed {MAX_VIEWS} times while it was reconciled", REREAD_SECONDS
         )
 
-    @property
-    def memory(self) -> StatusMemory:
-        """What the operator wrote in each job's status (the experiments count variants by it)."""
-        return self._memory
-
     def forget(self, namespace: str, name: str, uid: str | None) -> None:
         """Drop what is remembered about a deleted job, and stop its reconciles under way before their
         next write (their tokens; one that already read a new job of the name is left alone)."""
@@ -364,6 +230,7 @@ class Reconciler:
             if uid is None or token.uid in (None, uid):
                 token.cancelled = True
         self._rejections.pop((namespace, name), None)
+        self._history.forget((namespace, name))
         self._metrics.forget_goodput(namespace, name)
         if uid:
             self._memory.forget(uid)
@@ -389,6 +256,8 @@ class Reconciler:
             return REREAD_SECONDS
         await self._act(observed, step, token)
         await self._write(body, observed, step, token)
+        if observed.history is not None:  # written, unchanged or someone else's: this report is done
+            self._history.done(key, observed.previous)
         self._memory.remember(observed.uid, step.status)
         return step.wake_after
 
@@ -412,7 +281,7 @@ class Reconciler:
 
     # Read.
 
-    async def _observe(self, body: Mapping[str, Any]) -> Observed:
+    async def _observe(self, body: Mapping[str, Any]) -> Reads:
         """Everything :func:`~flashrl_operator.job.step.next_step` needs: the job as given and, for a
         valid spec the policy allows, what its children and their cluster say."""
         meta = body.get("metadata") or {}
@@ -420,7 +289,7 @@ class Reconciler:
         name = str(meta["name"])
         uid = str(meta.get("uid") or f"{namespace}/{name}")
         now = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
-        seen = Observed(
+        seen = Reads(
             namespace=namespace,
             name=name,
             uid=uid,
@@ -434,9 +303,10 @@ class Reconciler:
         remembered = self._memory.as_written(uid, seen.previous)
         if remembered != seen.previous:
             seen = replace(seen, previous=remembered, on_server=seen.previous)
-        job, problems = await self._spec_problems(body)
-        if job is None or problems:
-            return replace(seen, spec_problems=tuple(problems))
+        try:
+            job = parse_job({k: v for k, v in body.items() if k != "status"})
+        except SpecError as exc:
+            return replace(seen, spec_problems=tuple(str(p) for p in exc.problems))
         # The operator's default trainer image is the job's from here on: the policy judges it, the
         # staging Job and the Ray pods run it, the RayJob's spec snapshot records it.
         job = with_trainer_image(job, self._default_trainer_image)
@@ -449,7 +319,7 @@ class Reconciler:
             return replace(seen, job=job, policy_problems=refused)
         if self._memory.recall(uid) is None and is_final(seen.previous):
             # Nothing remembered (a restart): a final phase is checked against the job's RayJob once.
-            ray_live = owned(await self._kube.get(kuberay.RAY_JOB, namespace, desired.ray_job.name), uid)
+            ray_live = controlled(await self._kube.get(kuberay.RAY_JOB, namespace, desired.ray_job.name), uid)
             trusted = distrusted(seen.previous, ray_live)
             if trusted is not seen.previous:
                 logger.warning(
@@ -473,10 +343,35 @@ class Reconciler:
             return seen  # it fails before anything is read or created
         seen = await self._read_children(seen, children_to_read(seen))
         if converging(seen.previous, seen.generation, seen.refused):
+            # verl reads the spec only when a RayJob is created: the check gates that, never a job
+            # whose RayJob runs (a suspend, a deadline, a deletion go ahead while it runs).
+            ray_job = controlled(seen.live_of(desired.ray_job), uid)
+            accepted = RayJobView.of(ray_job).annotation(VERL_CHECKED_ANNOTATION) if ray_job else None
+            problems = self._verl.verdict(job, body, accepted=accepted, needed=ray_job is None)
+            if problems:
+                return replace(seen, spec_problems=tuple(problems))
             seen = await self._read_staging(seen)
-        return await self._read_ray(seen)
+        return await self._read_history(await self._read_ray(seen))
 
-    async def _read_fit(self, seen: Observed) -> Observed:
+    async def _read_history(self, seen: Reads) -> Reads:
+        """The history ConfigMap and the reported status folded into it, when the status reports
+        something new and the job's fold is due (else how long until it is)."""
+        key = (seen.namespace, seen.name)
+        if seen.job is None or seen.new or not self._history.wants(key, seen.previous):
+            return seen
+        wait = self._history.due_in(key)
+        if wait > 0:
+            return replace(seen, history_wait=wait)
+        live = await self._kube.get(CONFIG_MAP, seen.namespace, history_name(seen.name))
+        if live is not None and ownership_conflict("", live, seen.uid) is not None:
+            return replace(seen, history=HistoryRead(live, None))
+        known = {k: str(v) for k, v in ((live or {}).get("data") or {}).items()}
+        total = seen.job.spec.training.total_steps
+        return replace(
+            seen, history=HistoryRead(live, await self._history.fold(key, known, seen.previous, total))
+        )
+
+    async def _read_fit(self, seen: Reads) -> Reads:
         """The claims the job mounts and the GPU nodes, when :func:`~flashrl_operator.job.step.fit_due`:
         a GET per claim and one LIST of the nodes carrying ``nvidia.com/gpu.product``. A refused read
         (RBAC: the chart's namespace-scoped mode may not list nodes) judges nothing on that side."""
@@ -498,12 +393,12 @@ class Reconciler:
             )
         return replace(seen, nodes=nodes, mounted=mounted)
 
-    async def _read_children(self, seen: Observed, children: Sequence[Child]) -> Observed:
+    async def _read_children(self, seen: Reads, children: Sequence[Child]) -> Reads:
         """Each of ``children`` by name (``None``: missing); the others are not read."""
         live = {c.describe(): await self._kube.get(c.resource, c.namespace, c.name) for c in children}
         return replace(seen, live=live)
 
-    async def _read_staging(self, seen: Observed) -> Observed:
+    async def _read_staging(self, seen: Reads) -> Reads:
         """The claims whose records say whether sources are staged, and a failed staging Job's pods."""
         assert seen.job is not None and seen.desired is not None
         claims: dict[str, Mapping[str, Any] | None] = {}
@@ -525,11 +420,11 @@ class Reconciler:
                 self._refused_once("list pods", exc, "a staging failure shows the Job's reason only")
         return replace(seen, claims=claims, staging_pods=tuple(pods))
 
-    async def _read_ray(self, seen: Observed) -> Observed:
+    async def _read_ray(self, seen: Reads) -> Reads:
         """The RayJob's cluster and starting pods, the launcher's report after an attempt that may have
         ended, and the ended attempts whose clusters are gone."""
         assert seen.job is not None and seen.desired is not None
-        ray_live = owned(seen.live_of(seen.desired.ray_job), seen.uid)
+        ray_live = controlled(seen.live_of(seen.desired.ray_job), seen.uid)
         ray_view = RayJobView.of(ray_live) if ray_live is not None else None
         cluster = await self._ray_cluster(seen.namespace, ray_view, seen.previous)
         problems = await self._pod_problems(seen.namespace, ray_view, cluster)
@@ -552,7 +447,7 @@ class Reconciler:
             workload=workload,
         )
 
-    async def _gpu_holders(self, seen: Observed, problems: tuple[PodProblem, ...]) -> str | None:
+    async def _gpu_holders(self, seen: Reads, problems: tuple[PodProblem, ...]) -> str | None:
         """Whose pods hold the GPUs a starting pod waits for
         (:func:`~flashrl_operator.job.step.waits_for_gpus`), when the job fits the cluster: one LIST of
         the GPU nodes, and one of the pods bound to each of the job's matching nodes (a few at most,
@@ -571,7 +466,7 @@ class Reconciler:
             return None
         return gpu_holders(judged, pods, (seen.namespace, seen.job.name), queued=seen.desired.queued)
 
-    async def _workload(self, seen: Observed, ray_job: RayJobView | None) -> WorkloadView | None:
+    async def _workload(self, seen: Reads, ray_job: RayJobView | None) -> WorkloadView | None:
         """The Kueue Workload of a queued RayJob Kueue has not admitted (one LIST by its UID label),
         for the status to say why the job waits; ``None`` otherwise, or when it cannot be read."""
         assert seen.desired is not None
@@ -590,7 +485,7 @@ class Reconciler:
             return WorkloadView("", waiting=kueue.NOT_SERVED)
         return WorkloadView.of(found[0]) if found else None
 
-    async def _released(self, seen: Observed) -> tuple[tuple[int, ...], tuple[Mapping[str, Any], ...]]:
+    async def _released(self, seen: Reads) -> tuple[tuple[int, ...], tuple[Mapping[str, Any], ...]]:
         """Ended attempts whose GPUs are released: their Ray cluster gone, or (KubeRay's deletion rules
         keep the head for the TTL) its worker groups suspended and no worker pod left. A LIST by
         KubeRay's label each, and one of the worker pods per remaining cluster. Also the clusters whose
@@ -620,75 +515,6 @@ class Reconciler:
             if not holding:
                 released.append(attempt)
         return tuple(released), tuple(unsuspended)
-
-    async def _spec_problems(self, body: Mapping[str, Any]) -> tuple[FlashRLJob | None, list[str]]:
-        try:
-            job = parse_job({k: v for k, v in body.items() if k != "status"})
-        except SpecError as exc:
-            return None, [str(p) for p in exc.problems]
-        if not self._check_overrides:
-            return job, []
-        return job, self._checked(job, body)
-
-    def _checked(self, job: FlashRLJob, body: Mapping[str, Any]) -> list[str]:
-        """verl's verdict on the job's configuration, checked once per distinct spec; raises
-        :class:`_CheckUnderWay` while the check runs.
-
-        Keyed by the content hash of the whole spec (verl's checks read every field the spec renders,
-        not only the overrides): a spec checked before is not checked again, however many reconciles
-        and resyncs ask, and asks during the check join the one under way (a restarted operator lists
-        every job; an experiment's variants share most of a spec). The check runs in the background,
-        in a child process, bounded and fair between namespaces
-        (:class:`~flashrl_operator.job.fair.FairSlots`); its end submits every job that asked to the work
-        queue, with the body it last asked with (as a watch event would hand it: no read).
-        """
-        wire = json.dumps(job.spec.to_wire(), sort_keys=True, separators=(",", ":"))
-        key = hashlib.sha256(wire.encode()).hexdigest()
-        if key in self._override_cache:
-            return self._override_cache[key]
-        failed = self._check_failed.pop(key, None)
-        if failed is not None:
-            raise failed
-        waiting = self._override_pending.get(key)
-        if waiting is None:
-            waiting = self._override_pending[key] = {}
-            task = asyncio.ensure_future(self._compose(job, job.namespace or ""))
-            self._check_tasks.add(task)
-            task.add_done_callback(lambda done: self._check_done(key, done))
-        waiting[(job.namespace or "", job.name)] = body
-        raise _CheckUnderWay
-
-    def _check_done(self, key: str, task: asyncio.Future[list[str]]) -> None:
-        """Remember the verdict and submit the jobs that wait for it."""
-        self._check_tasks.discard(task)
-        waiting = self._override_pending.pop(key, {})
-        if task.cancelled():
-            return
-        error = task.exception()
-        if error is not None:
-            # Raised once to the next reconcile of each waiting job, which fails and is retried with
-            # the intake's backoff (a check that cannot run is the operator's failure, not the spec's).
-            self._check_failed[key] = error
-        else:
-            if len(self._override_cache) >= _CONFIG_CACHE_SIZE:
-                self._override_cache.pop(next(iter(self._override_cache)))
-            self._override_cache[key] = task.result()
-        for (namespace, name), body in waiting.items():
-            self._submit(namespace, name, body)
-
-    async def _compose(self, job: FlashRLJob, namespace: str) -> list[str]:
-        async with self._checks.slot(namespace):
-            started = time.perf_counter()
-            cancel = threading.Event()
-            try:
-                problems = await asyncio.to_thread(override_problems, job, cancel)
-            except asyncio.CancelledError:
-                cancel.set()  # the thread's child process is killed within a poll
-                raise
-            logger.debug(
-                "verl checks of FlashRLJob %s/%s: %.1f s", namespace, job.name, time.perf_counter() - started
-            )
-            return problems
 
     async def _ray_cluster(
         self, namespace: str, ray_job: RayJobView | None, previous: Mapping[str, Any]
@@ -778,7 +604,7 @@ class Reconciler:
                 logger.warning("Cannot remove %s again: %s", made.describe(), exc)
         return Halt(None)
 
-    async def _act(self, observed: Observed, step: Step, token: Token) -> None:
+    async def _act(self, observed: Reads, step: Step, token: Token) -> None:
         """Record staged sources on their claims, delete a failed attempt's RayJob."""
         for patch in step.claim_patches:
             token.check()
@@ -810,7 +636,7 @@ class Reconciler:
 
     # Write.
 
-    async def _write(self, body: Mapping[str, Any], observed: Observed, step: Step, token: Token) -> None:
+    async def _write(self, body: Mapping[str, Any], observed: Reads, step: Step, token: Token) -> None:
         """The status (only when it changed), then the spec, the metrics, and the Events the step announces.
 
         The status patch is made against the version of the job it was computed from (its
@@ -835,8 +661,7 @@ class Reconciler:
         if step.spec_patch is not None:
             token.check()
             await self._kube.patch(FLASHRL_JOB, namespace, name, step.spec_patch)
-        rollout = (body.get("spec") or {}).get("rollout") or {}
-        quantization = str(rollout.get("quantization") or DEFAULT_QUANTIZATION)
+        quantization = observed.job.spec.rollout.quantization if observed.job else DEFAULT_QUANTIZATION
         phase = str(step.status.phase)
         self._metrics.observe_phase(observed.uid, phase, observed.created, (namespace, name, quantization))
         if step.goodput is not None:

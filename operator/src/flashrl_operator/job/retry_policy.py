@@ -34,14 +34,10 @@ from typing import Final, Literal
 from flashrl_api.status import LAUNCHER_FAILURES, LauncherExit, Reason, not_retryable
 from flashrl_operator.vocab.kuberay import KubeRayReason
 
-REASON_NO_PROGRESS: Final = Reason.NO_PROGRESS
-#: KubeRay's reason when ``activeDeadlineSeconds`` ran out.
-REASON_DEADLINE_EXCEEDED: Final = KubeRayReason.DEADLINE_EXCEEDED
-#: KubeRay refused the RayJob spec (``ValidationFailed``): a rendering bug or an API mismatch.
-REASON_VALIDATION_FAILED: Final = KubeRayReason.VALIDATION_FAILED
-
 #: Failures that are not the launcher's and that a new attempt cannot fix.
-NOT_LAUNCHER_NON_RETRYABLE: Final[frozenset[str]] = frozenset({REASON_VALIDATION_FAILED, Reason.INVALID_SPEC})
+NOT_LAUNCHER_NON_RETRYABLE: Final[frozenset[str]] = frozenset(
+    {KubeRayReason.VALIDATION_FAILED, Reason.INVALID_SPEC}
+)
 
 
 def non_retryable(rows: Iterable[LauncherExit]) -> frozenset[str]:
@@ -159,12 +155,12 @@ def decide(
     cost = f"{lost} step(s) since the checkpoint of step {max(end.checkpoint_step, end.start_step)} lost"
     if end.reason in NON_RETRYABLE:
         return RetryDecision("fail", end.reason, f"{end.message} (not retryable)", lost)
-    if end.reason == REASON_DEADLINE_EXCEEDED or (
+    if end.reason == KubeRayReason.DEADLINE_EXCEEDED or (
         end.deadline_left_seconds is not None and end.deadline_left_seconds <= 0
     ):
         return RetryDecision(
             "fail",
-            REASON_DEADLINE_EXCEEDED,
+            KubeRayReason.DEADLINE_EXCEEDED,
             f"{end.message} (lifecycle.activeDeadlineSeconds has passed)",
             lost,
         )
@@ -182,7 +178,7 @@ def decide(
         which = ", ".join(map(str, (*end.earlier_stalls, end.attempt)))
         return RetryDecision(
             "fail",
-            REASON_NO_PROGRESS,
+            Reason.NO_PROGRESS,
             f"attempts {which} each resumed from step {end.start_step} and failed without saving a newer "
             f"checkpoint; attempt {end.attempt} failed after step {end.step} ({end.reason}: {end.message}). "
             f"A retry would resume from step {end.start_step} again and keep failing after step {end.step}",

@@ -1,53 +1,9 @@
 """The whole outcome of one FlashRLJob reconcile, from what it read: :func:`next_step` (pure).
 
-A reconcile reads, decides, acts, writes, in that order and once each (as JobSet's and Kubeflow
-Trainer's controllers do). The reconciler reads the job and its children, and the claims, the
-RayCluster, the pods only when a predicate here or in :mod:`~flashrl_operator.job.status.ray` says
-they can matter; it hands all of it to :func:`next_step` as one :class:`Observed`; it then carries
-out the :class:`Step` it gets back: applies the children, patches claims, deletes the failed
-attempt's RayJob, writes the status once (then the spec, when the step patches it), and posts the
-Events only after that write succeeded. Nothing here does I/O, so every case is plain data in and a
-whole Step out (``tests/unit/job/test_step.py``).
-
-Each rule has one named place here, over the pure modules that hold the details:
-
-* what is read: :func:`fit_due` (the claims and GPU nodes that decide whether the job can ever start,
-  judged by :mod:`~flashrl_operator.job.fits`: :func:`cannot_start`), :func:`waits_for_gpus` (whose
-  pods hold the GPUs a starting pod waits for), :func:`converging` (every child, or only the RayJob of
-  a final or rejected job),
-  :func:`creates_first` and :func:`children_to_read` (a new job reads none of its children but
-  creates them first), :func:`claims_to_read`, :func:`needs_staging_pods`, :func:`may_end_attempt`,
-  :func:`release_checks`;
-* which child is written and how: :func:`child_plan` (ownership first: an object this job does not
-  control stops everything; staging gates the RayJob; a backoff delays it; a RayJob gone while the
-  job ran fails the attempt; a new job's unread children are created first) and :func:`converge`
-  (create, restore, or merge-patch a RayJob);
-* staging: :func:`staging_step` (:mod:`~flashrl_operator.job.status.staging` judges it,
-  :mod:`~flashrl_operator.job.staging` records it on the claims);
-* retries: :func:`attempt_outcome` (:mod:`~flashrl_operator.job.attempts`, whose
-  :func:`~flashrl_operator.job.attempts.on_failure` applies the retry policy);
-* goodput: :func:`with_goodput`;
-* the mismatch guard's Suspend action: :func:`guard_suspend`; its FallbackToBF16 action:
-  :func:`guard_fallback` (the attempt ends, the next one runs BF16 rollout) and
-  :func:`with_rollout_precision` (every later attempt is rendered from the BF16 spec);
-* the status and its Events: :func:`~flashrl_operator.job.status.mapping.status_of` and
-  :func:`~flashrl_operator.job.status.mapping.status_events`.
-
-:func:`~flashrl_operator.job.status.mapping.decide_phase` runs exactly once per step; the attempt
-rules may override its verdict (a retry is ``Starting``/``Retrying``, a spent retry budget fails
-with the policy's reason). Decisions flow forward: the verdict that stands, the attempt keys, the
-goodput and a retry's next RayJob travel as one :class:`~flashrl_operator.job.status.mapping.Decided`
-into :func:`~flashrl_operator.job.status.mapping.status_of`; the :class:`Observation` stays what was
-read.
-
-A step decides on the objects as read, and on what its own writes will leave: a RayJob it creates
-is judged as the rendered object (KubeRay has not seen it yet), a drifted one as patched. A write
-the API server refuses stops the reconcile before the status is written: the reconciler remembers a
-rejection for the job's generation and reconciles again at once, and that reconcile reports it
-(``ChildRejected``); an object created meanwhile under a child's name is read by that next
-reconcile like any other. A new job's first reconcile reads none of its children and creates them
-first (:func:`creates_first`); a 409 there (a name taken) stops it the same way, after the children
-it created are deleted again, and the next reconcile reads.
+Each rule has one named function here, over the pure modules that hold the details; how they fit
+(what is read, which child is written and how, staging, retries, goodput, the guard, the status) is in
+docs/architecture.md, "The decision". Every case is plain data in and a whole Step out
+(``tests/unit/job/test_step.py``).
 """
 
 from __future__ import annotations
@@ -92,7 +48,13 @@ from flashrl_operator.job.status.staging import (
     job_outcome,
     termination_message,
 )
-from flashrl_operator.render import AttemptContext, Child, DesiredState, attempt_ray_job_name
+from flashrl_operator.render import (
+    AttemptContext,
+    Child,
+    DesiredState,
+    attempt_ray_job_name,
+    history_config_map,
+)
 from flashrl_operator.render.children import (
     SPEC_ANNOTATION,
     drift_patch,
@@ -129,7 +91,7 @@ GUARD_SUSPEND_MESSAGE: Final = (
 
 
 @dataclass(frozen=True)
-class Observed:
+class Reads:
     """Everything one reconcile read about one job, and what it was read with."""
 
     namespace: str
@@ -178,6 +140,10 @@ class Observed:
     new: bool = False
     """A new job (:func:`creates_first`): only :func:`children_to_read` were read, and each child not
     read is created first, with no read before (a taken name is the server's 409)."""
+    history: HistoryRead | None = None
+    """The history ConfigMap and the reported status folded into it (``None``: nothing to fold now)."""
+    history_wait: float | None = None
+    """Seconds until the history may be folded again, when the status reports something not folded."""
     nodes: tuple[Mapping[str, Any], ...] | None = None
     """The GPU nodes, read when :func:`fit_due` (``None``: not read, or not readable)."""
     mounted: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
@@ -194,6 +160,15 @@ class Observed:
     def live_of(self, child: Child) -> Mapping[str, Any] | None:
         """``child`` as read (``None`` when missing or not read)."""
         return self.live.get(child.describe())
+
+
+@dataclass(frozen=True)
+class HistoryRead:
+    """The ``<job>-metrics`` ConfigMap as read, and its data with the reported status folded in."""
+
+    live: Mapping[str, Any] | None
+    data: Mapping[str, str] | None
+    """``None``: the object under the name is not the job's (it is never written)."""
 
 
 ApplyMode = Literal["create", "restore", "merge"]
@@ -215,7 +190,7 @@ class Apply:
     carries it as a precondition, so ownership is proved at the write, not remembered from the read
     (an object deleted and re-created under the name since, or changed, makes the write a 409)."""
     first: bool = False
-    """A ``create`` of a child that was not read (a new job, :attr:`Observed.new`): a 409 is the only
+    """A ``create`` of a child that was not read (a new job, :attr:`Reads.new`): a 409 is the only
     sign that its name is taken, and then the children this reconcile created first are deleted
     again (each under the UID its create returned) and the next reconcile reads them all."""
 
@@ -367,9 +342,9 @@ def creates_first(
     return fresh and not tried and converging(previous, generation, refused)
 
 
-def children_to_read(o: Observed) -> tuple[Child, ...]:
+def children_to_read(o: Reads) -> tuple[Child, ...]:
     """The children read before :func:`next_step`: all of them while they are converged; none of a new
-    job's (:attr:`Observed.new`: each is created first) but the RayJob when a staging Job comes
+    job's (:attr:`Reads.new`: each is created first) but the RayJob when a staging Job comes
     first (the RayJob is not created before the sources are staged, so its name is looked at now);
     only the RayJob of a final or rejected job."""
     assert o.desired is not None
@@ -397,7 +372,7 @@ def fit_due(previous: Mapping[str, Any], generation: int | None, refused: str | 
     )
 
 
-def cannot_start(o: Observed) -> tuple[str | None, str | None]:
+def cannot_start(o: Reads) -> tuple[str | None, str | None]:
     """The ``ClaimNotFound`` and ``NeverFits`` messages from what :func:`fit_due` read (``None``: none)."""
     assert o.job is not None
     missing = claims_message(missing_claims(cluster_needs(o.job).claims, o.mounted, o.namespace))
@@ -457,7 +432,7 @@ def release_checks(job: FlashRLJob, previous: Mapping[str, Any]) -> tuple[tuple[
 # Which child is written and how.
 
 
-def owned(live: Mapping[str, Any] | None, uid: str) -> Mapping[str, Any] | None:
+def controlled(live: Mapping[str, Any] | None, uid: str) -> Mapping[str, Any] | None:
     """``live`` when this job controls it; someone else's object under the name is not its state."""
     if live is None or ownership_conflict("", live, uid) is not None:
         return None
@@ -502,7 +477,7 @@ def _after(child: Child, live: Mapping[str, Any] | None, action: Apply | None) -
 
 
 def staging_step(
-    o: Observed, child: Child, live: Mapping[str, Any] | None
+    o: Reads, child: Child, live: Mapping[str, Any] | None
 ) -> tuple[StagingObservation, tuple[Apply, ...], tuple[Patch, ...]]:
     """Where the job's sources stand, the staging Job to write, and the claims to record.
 
@@ -533,7 +508,7 @@ def staging_step(
     return observation, (action,) if action is not None else (), patches
 
 
-def _unread(o: Observed, child: Child) -> bool:
+def _unread(o: Reads, child: Child) -> bool:
     """A new job's child that was not read: created first."""
     return o.new and child.describe() not in o.live
 
@@ -553,7 +528,7 @@ class ChildPlan:
     """The attempt's RayJob existed and is gone while the job ran: someone deleted it."""
 
 
-def child_plan(o: Observed, attempts: Attempts, *, waiting: bool) -> ChildPlan:
+def child_plan(o: Reads, attempts: Attempts, *, waiting: bool) -> ChildPlan:
     """Which children to write, in render order, and what that leaves.
 
     An object under a child's name that this job does not control is never patched, adopted or
@@ -601,6 +576,25 @@ def child_plan(o: Observed, attempts: Attempts, *, waiting: bool) -> ChildPlan:
     return ChildPlan(tuple(applies), patches, (), staging, ray_job, deleted)
 
 
+def history_step(o: Reads) -> tuple[tuple[Apply, ...], tuple[Announcement, ...]]:
+    """The history ConfigMap to write, under the rules of every child; someone else's object under its
+    name is announced (for each new report) and left alone, and does not stop the job: the history is
+    the one child the job does not need to run."""
+    if o.job is None or o.history is None:
+        return (), ()
+    child = Child.of(history_config_map(o.job, o.history.data or {}))
+    live = o.history.live
+    if o.history.data is None:
+        why = ownership_conflict(child.describe(), live, o.uid) if live is not None else None
+        if why is None:
+            return (), ()
+        return (), (
+            Announcement("Warning", Reason.CHILD_CONFLICT, f"{why}; the metrics history is not recorded"),
+        )
+    action = converge(child, live, queued=False)
+    return ((action,) if action is not None else ()), ()
+
+
 # Retries.
 
 
@@ -638,7 +632,7 @@ def training_verdict(verdict: PhaseDecision, reported: Reported, total_steps: in
 
 
 def attempt_outcome(
-    o: Observed,
+    o: Reads,
     obs: Observation,
     verdict: PhaseDecision,
     attempts: Attempts,
@@ -721,7 +715,7 @@ def attempt_outcome(
 # Goodput and the guard.
 
 
-def with_goodput(o: Observed, obs: Observation, decided: Decided) -> Decided:
+def with_goodput(o: Reads, obs: Observation, decided: Decided) -> Decided:
     """Fold the launcher's phases and the released clusters into the attempts; ``status.goodput``."""
     assert o.job is not None
     attempts = Attempts.of(decided.attempts if decided.attempts is not None else obs.previous)
@@ -756,9 +750,9 @@ def guard_suspend(
     return patch, (Announcement("Warning", Reason.MISMATCH_DRIFT, GUARD_SUSPEND_MESSAGE),)
 
 
-def suspend_worker_groups(o: Observed) -> tuple[Patch, ...]:
+def suspend_worker_groups(o: Reads) -> tuple[Patch, ...]:
     """The merge patches that suspend every worker group of the ended attempts' RayClusters in
-    :attr:`Observed.holding` (KubeRay then deletes their worker pods; the head stays for the TTL).
+    :attr:`Reads.holding` (KubeRay then deletes their worker pods; the head stays for the TTL).
 
     A queued RayJob is rendered with ``shutdownAfterJobFinishes`` (Kueue and KubeRay require it of a
     suspendable RayJob, and KubeRay refuses deletion rules beside it), so KubeRay would keep the GPU
@@ -778,7 +772,7 @@ def suspend_worker_groups(o: Observed) -> tuple[Patch, ...]:
     return tuple(patches)
 
 
-def guard_fallback(o: Observed, obs: Observation, outcome: AttemptOutcome) -> AttemptOutcome | None:
+def guard_fallback(o: Reads, obs: Observation, outcome: AttemptOutcome) -> AttemptOutcome | None:
     """spec.correction.guard.action ``FallbackToBF16``: when the guard has tripped on a live FP8
     attempt, end it (its RayJob is deleted now) and open the next one, from the newest checkpoint, with
     BF16 rollout; once per job (``status.rolloutFallback``; the BF16 job's guard only alerts). ``None``:
@@ -878,7 +872,7 @@ def _queued_wake(decision: PhaseDecision, workload: WorkloadView | None, wake: f
     return QUEUED_RECHECK_SECONDS if wake is None else min(wake, QUEUED_RECHECK_SECONDS)
 
 
-def _refused(o: Observed) -> Step:
+def _refused(o: Reads) -> Step:
     """An invalid spec or a policy violation: the status says why, nothing is created."""
     obs = Observation(
         generation=o.generation,
@@ -890,7 +884,7 @@ def _refused(o: Observed) -> Step:
     return Step(status, status_patch(o.server_status, status), tuple(status_events(o.previous, status)))
 
 
-def _never_starts(o: Observed, missing: str | None, never: str | None) -> Step:
+def _never_starts(o: Reads, missing: str | None, never: str | None) -> Step:
     """A job the cluster can never hold, or whose claim does not exist: Failed, nothing created."""
     obs = Observation(
         generation=o.generation,
@@ -902,7 +896,7 @@ def _never_starts(o: Observed, missing: str | None, never: str | None) -> Step:
     return Step(status, status_patch(o.server_status, status), tuple(status_events(o.previous, status)))
 
 
-def next_step(o: Observed) -> Step:
+def next_step(o: Reads) -> Step:
     """Everything one reconcile does, decided from what it read."""
     if o.job is None or o.desired is None or o.spec_problems or o.policy_problems:
         return _refused(o)
@@ -918,7 +912,7 @@ def next_step(o: Observed) -> Step:
         plan = child_plan(o, attempts, waiting=waiting)
     else:
         staging = StagingObservation() if desired.staging_job is None else None
-        plan = ChildPlan(staging=staging, ray_job=owned(o.live_of(desired.ray_job), o.uid))
+        plan = ChildPlan(staging=staging, ray_job=controlled(o.live_of(desired.ray_job), o.uid))
     ray_view = RayJobView.of(plan.ray_job) if plan.ray_job is not None else None
     immutable = (
         immutable_changes(ray_view.annotation(SPEC_ANNOTATION), job.spec.to_wire()) if ray_view else []
@@ -965,15 +959,17 @@ def next_step(o: Observed) -> Step:
         decided = with_goodput(o, obs, with_precision(job, previous, decided))
     status = status_of(obs, decided, rfc3339(o.now))
     spec_patch, guard_events = guard_suspend(job, previous, status)
+    history, history_events = history_step(o)
+    wakes = [w for w in (_wake_after(outcome.wake_at, o.now), o.history_wait) if w is not None]
     return Step(
         status=status,
         status_patch=status_patch(o.server_status, status),
-        events=(*outcome.events, *status_events(previous, status), *guard_events),
-        apply=plan.apply,
+        events=(*outcome.events, *status_events(previous, status), *guard_events, *history_events),
+        apply=(*plan.apply, *history),
         claim_patches=plan.claim_patches,
         delete=outcome.delete,
         suspend_workers=suspend_worker_groups(o) if desired.queued else (),
         spec_patch=spec_patch,
-        wake_after=_queued_wake(decided.phase, o.workload, _wake_after(outcome.wake_at, o.now)),
+        wake_after=_queued_wake(decided.phase, o.workload, min(wakes, default=None)),
         goodput=decided.goodput,
     )

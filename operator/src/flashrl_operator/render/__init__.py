@@ -22,6 +22,7 @@ from typing import Any, overload
 
 from flashrl_api import FlashRLJob
 from flashrl_operator.render.configmap import config_map
+from flashrl_operator.render.history import history_config_map
 from flashrl_operator.render.labels import (
     ATTEMPT_LABEL,
     JOB_LABEL,
@@ -68,6 +69,7 @@ __all__ = [
     "attempt_ray_job_name",
     "child_names",
     "entrypoint",
+    "history_config_map",
     "labels",
     "owner_reference",
     "render",

@@ -21,6 +21,11 @@ from flashrl_operator.vocab.owners import controller_name, describe_controller, 
 
 #: Annotation on the RayJob holding the (immutable part of the) spec it was rendered from.
 SPEC_ANNOTATION: Final = "flashrl.dev/spec"
+#: Annotation on the RayJob holding the key of the verl inputs checked and accepted before it was created
+#: (:func:`flashrl_jobs.verl_args.check_key`): a restarted operator does not check them again.
+VERL_CHECKED_ANNOTATION: Final = "flashrl.dev/verl-checked"
+#: Annotations that record how a RayJob was made: never restored to a later spec's values.
+_RECORDS: Final = frozenset({SPEC_ANNOTATION, VERL_CHECKED_ANNOTATION})
 
 #: FlashRLJob spec fields that may change on a running job (one list, in the API: the CRD's transition
 #: rules refuse changes to every other field at admission; this module is the second line).
@@ -151,7 +156,7 @@ def drift_patch(
     """
     patch: dict[str, Any] = {}
     is_ray_job = desired.get("kind") == kuberay.RAY_JOB.kind
-    meta = _metadata_patch(desired, live, frozenset({SPEC_ANNOTATION}) if is_ray_job else frozenset())
+    meta = _metadata_patch(desired, live, _RECORDS if is_ray_job else frozenset())
     if meta:
         patch["metadata"] = meta
     if is_ray_job:

@@ -21,7 +21,7 @@ ATTEMPT_LABEL: Final = "flashrl.dev/attempt"
 #: Kueue's LocalQueue label; its presence hands admission (``spec.suspend``) to Kueue.
 KUEUE_QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
 
-Component = Literal["ray-job", "spec", "launcher-rbac", "network", "staging"]
+Component = Literal["ray-job", "spec", "launcher-rbac", "network", "staging", "history"]
 
 
 def labels(job: FlashRLJob, component: Component) -> dict[str, str]:

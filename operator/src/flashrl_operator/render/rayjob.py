@@ -26,7 +26,8 @@ from flashrl_api.pins import ray_version
 from flashrl_api.pools import ROLLOUT_WORKER_GROUP as ROLLOUT_WORKER_GROUP
 from flashrl_api.pools import TRAINER_WORKER_GROUP
 from flashrl_jobs.contract import ATTEMPT_ENV, DEFAULT_SPEC_PATH, JOB_START_ENV
-from flashrl_operator.render.children import SPEC_ANNOTATION, spec_snapshot
+from flashrl_jobs.verl_args import check_key
+from flashrl_operator.render.children import SPEC_ANNOTATION, VERL_CHECKED_ANNOTATION, spec_snapshot
 from flashrl_operator.render.labels import ATTEMPT_LABEL, KUEUE_QUEUE_LABEL, object_meta
 from flashrl_operator.render.names import MAX_RAY_JOB_NAME, child_names, short_hash
 from flashrl_operator.render.pod import head_template, submitter_template, worker_template
@@ -215,8 +216,12 @@ def ray_job(job: FlashRLJob, attempt: AttemptContext | None = None) -> dict[str,
     if deadline is not None:
         spec["activeDeadlineSeconds"] = deadline
     meta = object_meta(job, attempt_ray_job_name(job, attempt.attempt), "ray-job", extra_labels)
-    # The spec it was made from: later edits that a live RayJob cannot take are found against it.
-    meta["annotations"] = {SPEC_ANNOTATION: spec_snapshot(job.spec.to_wire())}
+    # The spec it was made from: later edits that a live RayJob cannot take are found against it; the
+    # verl inputs it was made from (checked before it was created).
+    meta["annotations"] = {
+        SPEC_ANNOTATION: spec_snapshot(job.spec.to_wire()),
+        VERL_CHECKED_ANNOTATION: check_key(job),
+    }
     return {
         "apiVersion": kuberay.RAY_JOB.api_version,
         "kind": kuberay.RAY_JOB.kind,

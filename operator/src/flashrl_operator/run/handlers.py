@@ -38,12 +38,13 @@ from flashrl_operator.experiment.reconciler import (
     ExperimentReconciler,
     experiment_of,
 )
-from flashrl_operator.job.fair import DEFAULT_SLOTS
-from flashrl_operator.job.history import HistoryRecorder
+from flashrl_operator.job.history import FOLD_INTERVAL_SECONDS, History
+from flashrl_operator.job.memory import StatusMemory
 from flashrl_operator.job.policy import AdminPolicy
 from flashrl_operator.job.reconciler import Reconciler
 from flashrl_operator.job.retry_policy import jittered
 from flashrl_operator.job.triggers import needs_reconcile
+from flashrl_operator.job.verl_check import Checker, VerlCheck, run_checks
 from flashrl_operator.render import JOB_LABEL, MANAGED_BY
 from flashrl_operator.render.children import owner_name
 from flashrl_operator.render.labels import MANAGED_BY_LABEL
@@ -110,9 +111,17 @@ class OperatorConfig:
     """Fail a new job whose GPU pods can never fit on the cluster's nodes (``NeverFits``) or whose claim
     does not exist (``ClaimNotFound``) before anything is created (``--no-fit-check`` turns it off)."""
 
-    check_slots: int = DEFAULT_SLOTS
-    """verl checks under way at once (child processes; one per core, at least two); no namespace holds
-    more than all but one of them (:mod:`flashrl_operator.job.fair`)."""
+    check_slots: int | None = None
+    """verl checks under way at once (``--verl-check-slots``; child processes, about 70 MiB each); no
+    namespace holds more than all but one of them (:mod:`flashrl_operator.job.fair`). None: as many as
+    the container's CPU quota and memory limit hold
+    (:func:`~flashrl_operator.job.verl_check.container_slots`)."""
+
+    verl_checker: Checker = run_checks
+    """What runs verl's checks of one job, in a worker thread (tests make it slow)."""
+
+    history_interval: float = FOLD_INTERVAL_SECONDS
+    """Seconds between two folds of one job's reported metrics into its history ConfigMap."""
 
     default_trainer_image: str | None = None
     """The trainer image for jobs that name none (their spec holds the API's pinned default); e.g. the
@@ -160,7 +169,8 @@ class OperatorContext:
     leadership: Leadership | None = None
     election_task: asyncio.Task[None] | None = None
     experiments: ExperimentReconciler | None = None
-    history: HistoryRecorder | None = None
+    history: History | None = None
+    verl_check: VerlCheck | None = None
     intake: Intake | None = None
     experiment_intake: Intake | None = None
     known_experiments: set[tuple[str, str]] = field(default_factory=set)
@@ -262,23 +272,6 @@ def resync_all(ctx: OperatorContext) -> None:
         ctx.require_experiment_intake().submit(namespace, name, None)
 
 
-async def record_history(ctx: OperatorContext, body: Mapping[str, Any]) -> None:
-    """Keep the job's per-step history ConfigMap; a failure is logged, never retried in a loop (the
-    next step's report writes the missed steps too, the status keeps the latest)."""
-    if ctx.history is None or not ctx.may_reconcile:
-        return
-    try:
-        await ctx.history.record(body)
-    except Exception as exc:
-        meta = body.get("metadata") or {}
-        logger.warning(
-            "Metrics history of FlashRLJob %s/%s not written: %s",
-            meta.get("namespace"),
-            meta.get("name"),
-            exc,
-        )
-
-
 def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
     """Register every handler of one operator run on a fresh registry."""
     registry = kopf.OperatorRegistry()
@@ -305,21 +298,29 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
         except CredentialError as exc:
             raise kopf.PermanentError(str(exc)) from exc
         ctx.intake = job_intake(ctx)
+        ctx.verl_check = VerlCheck(
+            ctx.intake.submit,
+            enabled=config.check_overrides,
+            slots=config.check_slots,
+            checker=config.verl_checker,
+        )
+        logger.info("verl checks: %d at once", ctx.verl_check.slots.slots)
+        ctx.history = History(config.history_interval)
+        memory = StatusMemory()  # the operator's status keys, shared by both reconcilers
         ctx.reconciler = Reconciler(
             ctx.kube,
             ctx.metrics,
-            ctx.intake.submit,
-            check_overrides=config.check_overrides,
+            ctx.verl_check,
+            ctx.history,
+            memory,
             policy=config.policy,
             network=config.network,
             retry_backoff=config.retry_backoff,
             default_trainer_image=config.default_trainer_image,
-            check_slots=config.check_slots,
             check_fit=config.check_fit,
         )
-        ctx.experiments = ExperimentReconciler(ctx.kube, memory=ctx.reconciler.memory)
+        ctx.experiments = ExperimentReconciler(ctx.kube, memory=memory)
         ctx.experiment_intake = experiment_intake(ctx)
-        ctx.history = HistoryRecorder(ctx.kube)
         if config.metrics_port is not None:
             ctx.metrics_server = MetricsServer(ctx.metrics, config.bind_host, config.metrics_port)
             url = await ctx.metrics_server.start()
@@ -352,6 +353,8 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
         for intake in (ctx.intake, ctx.experiment_intake):
             if intake is not None:
                 await intake.close()
+        if ctx.verl_check is not None:
+            await ctx.verl_check.close()
         if ctx.metrics_server is not None:
             await ctx.metrics_server.stop()
         if ctx.kube is not None:
@@ -369,15 +372,19 @@ def build_registry(ctx: OperatorContext) -> kopf.OperatorRegistry:
                 ctx.reconciler.forget(*key, uid)
             if ctx.intake is not None:
                 ctx.intake.forget(*key)
-            if ctx.history is not None:
-                ctx.history.forget(*key)
             if owner is not None:
                 ctx.require_experiment_intake().submit(key[0], owner, None)
             return
         ctx.known_jobs.add(key)
         if needs_reconcile(type, body):
             ctx.require_intake().submit(*key, body)
-        await record_history(ctx, body)
+        elif ctx.history is not None and ctx.history.wants(key, body.get("status") or {}):
+            # New metrics for the history: its reconcile folds them, at most once per interval.
+            wait = ctx.history.due_in(key)
+            if wait > 0:
+                ctx.require_intake().submit_after(*key, wait)
+            else:
+                ctx.require_intake().submit(*key, body)
         if owner is not None:
             # The variant's phase, step or metrics changed: the experiment's status (and, under
             # spec.parallelism, whether the next variant starts) follows.

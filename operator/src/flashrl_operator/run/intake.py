@@ -107,6 +107,13 @@ class Intake:
         if not already and key not in self._running:
             self._start(key)
 
+    def submit_after(self, namespace: str, name: str, delay: float) -> None:
+        """Reconcile the object (from a fresh read) after ``delay`` seconds, unless sooner is asked."""
+        key = (namespace, name)
+        timer = self._later.get(key)
+        if timer is None or timer.when() > asyncio.get_running_loop().time() + delay:
+            self._later_in(key, delay)
+
     def _start(self, key: Key) -> None:
         if self._closed:
             return

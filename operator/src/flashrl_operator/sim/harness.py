@@ -99,8 +99,9 @@ def _entered(part: _Part | None) -> _Part:
 def loopback_config(**fields: Any) -> OperatorConfig:
     """An operator as the tests run it, whichever server it talks to (``fields``: which one, and any other
     setting): its endpoints on loopback and free ports, short retry delays, a resync rare enough not to
-    hide a missed event, no composing of overrides, no judging of the cluster's nodes and claims (the tests'
-    clusters have neither unless a test makes them and asks for ``check_fit``)."""
+    hide a missed event, no composing of overrides, a history fold pace the played launcher's steps
+    (milliseconds apart, not minutes) keep up with, and no judging of the cluster's nodes and claims
+    (the tests' clusters have neither unless a test makes them and asks for ``check_fit``)."""
     config = OperatorConfig(
         bind_host="127.0.0.1",
         metrics_port=0,
@@ -108,6 +109,7 @@ def loopback_config(**fields: Any) -> OperatorConfig:
         retry_delay=0.2,
         resync_interval=30.0,
         check_overrides=False,
+        history_interval=0.2,
         check_fit=False,
     )
     return dataclasses.replace(config, **fields)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flashrl_operator.job.status.mapping import Observation, owned
+from flashrl_operator.job.status.mapping import Observation, operator_keys
 from flashrl_operator.job.status.mapping import desired_status as typed_status
 
 #: The reconcile's clock in these tests.
@@ -17,4 +17,4 @@ NOW = "2026-01-01T00:00:00Z"
 
 def desired_status(obs: Observation, now: str) -> dict[str, Any]:
     """The typed status in wire form: the owned keys, ``None`` for absent ones."""
-    return owned(typed_status(obs, now))
+    return operator_keys(typed_status(obs, now))

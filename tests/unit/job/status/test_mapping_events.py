@@ -10,7 +10,7 @@ from flashrl_operator.job.status.mapping import (
     Observation,
     desired_status,
     guard_observation,
-    owned,
+    operator_keys,
     status_events,
 )
 from flashrl_operator.job.status.staging import StagingObservation
@@ -29,12 +29,14 @@ def test_a_phase_change_is_one_event_and_an_unchanged_status_none() -> None:
     events = status_events({}, first)
     assert [(e.type, e.reason) for e in events] == [("Normal", "Pending")]
     assert events[0].message.startswith("Phase New -> Pending")
-    again = desired_status(Observation(generation=1, ray_job_name="j", previous=owned(first)), NOW)
-    assert status_events(owned(first), again) == []
+    again = desired_status(Observation(generation=1, ray_job_name="j", previous=operator_keys(first)), NOW)
+    assert status_events(operator_keys(first), again) == []
 
 
 def test_a_failure_is_a_warning_with_its_reason_once() -> None:
-    running = owned(desired_status(Observation(ray_job_name="j", ray_job=rj("Running", "RUNNING")), NOW))
+    running = operator_keys(
+        desired_status(Observation(ray_job_name="j", ray_job=rj("Running", "RUNNING")), NOW)
+    )
     failed = desired_status(
         Observation(
             ray_job_name="j",
@@ -48,7 +50,9 @@ def test_a_failure_is_a_warning_with_its_reason_once() -> None:
 
 
 def test_a_condition_turning_to_a_warning_reason_is_announced_without_a_phase_change() -> None:
-    running = owned(desired_status(Observation(ray_job_name="j", ray_job=rj("Running", "RUNNING")), NOW))
+    running = operator_keys(
+        desired_status(Observation(ray_job_name="j", ray_job=rj("Running", "RUNNING")), NOW)
+    )
     refused = desired_status(
         Observation(
             ray_job_name="j",

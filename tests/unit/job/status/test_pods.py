@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from status_wire import NOW, desired_status
 
+from flashrl_api.status import Reason
 from flashrl_operator.job.status.conditions import find_condition
 from flashrl_operator.job.status.mapping import (
     Observation,
@@ -16,10 +17,6 @@ from flashrl_operator.job.status.mapping import (
 )
 from flashrl_operator.job.status.pods import (
     MAX_DETAIL,
-    REASON_CONTAINER_CONFIG,
-    REASON_CRASH_LOOP,
-    REASON_IMAGE_PULL,
-    REASON_UNSCHEDULABLE,
     PodProblem,
     pod_problem,
     pod_problems,
@@ -49,18 +46,18 @@ def waiting(
 
 def test_unschedulable_worker_carries_the_schedulers_message() -> None:
     assert pod_problem(unschedulable("j-abcde-gpu-worker-1")) == PodProblem(
-        "j-abcde-gpu-worker-1", "GPU worker", REASON_UNSCHEDULABLE, NO_GPU
+        "j-abcde-gpu-worker-1", "GPU worker", Reason.POD_UNSCHEDULABLE, NO_GPU
     )
 
 
 @pytest.mark.parametrize(
     ("kubelet", "reason"),
     [
-        ("ErrImagePull", REASON_IMAGE_PULL),
-        ("ImagePullBackOff", REASON_IMAGE_PULL),
-        ("InvalidImageName", REASON_IMAGE_PULL),
-        ("CreateContainerConfigError", REASON_CONTAINER_CONFIG),
-        ("RunContainerError", REASON_CONTAINER_CONFIG),
+        ("ErrImagePull", Reason.IMAGE_PULL_FAILED),
+        ("ImagePullBackOff", Reason.IMAGE_PULL_FAILED),
+        ("InvalidImageName", Reason.IMAGE_PULL_FAILED),
+        ("CreateContainerConfigError", Reason.CONTAINER_CONFIG_ERROR),
+        ("RunContainerError", Reason.CONTAINER_CONFIG_ERROR),
     ],
 )
 def test_container_waiting_reasons(kubelet: str, reason: str) -> None:
@@ -73,7 +70,7 @@ def test_container_waiting_reasons(kubelet: str, reason: str) -> None:
 def test_crash_loop_reports_restarts_and_exit_code() -> None:
     last = {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}
     problem = pod_problem(waiting("w", "CrashLoopBackOff", "back-off 5m0s", restartCount=4, lastState=last))
-    assert problem is not None and problem.reason == REASON_CRASH_LOOP
+    assert problem is not None and problem.reason == Reason.CONTAINER_CRASH_LOOPING
     assert problem.detail == "ray-worker: CrashLoopBackOff (restarted 4 time(s), last exit code 137)"
 
 
@@ -113,10 +110,10 @@ def test_most_actionable_reason_first_head_before_workers_then_by_name() -> None
         ]
     )
     assert [(p.pod, p.reason) for p in problems] == [
-        ("w-0", REASON_CONTAINER_CONFIG),
-        ("w-1", REASON_IMAGE_PULL),
-        ("h", REASON_UNSCHEDULABLE),
-        ("w-2", REASON_UNSCHEDULABLE),
+        ("w-0", Reason.CONTAINER_CONFIG_ERROR),
+        ("w-1", Reason.IMAGE_PULL_FAILED),
+        ("h", Reason.POD_UNSCHEDULABLE),
+        ("w-2", Reason.POD_UNSCHEDULABLE),
     ]
 
 
@@ -169,14 +166,14 @@ def status_with(problems: tuple[PodProblem, ...], deployment: str = "Initializin
 
 def test_an_unschedulable_worker_is_the_reason_while_starting() -> None:
     status = status_with(pod_problems([unschedulable("j-abcde-gpu-worker-1")]))
-    assert (status["phase"], status["reason"]) == ("Starting", REASON_UNSCHEDULABLE)
+    assert (status["phase"], status["reason"]) == ("Starting", Reason.POD_UNSCHEDULABLE)
     assert status["message"] == (
         "Creating the Ray cluster: head pod ready, 0/1 GPU workers ready; "
         f"GPU worker pod j-abcde-gpu-worker-1: PodUnschedulable: {NO_GPU}"
     )
     ready = find_condition(status["conditions"], "ClusterReady")
     assert ready is not None
-    assert (ready["status"], ready["reason"]) == ("False", REASON_UNSCHEDULABLE)
+    assert (ready["status"], ready["reason"]) == ("False", Reason.POD_UNSCHEDULABLE)
     assert (
         ready["message"]
         == f"RayCluster j-abcde: GPU worker pod j-abcde-gpu-worker-1: PodUnschedulable: {NO_GPU}"

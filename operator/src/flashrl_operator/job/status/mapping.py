@@ -72,7 +72,7 @@ __all__ = [
     "decide_phase",
     "desired_status",
     "is_final",
-    "owned",
+    "operator_keys",
     "phase_changed",
     "should_read_cluster",
     "should_read_pods",
@@ -555,7 +555,7 @@ def _attempt_fields(obs: Observation, decided: Decided) -> dict[str, Any]:
     return {key: source.get(key) for key in ATTEMPT_KEYS}
 
 
-def owned(status: FlashRLJobStatus | Mapping[str, Any]) -> dict[str, Any]:
+def operator_keys(status: FlashRLJobStatus | Mapping[str, Any]) -> dict[str, Any]:
     """The operator-owned keys of ``status`` in wire form (``None`` for absent ones)."""
     wire = (
         status.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -575,7 +575,7 @@ def status_patch(
     included.
     """
     patch: dict[str, Any] = {}
-    for key, new in owned(desired).items():
+    for key, new in operator_keys(desired).items():
         old = previous.get(key)
         if new is None:
             if old is not None:
@@ -587,7 +587,7 @@ def status_patch(
 
 def phase_changed(previous: Mapping[str, Any], desired: FlashRLJobStatus | Mapping[str, Any]) -> bool:
     """Whether this status update moves the job to another phase."""
-    return bool(previous.get("phase") != owned(desired)["phase"])
+    return bool(previous.get("phase") != operator_keys(desired)["phase"])
 
 
 @dataclass(frozen=True)

@@ -20,26 +20,26 @@ from typing import Any, Final
 from flashrl_api.status import POD_PROBLEMS, Reason
 from flashrl_operator.vocab.kuberay import NODE_TYPE_LABEL, NodeType, as_text
 
-REASON_IMAGE_PULL: Final = Reason.IMAGE_PULL_FAILED
-REASON_CONTAINER_CONFIG: Final = Reason.CONTAINER_CONFIG_ERROR
-REASON_CRASH_LOOP: Final = Reason.CONTAINER_CRASH_LOOPING
-REASON_UNSCHEDULABLE: Final = Reason.POD_UNSCHEDULABLE
-
 #: Kubelet ``waiting`` reasons and what they mean for the job, most actionable first.
 _WAITING_REASONS: Final[dict[str, Reason]] = {
-    "ErrImagePull": REASON_IMAGE_PULL,
-    "ImagePullBackOff": REASON_IMAGE_PULL,
-    "InvalidImageName": REASON_IMAGE_PULL,
-    "ErrImageNeverPull": REASON_IMAGE_PULL,
+    "ErrImagePull": Reason.IMAGE_PULL_FAILED,
+    "ImagePullBackOff": Reason.IMAGE_PULL_FAILED,
+    "InvalidImageName": Reason.IMAGE_PULL_FAILED,
+    "ErrImageNeverPull": Reason.IMAGE_PULL_FAILED,
     # A missing Secret (secretRefs) or ConfigMap key, a bad volume or security context.
-    "CreateContainerConfigError": REASON_CONTAINER_CONFIG,
-    "CreateContainerError": REASON_CONTAINER_CONFIG,
-    "RunContainerError": REASON_CONTAINER_CONFIG,
-    "CrashLoopBackOff": REASON_CRASH_LOOP,
+    "CreateContainerConfigError": Reason.CONTAINER_CONFIG_ERROR,
+    "CreateContainerError": Reason.CONTAINER_CONFIG_ERROR,
+    "RunContainerError": Reason.CONTAINER_CONFIG_ERROR,
+    "CrashLoopBackOff": Reason.CONTAINER_CRASH_LOOPING,
 }
 
 #: When pods have different problems, the reason shown is the first of these that occurs.
-_PRIORITY: Final = (REASON_CONTAINER_CONFIG, REASON_IMAGE_PULL, REASON_CRASH_LOOP, REASON_UNSCHEDULABLE)
+_PRIORITY: Final = (
+    Reason.CONTAINER_CONFIG_ERROR,
+    Reason.IMAGE_PULL_FAILED,
+    Reason.CONTAINER_CRASH_LOOPING,
+    Reason.POD_UNSCHEDULABLE,
+)
 
 #: Every reason this module reports (shown as the job's ``status.reason`` while it is Starting).
 POD_PROBLEM_REASONS: Final = POD_PROBLEMS
@@ -84,7 +84,7 @@ def _container_problem(statuses: Any) -> tuple[Reason, str] | None:
             continue
         name = as_text(status.get("name")) or "container"
         detail = as_text(waiting.get("message"))
-        if reason == REASON_CRASH_LOOP:
+        if reason == Reason.CONTAINER_CRASH_LOOPING:
             last = ((status.get("lastState") or {}).get("terminated")) or {}
             exit_code = last.get("exitCode")
             detail = f"restarted {status.get('restartCount', 0)} time(s), last exit code {exit_code}"
@@ -113,7 +113,7 @@ def pod_problem(pod: Mapping[str, Any]) -> PodProblem | None:
             and cond.get("reason") == "Unschedulable"
         ):
             return PodProblem(
-                name, role, REASON_UNSCHEDULABLE, _clip(as_text(cond.get("message")) or "no node fits")
+                name, role, Reason.POD_UNSCHEDULABLE, _clip(as_text(cond.get("message")) or "no node fits")
             )
     return None
 
