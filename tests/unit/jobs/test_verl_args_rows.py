@@ -54,6 +54,8 @@ def _merged(parts: tuple[dict[str, Any], ...]) -> dict[str, Any]:
 
 def _jobs() -> list[FlashRLJob]:
     jobs = [job(_merged(parts)) for parts in itertools.product(*_CHOICES)]
+    # Each engine's own KV-cache argument (the examples' FP8 KV cache runs on SGLang).
+    jobs.append(job({"rollout": {"engine": "vllm", "kvCache": "fp8-e4m3"}}))
     for path in sorted(EXAMPLES.glob("*.yaml")):
         for doc in yaml.safe_load_all(path.read_text()):
             if isinstance(doc, dict) and doc.get("kind") == "FlashRLJob":

@@ -193,6 +193,8 @@ def test_every_field_mapping_names_a_generated_key() -> None:
     }
     generated |= {override_key(o) for o in generated_overrides(job({"training": {"mode": "colocate-async"}}))}
     generated |= {override_key(o) for o in generated_overrides(job({"rollout": {"kvCache": "fp8-e4m3"}}))}
+    vllm_kv = job({"rollout": {"engine": "vllm", "kvCache": "fp8-e4m3"}})
+    generated |= {override_key(o) for o in generated_overrides(vllm_kv)}
     assert set(FIELD_OF_KEY) <= generated
 
 
