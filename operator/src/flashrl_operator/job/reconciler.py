@@ -338,11 +338,9 @@ class Reconciler:
         )
         tried = uid in self._created_first
         seen = replace(seen, new=creates_first(seen.previous, seen.generation, seen.refused, tried=tried))
-        seen = await self._read_fit(seen)
-        if any(cannot_start(seen)):
-            return seen  # it fails before anything is read or created
         seen = await self._read_children(seen, children_to_read(seen))
-        if converging(seen.previous, seen.generation, seen.refused):
+        converges = converging(seen.previous, seen.generation, seen.refused)
+        if converges:
             # verl reads the spec only when a RayJob is created: the check gates that, never a job
             # whose RayJob runs (a suspend, a deadline, a deletion go ahead while it runs).
             ray_job = controlled(seen.live_of(desired.ray_job), uid)
@@ -350,6 +348,12 @@ class Reconciler:
             problems = self._verl.verdict(job, body, accepted=accepted, needed=ray_job is None)
             if problems:
                 return replace(seen, spec_problems=tuple(problems))
+        # After the verl gate: a job that waits for its verdict reads the claims and nodes once, when it
+        # is reconciled with the verdict (a new job has read no child yet: nothing is created before).
+        seen = await self._read_fit(seen)
+        if any(cannot_start(seen)):
+            return seen  # it fails before anything is created
+        if converges:
             seen = await self._read_staging(seen)
         return await self._read_history(await self._read_ray(seen))
 
