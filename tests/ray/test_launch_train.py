@@ -369,14 +369,29 @@ def test_train_reports_each_new_checkpoint_once_through_the_status(
 
 
 def test_a_resume_that_runs_no_step_is_stopped_early_not_success(
-    ray_cluster: LocalRay, launch: Callable[..., Any], setup: dict[str, Any]
+    ray_cluster: LocalRay, launch: Callable[..., Any], api: Callable[[int], ApiServer], setup: dict[str, Any]
 ) -> None:
     experiment = setup["tmp"] / "checkpoints" / "DAPO-1" / "train-test"
     (experiment / "global_step_1").mkdir(parents=True)
     (experiment / "latest_checkpointed_iteration.txt").write_text("1")
-    run = start_train(launch, ray_cluster, setup, FAKE_VERL_LAST_STEP="0")
+    server = api(200)
+    run = start_train(
+        launch,
+        ray_cluster,
+        setup,
+        FAKE_VERL_LAST_STEP="0",
+        FLASHRL_API_SERVER=server.url,
+        FLASHRL_ATTEMPT="2",
+    )
     assert run.wait() == contract.EXIT_STOPPED_EARLY, run.output
     assert "Checkpoint of step 1 found" in run.output
+    # The checkpoint verl resumes from is in the status before any step: the attempt that saved it may
+    # have died before its launcher reported it.
+    reported = [
+        r["body"]["status"]["checkpoint"] for r in server.requests if "checkpoint" in r["body"]["status"]
+    ]
+    assert reported and reported[0]["step"] == 1 and reported[0]["attempt"] == 2, reported
+    assert reported[0]["path"] == str(experiment / "global_step_1")
     ray_message = entrypoint_failed_message(contract.EXIT_STOPPED_EARLY, *run.lines[-10:])
     failure = launcher_failure(ray_message)
     assert failure is not None and failure.reason == "StoppedEarly"

@@ -24,8 +24,9 @@ from trainer_env import REPO, TrainerRun, plugin_path, python
 
 from conftest import ApiServer
 from flashrl_api import verl_metrics as vm
+from flashrl_operator.job.retry_policy import AttemptEnd, lost_steps
 from flashrl_operator.job.status.launcher_failure import launcher_failure
-from flashrl_operator.vocab.kuberay import entrypoint_failed_message
+from flashrl_operator.vocab.kuberay import ClusterConditionReason, entrypoint_failed_message
 
 pytestmark = pytest.mark.real_trainer
 
@@ -256,6 +257,7 @@ def test_a_killed_attempt_resumes_from_its_last_checkpoint_in_the_next(
     finally:
         first.stop()
     assert (root / "global_step_2").is_dir()
+    killed = api.statuses()
     env = {**pod_env(tmp_path / "second", head_env, api), "FLASHRL_ATTEMPT": "2"}
     second = TrainerRun(tmp_path / "attempt-2", env)
     try:
@@ -270,3 +272,18 @@ def test_a_killed_attempt_resumes_from_its_last_checkpoint_in_the_next(
     assert tracker.read_text().strip() == "3"
     progress = [s["progress"] for s in api.statuses() if "progress" in s]
     assert progress[-1]["step"] == 3 and progress[-1]["totalSteps"] == 3
+    # The operator's ledger, from what attempt 1's launcher reported before it died: the steps it counts
+    # lost are the ones attempt 2 redid (the kill may come between verl's save and the launcher's report).
+    end = AttemptEnd(
+        attempt=1,
+        reason=ClusterConditionReason.HEAD_POD_NOT_FOUND,
+        message="the head pod went away",
+        start_step=0,
+        step=max((s["progress"]["step"] for s in killed if "progress" in s), default=0),
+        checkpoint_step=max((s["checkpoint"]["step"] for s in killed if "checkpoint" in s), default=0),
+    )
+    redone = [s for s in steps_trained(root / "metrics" / "attempt-2.jsonl") if s <= end.step]
+    assert lost_steps(end) == len(redone) == 0, (end, redone)
+    # Attempt 2 names the checkpoint verl resumed from before its first step, whatever attempt 1 got out.
+    resumed = [s["checkpoint"] for s in api.statuses()[len(killed) :] if "checkpoint" in s]
+    assert resumed[0]["step"] == 2 and resumed[0]["attempt"] == 2, resumed

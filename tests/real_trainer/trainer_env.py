@@ -124,6 +124,7 @@ class TrainerRun:
             proc = subprocess.Popen(
                 [str(python()), "-m", "flashrl_jobs.cli", *args],
                 env=full,
+                cwd=self.workdir,  # verl's Hydra writes outputs/<date>/ under the working directory
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,

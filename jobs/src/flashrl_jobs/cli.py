@@ -412,6 +412,11 @@ def train(
         mode = job.spec.checkpoint.resume_mode
         log(f"Checkpoint of step {resume.step} found: {resume.path} (resumeMode {mode})")
         state.set_checkpoint(resume.step)
+        if reporter is not None and mode == "auto":
+            # verl resumes from its tracker, which may be newer than the status says: the last attempt
+            # can die between verl's save and its launcher's report. The status names what verl
+            # resumes from before the first step, so a failure of this attempt costs only its own steps.
+            reporter.report_checkpoint(resume.to_status(attempt))
 
     def new_checkpoint() -> dict[str, Any] | None:
         found = ledger.poll()
