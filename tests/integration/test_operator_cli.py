@@ -85,6 +85,8 @@ async def test_operator_command_uses_kubeconfig_and_watches_one_namespace(
         "json",
         "--namespace",
         NAMESPACE,
+        # This cluster has no GPU node nor the default claims: the fit check would fail the job.
+        "--no-fit-check",
     ]
     proc = subprocess.Popen(  # noqa: ASYNC220  (started once; waited for in a thread)
         cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
@@ -136,7 +138,15 @@ async def test_operator_command_gets_tokens_from_a_kubeconfig_exec_plugin(
     admin = ApiClient(cluster.url, token="admin")
     as_admin = dataclasses.replace(cluster, api=admin)
     env = {**os.environ, "KUBECONFIG": str(tmp_path / "kubeconfig")}
-    cmd = [sys.executable, "-m", "flashrl_operator.cli", "operator", "--metrics-port", str(free_port())]
+    cmd = [
+        sys.executable,
+        "-m",
+        "flashrl_operator.cli",
+        "operator",
+        "--metrics-port",
+        str(free_port()),
+        "--no-fit-check",
+    ]
     cmd += ["--health-port", str(free_port())]
     proc = subprocess.Popen(  # noqa: ASYNC220  (started once; waited for in a thread)
         cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
