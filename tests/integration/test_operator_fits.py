@@ -103,8 +103,9 @@ async def test_a_job_that_can_never_fit_fails_at_once_before_anything_exists(
     assert "nodes that join later are yours to add before applying the job" in status["message"]
     accepted = next(c for c in status["conditions"] if c["type"] == "Accepted")
     assert (accepted["status"], accepted["reason"]) == ("False", "NeverFits")
-    # The first status the operator wrote was the failure (a reconcile); it created nothing.
-    assert status_writes(cluster, "big") == 1
+    # The failure came within a reconcile or two (the first may only record that verl's check is under
+    # way, on a busy machine); it created nothing.
+    assert 1 <= status_writes(cluster, "big") <= 2
     assert not [key for key in cluster.creations() if key[0] in CHILDREN]
 
     async def warned() -> dict[str, Any] | None:
