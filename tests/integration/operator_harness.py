@@ -118,11 +118,19 @@ class Cluster:
     async def wait_phase(
         self, name: str, phase: str, deadline_s: float = WAIT_S, namespace: str = NAMESPACE
     ) -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+
         async def probe() -> dict[str, Any] | None:
             status = await self.status(name, namespace)
+            seen.update(phase=status.get("phase"), reason=status.get("reason"), message=status.get("message"))
             return status if status.get("phase") == phase else None
 
-        return await eventually(probe, f"FlashRLJob {name} to reach phase {phase}", deadline_s, self.poll_s)
+        try:
+            return await eventually(
+                probe, f"FlashRLJob {name} to reach phase {phase}", deadline_s, self.poll_s
+            )
+        except TimeoutError as exc:  # say where the job stands instead
+            raise TimeoutError(f"{exc}; it stands at {seen}") from None
 
     async def wait_ray_job_named(
         self, name: str, phase: str, deadline_s: float = WAIT_S, namespace: str = NAMESPACE

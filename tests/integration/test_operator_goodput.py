@@ -235,9 +235,14 @@ async def test_a_separate_async_run_shows_each_pools_gpu_seconds(
         status = await cluster.status("sa")
         entries = status.get("attempts") or []
         folded = entries and (entries[0].get("launcher") or {}).get("steps") == 3
-        return status if folded and (status.get("goodput") or {}).get("pools") else None
+        # Settled: until the attempt's cluster is seen gone, each reconcile adds the GPU-seconds held
+        # after the end, and the status read here would be older than the exporter's counters.
+        settled = entries and entries[0].get("releaseTime")
+        return status if folded and settled and (status.get("goodput") or {}).get("pools") else None
 
-    status = await eventually(split, "status.goodput.pools with the launcher's three steps", WAIT_S)
+    status = await eventually(
+        split, "status.goodput.pools with the launcher's three steps, the cluster released", WAIT_S
+    )
     goodput = status["goodput"]
     assert status["attempts"][0]["gpus"] == 16
     trainer, rollout = goodput["pools"]
