@@ -67,10 +67,12 @@ DEFAULT_CLAIMS = ("hf-cache", "rl-data", "rl-checkpoints")
 H20_GPUS = {"nvidia.com/gpu": "8"}
 
 
-def room_for_jobs(plane: ControlPlane, namespace: str, node: str = "h20-0") -> None:
+def room_for_jobs(plane: ControlPlane, namespace: str, node: str = "h20-0") -> str:
     """The default claims in ``namespace`` and one H20 node of 8 GPUs: what the operator's fit check
     (``NeverFits``, ``ClaimNotFound``) asks of a cluster before a job of the default shape may start.
-    The claims stay unbound and the node has no kubelet: nothing here runs a pod."""
+    The claims stay unbound and the node has no kubelet: nothing here runs a pod. Returns the node's
+    name: nodes are cluster-wide, so whoever shares the control plane afterwards sees it until it is
+    deleted."""
     claims = [
         {
             "apiVersion": "v1",
@@ -86,6 +88,7 @@ def room_for_jobs(plane: ControlPlane, namespace: str, node: str = "h20-0") -> N
     )
     status = json.dumps({"status": {"capacity": H20_GPUS, "allocatable": H20_GPUS}})
     plane.kubectl("patch", "node", node, "--subresource=status", "--type=merge", "-p", status)
+    return node
 
 
 def deployment(plane: ControlPlane) -> dict[str, Any]:

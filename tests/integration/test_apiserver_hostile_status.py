@@ -55,12 +55,16 @@ HEALTH_SAMPLES = 25
 
 
 @pytest.fixture(scope="module")
-def chart(control_plane: ControlPlane) -> ControlPlane:
+def chart(control_plane: ControlPlane) -> Iterator[ControlPlane]:
     plane = ready_for_jobs(control_plane)
+    nodes = set()
     for namespace in (ATTACKER_NS, CALM_NS):
         plane.kubectl("create", "namespace", namespace, check=False)
-        room_for_jobs(plane, namespace)  # the claims and a GPU node the operator's fit check asks for
-    return plane
+        nodes.add(room_for_jobs(plane, namespace))  # the claims and a GPU node the fit check asks for
+    try:
+        yield plane
+    finally:  # the run's control plane is shared: later modules count the GPU nodes they make
+        plane.kubectl("delete", "node", *sorted(nodes), "--wait=false", check=False)
 
 
 @pytest.fixture(scope="module")

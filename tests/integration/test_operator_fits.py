@@ -55,6 +55,10 @@ def claim(name: str) -> dict[str, Any]:
 async def gpu_node(cluster: Cluster) -> AsyncIterator[str]:
     """One H20 node of 8 GPUs in the cluster for this test only (nodes are cluster-scoped: removed after)."""
     plane = cluster.real
+    # The run's control plane is shared: a GPU node another module left would change every judgement.
+    found = await asyncio.to_thread(plane.get_json, "nodes", "-l", "nvidia.com/gpu.product")
+    others = [n["metadata"]["name"] for n in found["items"] if n["metadata"]["name"] != NODE]
+    assert not others, f"GPU nodes left on the shared control plane by an earlier test: {others}"
     await asyncio.to_thread(add_gpu_node, plane, NODE)
     try:
         yield NODE
