@@ -642,14 +642,16 @@ _CHECK_NAME: Final = "checked"
 def check_inputs(job: FlashRLJob) -> list[list[str]]:
     """What verl's configuration checks read of ``job``: the overrides the rows generate, then the user's.
 
-    The name is replaced (it reaches verl only in the checkpoint path and the tracker's names), and so
-    is the seed unless an override names a seed: any int32 seed composes alike, so an experiment's
-    replicas, which differ only in the seed, share one check.
+    The name is replaced, and so is ``training.experimentName`` (each reaches verl only in the
+    checkpoint path and the tracker's names, as a value :func:`format_value` quotes whatever it holds),
+    and so is the seed unless an override names a seed: any int32 seed composes alike. An experiment's
+    replicas, which differ only in the seed and the ``-r<n>`` of their experiment name, share one check.
     """
     names_seed = any("seed" in override for override in job.spec.overrides)
-    spec = job.spec
+    training = job.spec.training.model_copy(update={"experiment_name": None})
     if not names_seed:
-        spec = spec.model_copy(update={"training": spec.training.model_copy(update={"seed": 0})})
+        training = training.model_copy(update={"seed": 0})
+    spec = job.spec.model_copy(update={"training": training})
     canonical = job.model_copy(update={"metadata": {"name": _CHECK_NAME}, "spec": spec})
     return [generated_overrides(canonical), list(job.spec.overrides)]
 

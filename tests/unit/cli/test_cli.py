@@ -726,3 +726,32 @@ def test_a_verl_finding_naming_no_field_is_reported_at_the_overrides_that_reache
     assert (
         variant_field_path(0, "spec.overrides[0]", {}, {"overrides": ["x=1"]}) == "spec.template.overrides[0]"
     )
+
+
+def test_validate_composes_an_experiments_replicas_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Replicas differ only in the seed, which composes alike: verl's checks run once per variant (each
+    is a child process of seconds), and every run is still listed."""
+    import flashrl_operator.cli.validate as validate
+
+    composed: list[int] = []
+    real = validate.override_problems
+
+    def counted(job: Any, **kwargs: Any) -> Any:
+        composed.append(job.spec.training.seed)
+        return real(job, **kwargs)
+
+    monkeypatch.setattr(validate, "override_problems", counted)
+    spec = """\
+    spec:
+      replicas: 3
+      variants:
+        - {name: fp8}
+        - {name: bf16, spec: {rollout: {quantization: bf16}}}
+    """
+    code, out, err = _run(["validate", _write(tmp_path, EXPERIMENT_HEAD + textwrap.dedent(spec))], capsys)
+    assert code == 0, err
+    assert len(composed) == 2, composed
+    assert "2 variants × 3 replicas" in out.splitlines()[0]
+    assert len(out.splitlines()) == 1 + 6

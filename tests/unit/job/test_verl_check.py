@@ -77,6 +77,9 @@ def _variant(name: str, seed: int, overrides: list[str] | None = None, **trainin
 
 def test_replicas_that_differ_in_seed_and_name_share_one_check() -> None:
     assert check_key(_variant("exp-a-r0", 1)) == check_key(_variant("exp-a-r1", 2))
+    # As an experiment makes its replicas: each names its tracker run after itself.
+    r0 = _variant("exp-a-r0", 0, experimentName="exp-a-r0")
+    assert check_key(r0) == check_key(_variant("exp-a-r1", 1, experimentName="exp-a-r1"))
     # ... unless an override reads the seed, or a field verl reads differs.
     seeded = ["+data.shuffle_seed=3"]  # an override about seeds: the seed stays in the key
     assert check_key(_variant("a", 1, seeded)) != check_key(_variant("a", 2, seeded))

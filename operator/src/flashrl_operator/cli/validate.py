@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from flashrl_api import Problem, SpecError, load_documents, spec_warnings
+from flashrl_jobs.verl_args import check_key
 from flashrl_operator.cli.common import (
     Command,
     read_job,
@@ -19,7 +20,7 @@ from flashrl_operator.cli.common import (
     source_name,
     summary,
 )
-from flashrl_operator.job.overrides import override_problems
+from flashrl_operator.job.overrides import ConfigReport, override_problems
 from flashrl_operator.job.preflight import offline_limits
 
 
@@ -80,9 +81,15 @@ def _validate_experiment(source: str, raw: Mapping[str, Any]) -> int:
     jobs = variant_jobs(experiment, template)
     found: list[Problem] = []
     notes: list[str] = []
+    # Replicas differ only in the seed, which composes alike: one composition per check key, as the
+    # operator keeps one verdict per key (each composition runs verl's checks in a child, seconds each).
+    reports: dict[str, ConfigReport] = {}
     for variant, job in zip(runs, jobs, strict=True):
         i = index[variant.name]
-        report = override_problems(job, read_model_files=True)
+        key = check_key(job)
+        if key not in reports:
+            reports[key] = override_problems(job, read_model_files=True)
+        report = reports[key]
         if report.note and report.note not in notes:
             notes.append(report.note)
         for problem in report.problems:
