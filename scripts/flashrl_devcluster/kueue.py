@@ -1,5 +1,14 @@
 """Kueue's own manager beside the real control plane (the kwok e2e and ``make dev-cluster``), and the
-three objects that queue the H20 nodes' GPUs: a ResourceFlavor, a ClusterQueue and a LocalQueue.
+objects that queue the H20 nodes' GPUs: two ResourceFlavors, a ClusterQueue and a LocalQueue.
+
+Why two flavors in two resource groups: Kueue assigns a flavor to each resource a pod set requests
+(one flavor per resource group) and gives the pod set the node labels and tolerations of the flavors
+it was assigned. With ``cpu``, ``memory`` and ``nvidia.com/gpu`` in one group of the H20 flavor, the
+RayJob's CPU-only head and KubeRay's submitter were given the H20 node selector too, so on a cluster
+with CPU nodes for heads the head was pinned to a GPU node. ``cpu`` and ``memory`` are therefore
+counted in a flavor with no node labels (:data:`DEFAULT_FLAVOR`, Kueue's "empty ResourceFlavor", named
+as Kueue's own docs name it), and only ``nvidia.com/gpu`` in the H20 flavor: the GPU workers get the
+H20 selector and tolerations, the head and the submitter any node their own spec allows.
 
 ``make tools`` builds the manager from its Go module (``sigs.k8s.io/kueue/cmd/kueue``, the version in
 ``images/pins.yaml``) into ``.tools/bin/kueue`` and links its CRDs (``.tools/crds/kueue``) and its
@@ -63,11 +72,14 @@ INTEGRATIONS: Final = ("ray.io/rayjob",)
 #: The API groups (and, for ray.io, resources) whose webhooks are installed.
 WEBHOOK_KINDS: Final = {"kueue.x-k8s.io": None, "ray.io": {"rayjobs"}}
 
-#: The three objects' names: the H20 nodes' flavor, the cluster's queue of their GPUs, and the queue a
-#: namespace's jobs name in ``spec.scheduling.queueName`` (examples/flashrljob-kueue.yaml).
-RESOURCE_FLAVOR: Final = "nvidia-h20"
+#: The objects' names: the flavor of ``cpu`` and ``memory`` on any node, the H20 nodes' flavor of
+#: ``nvidia.com/gpu``, the cluster's queue of their GPUs, and the queue a namespace's jobs name in
+#: ``spec.scheduling.queueName`` (examples/flashrljob-kueue.yaml).
+DEFAULT_FLAVOR: Final = "default-flavor"
+GPU_FLAVOR: Final = "nvidia-h20"
 CLUSTER_QUEUE: Final = "h20"
 LOCAL_QUEUE: Final = "h20-training"
+GPU_RESOURCE: Final = "nvidia.com/gpu"
 GPU_PRODUCT_LABEL: Final = "nvidia.com/gpu.product"
 H20_PRODUCT: Final = "NVIDIA-H20"
 #: One 8 x H20 node's allocatable, as the kwok nodes report it (kuberay_kwok.H20_CAPACITY).
@@ -83,18 +95,30 @@ def queue_objects(
     *,
     node_labels: Mapping[str, str] | None = None,
     tolerations: Sequence[Mapping[str, str]] = (),
-    flavor: str = RESOURCE_FLAVOR,
+    default_flavor: str = DEFAULT_FLAVOR,
+    gpu_flavor: str = GPU_FLAVOR,
     cluster_queue: str = CLUSTER_QUEUE,
     local_queue: str = LOCAL_QUEUE,
 ) -> list[dict[str, Any]]:
-    """The ResourceFlavor of the H20 nodes (``nvidia.com/gpu.product: NVIDIA-H20``, and ``node_labels``;
-    Kueue gives an admitted job's pods that node selector and ``tolerations``), a ClusterQueue whose
-    quota is ``nodes`` such nodes' GPUs, CPUs and memory, and the LocalQueue of ``namespace``."""
+    """The flavor of ``cpu`` and ``memory`` (no node labels: Kueue adds no node selector for them), the
+    flavor of the H20 nodes' GPUs (``nvidia.com/gpu.product: NVIDIA-H20`` and ``node_labels``; Kueue
+    gives the pod sets that request ``nvidia.com/gpu`` that node selector and ``tolerations``), a
+    ClusterQueue with one resource group each, and the LocalQueue of ``namespace``.
+
+    The quota is ``nodes`` such nodes' GPUs, CPUs and memory: GPUs are what a job waits for; the CPUs
+    and memory are what the GPU workers and the heads may take (on a cluster whose heads run on CPU
+    nodes, add those nodes' CPUs and memory)."""
     return [
         {
             "apiVersion": API_VERSION,
             "kind": "ResourceFlavor",
-            "metadata": {"name": flavor},
+            "metadata": {"name": default_flavor},
+            "spec": {},
+        },
+        {
+            "apiVersion": API_VERSION,
+            "kind": "ResourceFlavor",
+            "metadata": {"name": gpu_flavor},
             "spec": {
                 "nodeLabels": {GPU_PRODUCT_LABEL: H20_PRODUCT, **(node_labels or {})},
                 **({"tolerations": [dict(t) for t in tolerations]} if tolerations else {}),
@@ -108,18 +132,26 @@ def queue_objects(
                 "namespaceSelector": {},
                 "resourceGroups": [
                     {
-                        "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+                        "coveredResources": ["cpu", "memory"],
                         "flavors": [
                             {
-                                "name": flavor,
+                                "name": default_flavor,
                                 "resources": [
                                     {"name": "cpu", "nominalQuota": str(NODE_CPUS * nodes)},
                                     {"name": "memory", "nominalQuota": f"{NODE_MEMORY_GI * nodes}Gi"},
-                                    {"name": "nvidia.com/gpu", "nominalQuota": str(NODE_GPUS * nodes)},
                                 ],
                             }
                         ],
-                    }
+                    },
+                    {
+                        "coveredResources": [GPU_RESOURCE],
+                        "flavors": [
+                            {
+                                "name": gpu_flavor,
+                                "resources": [{"name": GPU_RESOURCE, "nominalQuota": str(NODE_GPUS * nodes)}],
+                            }
+                        ],
+                    },
                 ],
             },
         },

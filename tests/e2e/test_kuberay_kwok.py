@@ -48,9 +48,18 @@ from flashrl_devcluster.kuberay_kwok import (
     start_kwok,
     volume,
 )
-from flashrl_devcluster.kueue import LOCAL_QUEUE, queue_objects, start_kueue
+from flashrl_devcluster.kueue import (
+    DEFAULT_FLAVOR,
+    GPU_FLAVOR,
+    GPU_PRODUCT_LABEL,
+    GPU_RESOURCE,
+    H20_PRODUCT,
+    LOCAL_QUEUE,
+    queue_objects,
+    start_kueue,
+)
 from flashrl_operator.render.rayjob import ROLLOUT_WORKER_GROUP, WORKER_GROUP
-from flashrl_operator.vocab import kuberay
+from flashrl_operator.vocab import kuberay, kueue
 
 pytestmark = pytest.mark.kwok
 
@@ -58,8 +67,9 @@ NAMESPACE = "rl"
 JOB = "qwen3-8b-dapo-fp8"
 H20_NODES = ("h20-a", "h20-b")
 WAIT_S = 240.0
-#: The node Kueue's queue owns (one 8 x H20 machine): its ResourceFlavor selects it and tolerates its
-#: taint, so only queued jobs land there and the other tests' pods never take its GPUs.
+#: The node Kueue's queue owns (one 8 x H20 machine): its GPU ResourceFlavor selects it and tolerates
+#: its taint, so only queued jobs' GPU workers land there (their heads, with no flavor of it, do not)
+#: and the other tests' pods never take its GPUs.
 QUEUED_NODE = "h20-queued"
 QUEUED_POOL = {"flashrl.dev/pool": "queued"}
 QUEUED_TAINT = {"key": "dedicated", "value": "queued", "effect": "NoSchedule"}
@@ -403,6 +413,36 @@ def assert_queued_holding_nothing(e2e: E2E, job: str) -> dict[str, Any]:
     return dict(status)
 
 
+def assert_only_the_gpu_pods_get_the_h20_flavor(e2e: E2E, job: str, cluster: str) -> None:
+    """Kueue gives each pod set the node labels and tolerations of the flavors it assigned to the pod
+    set's resources. The admitted job's Workload has the H20 flavor for ``nvidia.com/gpu`` of its GPU
+    workers only, the label-less flavor for every ``cpu`` and ``memory``; so the GPU workers carry the
+    flavor's selector (here with the queued pool's label, which only Kueue adds) and toleration, and
+    the CPU-only head carries neither: it is not pinned to an H20 node (nor to the queue's node)."""
+    uid = e2e.get("rayjob", job)["metadata"]["uid"]
+    (workload,) = e2e.get("workload", "-l", kueue.workload_selector(uid))["items"]
+    assigned = {
+        a["name"]: a.get("flavors") or {} for a in workload["status"]["admission"]["podSetAssignments"]
+    }
+    cpu_only = {"cpu": DEFAULT_FLAVOR, "memory": DEFAULT_FLAVOR}
+    assert assigned.get(WORKER_GROUP) == {**cpu_only, GPU_RESOURCE: GPU_FLAVOR}, assigned
+    others = {name: flavors for name, flavors in assigned.items() if name != WORKER_GROUP}
+    assert "head" in others and all(f == cpu_only for f in others.values()), f"the head's flavors: {assigned}"
+
+    (head,) = e2e.pods(f"{kuberay.CLUSTER_LABEL}={cluster},{kuberay.NODE_TYPE_LABEL}=head")
+    selector = head["spec"].get("nodeSelector") or {}
+    assert not selector.keys() & {GPU_PRODUCT_LABEL, *QUEUED_POOL}, f"the head pinned by Kueue: {selector}"
+    tolerated = {t.get("key") for t in head["spec"].get("tolerations") or []}
+    assert QUEUED_TAINT["key"] not in tolerated, head["spec"].get("tolerations")
+    assert head["spec"].get("nodeName") not in (None, QUEUED_NODE)
+    workers = e2e.gpu_pods(cluster)
+    assert workers
+    flavor_labels = {GPU_PRODUCT_LABEL: H20_PRODUCT, **QUEUED_POOL}
+    for worker in workers:
+        assert worker["spec"]["nodeSelector"].items() >= flavor_labels.items(), worker["spec"]["nodeSelector"]
+        assert QUEUED_TAINT["key"] in {t.get("key") for t in worker["spec"].get("tolerations") or []}
+
+
 def finish(e2e: E2E, job: str) -> None:
     """The launcher reports the last step, the Ray job succeeds, KubeRay's submitter exits."""
     total = (e2e.job_status(job).get("progress") or {}).get("totalSteps") or 150
@@ -416,12 +456,14 @@ def finish(e2e: E2E, job: str) -> None:
 def test_two_queued_jobs_on_one_node_run_one_after_the_other(e2e: E2E) -> None:
     """Kueue's own manager queues two 8-GPU jobs for one 8-GPU node: the second waits holding nothing,
     and starts by itself once the first one's GPU workers are gone at its end (the operator suspends
-    the finished cluster's worker groups; the head stays for its logs)."""
+    the finished cluster's worker groups; the head stays for its logs). Kueue's H20 flavor places the
+    GPU workers only, never the CPU-only head."""
     first, second = "queued-first", "queued-second"
     e2e.plane.apply_json(queued_job(first))
     status = e2e.wait_phase(first, "Running")
     workers = e2e.gpu_pods(str(status["rayClusterName"]))
     assert [p["spec"]["nodeName"] for p in workers] == [QUEUED_NODE], "Kueue's flavor placed the job"
+    assert_only_the_gpu_pods_get_the_h20_flavor(e2e, first, str(status["rayClusterName"]))
 
     e2e.plane.apply_json(queued_job(second))
     waiting = assert_queued_holding_nothing(e2e, second)

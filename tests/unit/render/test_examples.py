@@ -239,8 +239,34 @@ def test_the_kueue_example_is_the_queue_the_e2e_and_the_dev_cluster_run() -> Non
     )
 
 
+def test_only_the_gpus_are_counted_in_the_h20_flavor() -> None:
+    """Kueue gives a pod set the node labels and tolerations of every flavor it assigns to the pod set's
+    resources: ``cpu`` and ``memory`` (all the CPU-only head and the submitter request) are in a resource
+    group whose flavor has no node labels nor tolerations, so Kueue never pins the head to a GPU node;
+    only ``nvidia.com/gpu`` is in the H20 flavor. The quota grows with the nodes (``NODES=``)."""
+    from flashrl_devcluster.kueue import queue_objects
+
+    shipped = [doc for doc in yaml.safe_load_all(KUEUE_EXAMPLE.read_text(encoding="utf-8")) if doc]
+    for nodes, objects in ((1, shipped), (3, queue_objects(3, "rl"))):
+        flavors = {o["metadata"]["name"]: o["spec"] for o in objects if o["kind"] == "ResourceFlavor"}
+        (queue,) = [o for o in objects if o["kind"] == "ClusterQueue"]
+        groups = {
+            tuple(group["coveredResources"]): {
+                flavor["name"]: {r["name"]: r["nominalQuota"] for r in flavor["resources"]}
+                for flavor in group["flavors"]
+            }
+            for group in queue["spec"]["resourceGroups"]
+        }
+        assert groups == {
+            ("cpu", "memory"): {"default-flavor": {"cpu": str(192 * nodes), "memory": f"{2048 * nodes}Gi"}},
+            ("nvidia.com/gpu",): {"nvidia-h20": {"nvidia.com/gpu": str(8 * nodes)}},
+        }
+        assert flavors["default-flavor"] == {}, "no node selector nor toleration for cpu and memory"
+        assert flavors["nvidia-h20"]["nodeLabels"] == {"nvidia.com/gpu.product": "NVIDIA-H20"}
+
+
 def test_the_install_guide_gives_the_kueue_example() -> None:
-    """docs/install.md shows the three Kueue objects exactly as examples/cluster/kueue.yaml has them."""
+    """docs/install.md shows the Kueue objects exactly as examples/cluster/kueue.yaml has them."""
     import textwrap
 
     import yaml
