@@ -59,6 +59,8 @@ STORAGE_CLASS = "flashrl-dev"
 KUBERAY_NAMESPACE = "kuberay-system"
 #: The namespace of Kueue's LocalQueue: the README's.
 QUEUE_NAMESPACE = "rl"
+#: The README's step 3 applies this file (the namespace :data:`QUEUE_NAMESPACE`).
+NAMESPACE_FILE = REPO / "examples" / "cluster" / "namespace.yaml"
 #: Volumes made ahead for claims of :data:`STORAGE_CLASS` (three jobs' worth of the three claims).
 VOLUMES = 9
 WAIT_S = 240.0
@@ -152,8 +154,10 @@ def up(state: Path, nodes: int, pools: tuple[str, ...] = ()) -> int:
             [storage_class(), *(volume(f"{STORAGE_CLASS}-{i}", STORAGE_CLASS) for i in range(VOLUMES))]
         )
         install(plane)
-        # Kueue's queue of the nodes' GPUs, and its LocalQueue in the namespace the README uses.
-        plane.apply_json([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": QUEUE_NAMESPACE}}])
+        # Kueue's queue of the nodes' GPUs, and its LocalQueue in the namespace the README uses: created
+        # from the README's own file, applied as its step 3 applies it (client-side), so that step finds
+        # it as kubectl apply left it and says nothing but "unchanged".
+        plane.kubectl("apply", "-f", str(NAMESPACE_FILE))
         plane.apply_json(queue_objects(nodes, QUEUE_NAMESPACE))
         operator = OperatorProcess(plane, "flashrl-operator", token_duration="24h")
         processes.append(operator.process)

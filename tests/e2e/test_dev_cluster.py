@@ -190,6 +190,9 @@ def test_the_readme_steps_run_against_make_dev_cluster(dev_cluster: tuple[Path, 
         )
         done = _in_shell(lines, command, timeout=300)
         assert done.returncode == 0, f"{step}\n{done.stderr}{done.stdout}"
+        # The namespace `make dev-cluster` made for its queue is the one step 3 applies, as kubectl
+        # apply makes it: applying it again warns of nothing.
+        assert "last-applied-configuration" not in done.stderr, f"{step}\n{done.stderr}"
         outputs[step.split("  ")[0]] = done.stdout
     preflight = next(v for k, v in outputs.items() if " preflight " in k)
     assert 'the cluster has what FlashRLJob "qwen3-8b-dapo-fp8" needs in rl' in preflight

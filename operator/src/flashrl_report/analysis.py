@@ -336,6 +336,8 @@ class VariantSummary:
     status_step: str | None = None
     #: After a FallbackToBF16: each precision's stretch and its generation throughput.
     stretches: list[tuple[PrecisionStretch, Stat | None]] = field(default_factory=list)
+    #: What the run's rollout ran, from its job's spec (:func:`~flashrl_report.data.rollout_text`).
+    rollout: str | None = None
 
     def stretch_lines(self) -> list[str]:
         """One line per precision stretch: its steps, attempts, GPU-hours and generation throughput."""
@@ -392,7 +394,9 @@ def summarize(
 ) -> VariantSummary:
     """The summary row of one run; ``longest`` is the last step the longest run reached."""
     steps = run.training_steps()
-    out = VariantSummary(run.label, len(steps), run.last_step, missing=_missing_groups(run))
+    out = VariantSummary(
+        run.label, len(steps), run.last_step, missing=_missing_groups(run), rollout=run.rollout
+    )
     if run.last_step < longest:
         out.missing.append(
             f"stops at step {run.last_step} while another run reaches step {longest} "

@@ -34,6 +34,7 @@ from flashrl_report.data import (
     pool_gpus,
     pool_held_gpu_seconds,
     precision_stretches,
+    rollout_text,
 )
 from flashrl_report.validation import ValidationSamples, samples_from_summaries
 
@@ -109,6 +110,7 @@ def runs_from_objects(namespace: str, objects: Sequence[JobObjects]) -> list[Run
         run.pools = pool_gpus((item.job or {}).get("spec") or {})
         run.pool_held_gpu_seconds = pool_held_gpu_seconds(goodput)
         run.stretches = precision_stretches(goodput, status.get("rolloutFallback"))
+        run.rollout = rollout_text((item.job or {}).get("spec"))
         run.gpus = sum(run.pools.values()) or None
         phase = status.get("phase")
         run.status_phase = phase if isinstance(phase, str) else None

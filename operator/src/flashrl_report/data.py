@@ -123,6 +123,18 @@ def precision_stretches(goodput: object, fallback: object) -> list[PrecisionStre
     return out
 
 
+def rollout_text(spec: object) -> str | None:
+    """What a FlashRLJob spec's rollout ran, in words: ``blockwise-fp8 weights, fp8-e4m3 KV cache``
+    (``auto``, the engine's default, is said so); ``None`` for a spec without a rollout precision."""
+    rollout = spec.get("rollout") if isinstance(spec, Mapping) else None
+    quantization = rollout.get("quantization") if isinstance(rollout, Mapping) else None
+    if not isinstance(quantization, str) or not isinstance(rollout, Mapping):
+        return None
+    kv_cache = rollout.get("kvCache")
+    cache = "the engine's default KV cache" if kv_cache in (None, "auto") else f"{kv_cache} KV cache"
+    return f"{quantization} weights, {cache}"
+
+
 @dataclass
 class RunMetrics:
     """Every numeric metric of one run, by step."""
@@ -152,6 +164,9 @@ class RunMetrics:
     #: After the mismatch guard's FallbackToBF16: the FP8 stretch and the BF16 one
     #: (:func:`precision_stretches`); empty for a run of one precision.
     stretches: list[PrecisionStretch] = field(default_factory=list)
+    #: The rollout precision the job's spec asked for (:func:`rollout_text`), when the run was read from
+    #: a cluster: an experiment's arms are named by the user, so the page says what each one ran.
+    rollout: str | None = None
 
     def names(self) -> set[str]:
         """Every metric name logged at any step."""

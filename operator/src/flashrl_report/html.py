@@ -87,6 +87,7 @@ def _row(summary: VariantSummary, color: str, is_baseline: bool) -> str:
     cells = [
         f'<td><span class="swatch" style="background:{color}"></span>{escape(summary.label)}'
         + (' <span class="sub">baseline</span>' if is_baseline else "")
+        + (f'<span class="sub">{escape(summary.rollout)}</span>' if summary.rollout else "")
         + (' <span class="sub">fell back to BF16 (mismatch guard):</span>' if summary.stretches else "")
         + "".join(f'<span class="sub">{escape(line)}</span>' for line in summary.stretch_lines())
         + "</td>",

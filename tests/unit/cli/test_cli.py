@@ -326,6 +326,47 @@ def test_render_from_stdin_reports_several_documents(
     assert err == "standard input must hold one FlashRLJob, found 2 documents\n"
 
 
+def test_render_of_the_kv_experiment_is_each_variants_job_and_what_it_becomes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """An experiment renders as the operator creates it: each variant's FlashRLJob (the one the
+    experiment's reconciler applies), followed by the objects that job becomes."""
+    from flashrl_api.experiment import parse_experiment, variant_jobs
+    from flashrl_operator.experiment.plan import job_object
+    from flashrl_operator.render import render
+
+    path = REPO / "examples" / "flashrlexperiment-kv.yaml"
+    code, out, err = _run(["render", str(path)], capsys)
+    assert (code, err) == (0, "")
+    raw = yaml.safe_load(path.read_text())
+    jobs = variant_jobs(parse_experiment(raw), raw["spec"]["template"])
+    expected: list[Any] = []
+    for job in jobs:
+        expected += [job_object(job), *render(job).manifests()]
+    docs = list(yaml.safe_load_all(out))
+    assert docs == expected
+    names = [d["metadata"]["name"] for d in docs if d["kind"] in ("FlashRLJob", "RayJob")]
+    arms = [f"fp8-weights-vs-kv-cache-{arm}" for arm in ("bf16", "fp8-w", "fp8-kv", "fp8-w-kv")]
+    assert names == [n for arm in arms for n in (arm, arm)]
+
+
+def test_render_refuses_an_experiment_at_the_variants_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = """\
+    apiVersion: flashrl.dev/v1alpha1
+    kind: FlashRLExperiment
+    metadata: {name: x}
+    spec:
+      variants:
+        - {name: a, spec: {rollout: {quantization: bf16}}}
+        - {name: b, allowSetupChanges: true, spec: {overrides: [trainer.n_gpus_per_node=4]}}
+    """
+    code, out, err = _run(["render", _write(tmp_path, text)], capsys)
+    assert (code, out) == (EXIT_INVALID, "")
+    assert err.startswith("spec.variants[1].spec.overrides[0]: trainer.n_gpus_per_node is set by"), err
+
+
 # --- crd, demo, help -----------------------------------------------------------------------------
 
 
@@ -483,6 +524,9 @@ def test_cli_works_without_the_operator_and_verl_config_packages(tmp_path: Path)
     rendered = _subprocess(["render", "-"], stdin=HEAD)
     assert rendered.returncode == 0, rendered.stderr
     assert any(d["kind"] == "RayJob" for d in yaml.safe_load_all(rendered.stdout))
+    experiment = _subprocess(["render", str(REPO / "examples" / "flashrlexperiment-kv.yaml")])
+    assert experiment.returncode == 0, experiment.stderr
+    assert [d["kind"] for d in yaml.safe_load_all(experiment.stdout)].count("RayJob") == 4
     crd = _subprocess(["crd"])
     assert crd.returncode == 0 and crd.stdout == crd_yaml()
 

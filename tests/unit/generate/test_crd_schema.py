@@ -509,6 +509,9 @@ def test_printer_columns() -> None:
     ]
     visible = [c["name"] for c in columns if c.get("priority", 0) == 0]
     assert {"Phase", "Step", "Age"} <= set(visible)
+    # Both rollout precisions are treatments an experiment varies (examples/flashrlexperiment-kv.yaml):
+    # `kubectl get frj` must tell its four arms apart, so neither column hides behind -o wide.
+    assert {"Quantization", "KV-Cache"} <= set(visible)
     assert by_name["Goodput"]["priority"] == 1  # wide only: kubectl get -o wide
     # The precision now in use (the operator's, after a FallbackToBF16), not the spec's.
     assert by_name["Quantization"]["jsonPath"] == ".status.quantization"

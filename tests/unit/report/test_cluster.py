@@ -202,3 +202,32 @@ def test_with_replicas_each_runs_status_is_found_by_its_run_label() -> None:
     assert list(variant_statuses({"status": {"variants": [{"name": "bf16", "phase": "Running"}]}})) == [
         "bf16"
     ]
+
+
+def test_each_arm_says_what_its_rollout_ran_from_its_jobs_spec() -> None:
+    """An experiment's arms are named by the user (``fp8-kv``): the page says what each one's rollout
+    ran, from its FlashRLJob's spec (weights and KV cache), beside the name in the summary table."""
+
+    def arm(quantization: str, kv_cache: str) -> dict[str, Any]:
+        return {**_job("Succeeded"), "spec": {"rollout": {"quantization": quantization, "kvCache": kv_cache}}}
+
+    objects = [
+        JobObjects("bf16", "x-bf16", arm("bf16", "auto"), _history("bf16", 12)),
+        JobObjects("fp8-kv", "x-fp8-kv", arm("bf16", "fp8-e4m3"), _history("bf16", 12)),
+        JobObjects("fp8-w-kv", "x-fp8-w-kv", arm("blockwise-fp8", "fp8-e4m3"), _history("blockwise-fp8", 12)),
+        JobObjects("gone", "x-gone", None, None),
+    ]
+    runs = runs_from_objects("rl", objects)
+    assert [r.rollout for r in runs] == [
+        "bf16 weights, the engine's default KV cache",
+        "bf16 weights, fp8-e4m3 KV cache",
+        "blockwise-fp8 weights, fp8-e4m3 KV cache",
+        None,
+    ]
+    page = build_report(runs).html
+    for label, rollout in (
+        ("fp8-kv", "bf16 weights, fp8-e4m3 KV cache"),
+        ("bf16", "bf16 weights, the engine"),
+    ):
+        row = next(r for r in page.split("<tr>") if f"</span>{label} " in r or f"</span>{label}<" in r)
+        assert rollout in row, row

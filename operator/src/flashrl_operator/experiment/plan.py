@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from flashrl_api import FlashRLJob
+from flashrl_api import API_VERSION, KIND, FlashRLJob
 from flashrl_api.experiment import (
     EXPERIMENT_KIND,
     ExperimentPhase,
@@ -41,6 +41,17 @@ from flashrl_operator.vocab.owners import describe_controller, is_controlled_by
 
 TERMINAL: Final = frozenset({"Succeeded", "Failed"})
 ACTIVE: Final = frozenset({"Starting", "Running"})
+
+
+def job_object(job: FlashRLJob) -> dict[str, Any]:
+    """A variant's FlashRLJob as sent to the API server (by the reconciler, and as ``flashrl render``
+    prints it)."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": dict(job.metadata),
+        "spec": job.spec.to_wire(),
+    }
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,6 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from flashrl_api import API_VERSION, KIND, FlashRLJob
 from flashrl_api.experiment import (
     EXPERIMENT_KIND,
     EXPERIMENT_LABEL,
@@ -29,6 +28,7 @@ from flashrl_operator.client.kube import KubeClient
 from flashrl_operator.experiment.plan import (
     controlled_by,
     invalid_status,
+    job_object,
     name_taken,
     plan,
 )
@@ -40,16 +40,6 @@ logger = logging.getLogger(__name__)
 
 
 __all__ = ["EXPERIMENT_PLURAL", "ExperimentReconciler", "experiment_of", "job_object"]
-
-
-def job_object(job: FlashRLJob) -> dict[str, Any]:
-    """A variant's FlashRLJob as sent to the API server."""
-    return {
-        "apiVersion": API_VERSION,
-        "kind": KIND,
-        "metadata": dict(job.metadata),
-        "spec": job.spec.to_wire(),
-    }
 
 
 def experiment_of(job: Mapping[str, Any]) -> str | None:

@@ -113,7 +113,6 @@ PRINTER_COLUMNS: Final[tuple[dict[str, Any], ...]] = (
         "string",
         ".status.kvCache",
         "Rollout KV-cache precision now in use (spec.rollout.kvCache; bf16 after FallbackToBF16).",
-        priority=1,
     ),
     printer_column(
         "Nodes",
