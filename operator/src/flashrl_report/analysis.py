@@ -381,7 +381,11 @@ _GROUPS: Final[tuple[tuple[str, str], ...]] = (
 
 
 def _missing_groups(run: RunMetrics) -> list[str]:
+    """The metric groups the run did not log; none for a run that logged no metric at all (its own
+    line already says it has no training metrics: a note per group would only repeat it)."""
     names = run.names()
+    if not names:
+        return []
     return [
         f"logged no {what}"
         for prefix, what in _GROUPS

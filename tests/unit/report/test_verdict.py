@@ -36,6 +36,8 @@ def test_played_runs_show_the_status_step_and_say_no_training_metrics() -> None:
         f"{v}: no training metrics (status at step 150/150): no speed-up or accuracy verdict"
         for v in ("blockwise-fp8", "channel-fp8", "bf16")
     ]
+    # The banner says it once: no note per metric group each run did not log.
+    assert not [note for note in report.notes if "logged no" in note], report.notes
     page = report.html
     assert 'id="no-metrics"' in page and 'id="verdict"' in page
     # The summary's steps column shows the status's step, never a bare 0 that kubectl contradicts.
