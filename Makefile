@@ -63,7 +63,7 @@ lint: install ## ruff, mypy --strict, import contracts
 	$(BIN)/mypy
 	$(BIN)/lint-imports --config pyproject.toml
 
-test: install tools lint ## The whole suite: lint, unit, the real control plane (chart, operator, KubeRay on kwok), kmock faults, Ray, images
+test: install tools trainer-env lint ## The whole suite: lint, unit, the real control plane (chart, operator, KubeRay on kwok), kmock faults, Ray, images, the real trainer
 	PATH="$(CURDIR)/$(TOOLS):$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-unit: install ## Unit tests only
