@@ -42,8 +42,8 @@ from flashrl_operator.vocab.kuberay import KubeRayReason, entrypoint_failed_mess
 
 #: Seconds a whole run may take before it is killed and the test fails (a run takes 2-5 min here).
 WATCHDOG_S = 900.0
-#: The lines of the entrypoint's output Ray's job message carries here (Ray keeps up to 20,000 chars).
-MESSAGE_LINES = 10
+#: The tail of the entrypoint's output Ray's job message carries (``ENTRYPOINT_LOG_LIMIT``).
+MESSAGE_CHARS = 20_000
 
 
 @dataclasses.dataclass
@@ -186,7 +186,7 @@ async def run_attempt(
     if code == 0:
         await cluster.kuberay.set_status(NAMESPACE, ray_job_name, SUCCEEDED)
     else:
-        lines = [line for line in log.splitlines() if line.strip()][-MESSAGE_LINES:]
+        lines = [line for line in log[-MESSAGE_CHARS:].splitlines() if line.strip()]
         message = entrypoint_failed_message(code, *lines)
         await cluster.kuberay.set_status(NAMESPACE, ray_job_name, failed(KubeRayReason.APP_FAILED, message))
     return Attempt(ray_job_name, code, log, scrapes, status_at_end, checkpoints)
