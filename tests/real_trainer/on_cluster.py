@@ -174,6 +174,11 @@ async def run_attempt(
             if checkpoint and (not checkpoints or checkpoints[-1] != checkpoint):
                 checkpoints.append(checkpoint)
             if stop_when is not None and stop_when():
+                # The pod goes away. The launcher is killed and reaped here first, for its exit code:
+                # the session's kill below waits for what it kills, and a child reaped there would
+                # read as exit code 0 to ``Popen``.
+                launcher.kill()
+                launcher.wait(30)
                 break
             if time.monotonic() > deadline:
                 raise AssertionError(f"the run passed its watchdog of {WATCHDOG_S:.0f} s:\n{run.tail()}")
