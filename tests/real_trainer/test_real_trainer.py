@@ -403,10 +403,11 @@ async def test_two_real_runs_are_compared_by_the_report_from_files_and_from_the_
         *("--metrics", f"seed-1={run_a.root / 'metrics'}", "--metrics", f"seed-2={run_b.root / 'metrics'}"),
         *("--validation", f"seed-1={run_a.root / 'validation'}"),
         *("--validation", f"seed-2={run_b.root / 'validation'}"),
+        *("--baseline", "seed-1"),
     ]
     printed = await asyncio.to_thread(report_command, tmp_path / "files", files, None)
     assert "seed-2 vs seed-1: " in printed and "(paired, per problem)" in printed, printed
-    jobs = ["-n", NAMESPACE, "--job", "rt-a", "--job", "rt-b"]
+    jobs = ["-n", NAMESPACE, "--job", "rt-a", "--job", "rt-b", "--baseline", "rt-a"]
     printed = await asyncio.to_thread(report_command, tmp_path / "jobs", jobs, env)
     assert "rt-b vs rt-a: " in printed and "(paired, per problem)" in printed, printed
     for out in (tmp_path / "files", tmp_path / "jobs"):
