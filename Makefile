@@ -63,7 +63,7 @@ lint: install ## ruff, mypy --strict, import contracts
 	$(BIN)/mypy
 	$(BIN)/lint-imports --config pyproject.toml
 
-test: install tools lint ## The whole suite: lint, unit, the real control plane (chart, operator, KubeRay on kwok), kmock faults, Ray, images
+test: install tools trainer-env lint ## The whole suite: lint, unit, the real control plane (chart, operator, KubeRay on kwok), kmock faults, Ray, images, the real trainer
 	PATH="$(CURDIR)/$(TOOLS):$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-unit: install ## Unit tests only
@@ -79,7 +79,7 @@ crd: install ## Regenerate the committed CRDs from the API models
 	$(BIN)/flashrl crd > charts/flashrl-operator/files/crds/flashrljobs.flashrl.dev.yaml
 	$(BIN)/flashrl crd --kind FlashRLExperiment > charts/flashrl-operator/files/crds/flashrlexperiments.flashrl.dev.yaml
 
-test-real-trainer: install trainer-env ## Only the real-trainer tier: verl's own trainer on CPU, driven by the launcher (tests/real_trainer)
+test-real-trainer: install tools trainer-env ## Only the real-trainer tier: verl's own trainer on CPU, driven by the launcher, on the real control plane with the operator (tests/real_trainer)
 	PATH="$(CURDIR)/$(TOOLS):$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -m real_trainer tests/real_trainer $(PYTEST_ARGS)
 
 trainer-env: ## The real-trainer tier's environment (torch, verl, vLLM's CPU build; ~7 GB, cached per machine)

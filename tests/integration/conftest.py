@@ -16,24 +16,21 @@ from typing import Any
 
 import pytest
 from operator_harness import (
+    WATCHED,
     Cluster,
     RealStaging,
     StartOperator,
     emulated_view,
     fresh_namespaces,
     real_cluster,
+    real_operator_config,
 )
 
-from envtest.audit import TEST_NAMESPACES, AuditLog
+from envtest.audit import AuditLog
 from envtest.chart import ready_for_jobs
 from envtest.control_plane import OPERATOR_USER, ControlPlane
-from flashrl_operator.run.handlers import OperatorConfig
 from flashrl_operator.run.runner import OperatorThread
 from flashrl_operator.sim import EmulatedCluster, StagingStandIn, eventually
-from flashrl_operator.sim.harness import loopback_config
-
-#: Resources whose watch an operator opens at its start: it is ready once all three are open.
-WATCHED = ("flashrljobs", "rayjobs", "flashrlexperiments")
 
 
 @pytest.fixture(scope="module")
@@ -56,18 +53,6 @@ async def cluster(request: pytest.FixtureRequest) -> AsyncIterator[Cluster]:
         yield view
     finally:
         await view.api.close()
-
-
-def real_operator_config(plane: ControlPlane, **overrides: Any) -> OperatorConfig:
-    """An operator on the real server as the tests run it: its own user (the audit log tells its
-    requests apart), loopback, short delays, the tests' namespaces only (other modules' jobs are left
-    to their own operators)."""
-    ours: dict[str, Any] = {
-        "kubeconfig": str(plane.operator_kubeconfig),
-        "namespaces": TEST_NAMESPACES,
-        "request_timeout": 10.0,
-    }
-    return loopback_config(**{**ours, **overrides})  # a test's setting wins over ours
 
 
 @pytest.fixture

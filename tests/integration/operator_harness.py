@@ -23,6 +23,7 @@ from envtest.audit import TEST_NAMESPACES, AuditLog
 from envtest.control_plane import OPERATOR_USER, ControlPlane
 from flashrl_jobs import contract
 from flashrl_operator.render.staging import JOB_NAME_LABEL
+from flashrl_operator.run.handlers import OperatorConfig
 from flashrl_operator.run.runner import OperatorThread
 from flashrl_operator.sim import (
     BATCH_JOBS_RESOURCE,
@@ -36,8 +37,11 @@ from flashrl_operator.sim import (
     StagingStandIn,
     eventually,
 )
+from flashrl_operator.sim.harness import loopback_config
 
 NAMESPACE = TEST_NAMESPACES[0]
+#: Resources whose watch an operator opens at its start: it is ready once all three are open.
+WATCHED = ("flashrljobs", "rayjobs", "flashrlexperiments")
 #: How long a test waits for the operator to get somewhere: a bound on waiting for a condition, never
 #: a duration asserted. On a saturated machine one reconcile can take seconds, and a request that timed
 #: out is only retried at the next resync (30 s).
@@ -311,6 +315,18 @@ def job_manifest(
         "metadata": {"name": name, "namespace": namespace},
         "spec": full,
     }
+
+
+def real_operator_config(plane: ControlPlane, **overrides: Any) -> OperatorConfig:
+    """An operator on the real server as the tests run it: its own user (the audit log tells its
+    requests apart), loopback, short delays, the tests' namespaces only (other modules' jobs are left
+    to their own operators)."""
+    ours: dict[str, Any] = {
+        "kubeconfig": str(plane.operator_kubeconfig),
+        "namespaces": TEST_NAMESPACES,
+        "request_timeout": 10.0,
+    }
+    return loopback_config(**{**ours, **overrides})  # a test's setting wins over ours
 
 
 StartOperator = Callable[..., Awaitable[OperatorThread]]

@@ -1,18 +1,43 @@
 """Fixtures of the real-trainer tier: the tiny model, tokenizer and data (made once per session with the
-trainer environment's Python), a rendered job, and a recording API server for the launcher's reports."""
+trainer environment's Python), and the integration layer's real control plane with the real operator
+running on it, shared by the module's runs.
+
+The cluster is the run's session control plane (``tests/conftest.py``, started once for every layer) with
+the chart and KubeRay's CRDs, and its view is the integration layer's own (``tests/integration/
+operator_harness.py``, imported as the integration tests import it). The tests' namespaces are made empty
+once, when the module starts, not before each test: the module's runs are reused (scenario (a)'s job and
+scenario (b)'s are compared, from the cluster, by scenario (d)).
+"""
 
 from __future__ import annotations
 
-import json
+import asyncio
 import subprocess
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
+import pytest_asyncio
 from trainer_env import HERE, python
+
+# The integration layer's harness, importable by its bare name as in its own tests (the real cluster's
+# view, the operator's settings on it).
+sys.path.insert(0, str(HERE.parent / "integration"))
+
+from operator_harness import (
+    WATCHED,
+    Cluster,
+    fresh_namespaces,
+    real_cluster,
+    real_operator_config,
+)
+
+from envtest.audit import AuditLog
+from envtest.chart import ready_for_jobs
+from envtest.control_plane import OPERATOR_USER, ControlPlane
+from flashrl_operator.run.runner import OperatorThread
+from flashrl_operator.sim import eventually
 
 
 @pytest.fixture(scope="session")
@@ -30,39 +55,42 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-class ApiServer:
-    """Plays the Kubernetes API for the launcher's status patches: records every one."""
-
-    def __init__(self) -> None:
-        self.requests: list[dict[str, Any]] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_PATCH(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                outer.requests.append({"path": self.path, "body": json.loads(body)})
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.end_headers()
-                self.wfile.write(b"{}")
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def statuses(self) -> list[dict[str, Any]]:
-        return [r["body"]["status"] for r in self.requests]
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+@pytest.fixture(scope="module")
+def trainer_plane(control_plane: ControlPlane) -> ControlPlane:
+    """The session's real control plane, with the chart's CRDs and KubeRay's, and empty namespaces."""
+    python()  # the tier fails here, before any control-plane work, when its environment is missing
+    plane = ready_for_jobs(control_plane)
+    fresh_namespaces(plane)
+    return plane
 
 
-@pytest.fixture
-def api() -> Iterator[ApiServer]:
-    server = ApiServer()
-    yield server
-    server.close()
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def kube(trainer_plane: ControlPlane) -> AsyncIterator[Cluster]:
+    """An admin's view of the cluster, with KubeRay played (``kube.kuberay``)."""
+    view = real_cluster(trainer_plane)
+    try:
+        yield view
+    finally:
+        await view.api.close()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def operator(trainer_plane: ControlPlane, kube: Cluster) -> AsyncIterator[OperatorThread]:
+    """The real operator (in this process, its own thread and loop) for the module: it renders and
+    creates every job's children, reads the launcher's reports, keeps the history and the ledger, and
+    retries a failed attempt (a short back-off)."""
+    assert trainer_plane.audit_log is not None
+    op = OperatorThread(real_operator_config(trainer_plane, retry_backoff=0.5))
+    audit = AuditLog(trainer_plane.audit_log)
+    audit.mark()
+    try:
+        await asyncio.to_thread(op.start)
+
+        async def watching() -> bool:
+            return all(audit.watching(OPERATOR_USER, plural) for plural in WATCHED)
+
+        await eventually(watching, "the operator to open its watches", 60.0, 0.2)
+        yield op
+    finally:
+        await asyncio.to_thread(op.stop)
+    assert not op.alive, "the operator thread outlived the module"
