@@ -60,6 +60,10 @@ def no_metrics_banner(runs: Sequence[RunMetrics]) -> str | None:
     return f"{NO_METRICS.capitalize()} for {len(missing)} of {len(runs)} runs: " + "; ".join(parts) + "."
 
 
+#: A run's line when no run is the baseline (none labelled bf16, no ``--baseline``).
+NO_BASELINE: Final = "no speed-up or accuracy verdict without a baseline (--baseline names one)"
+
+
 def verdict_lines(
     runs: Sequence[RunMetrics],
     summaries: Sequence[VariantSummary],
@@ -80,6 +84,9 @@ def verdict_lines(
             continue
         if label == baseline:
             lines.append(f"{label}: the baseline")
+            continue
+        if baseline is None:  # nothing to compare with: not a missing score nor missing timings
+            lines.append(f"{label}: {NO_BASELINE}")
             continue
         against = baseline or "the baseline"
         s = summary.speedup

@@ -79,3 +79,20 @@ def test_each_variant_opens_with_its_speedup_and_accuracy_verdicts_and_their_int
     # Without validation samples the accuracy verdict is the late validation score's, by the same rule.
     assert fp8.split("; accuracy ")[1] == report.summaries[0].late_verdict
     assert f"<li>{fp8}</li>" in report.html
+
+
+def test_without_a_baseline_each_run_says_that_is_why_it_has_no_verdict() -> None:
+    """Two seeds of one variant (no run labelled bf16, no --baseline): each has a validation score, so
+    the line must not claim there is none."""
+    objects = [
+        JobObjects(label, f"x-{label}", _job("Succeeded"), _history("blockwise-fp8", 30))
+        for label in ("seed-1", "seed-2")
+    ]
+    report = build_report(runs_from_objects("rl", objects))
+    assert report.verdicts == [
+        f"{label}: no speed-up or accuracy verdict without a baseline (--baseline names one)"
+        for label in ("seed-1", "seed-2")
+    ]
+    named = build_report(runs_from_objects("rl", objects), baseline="seed-1")
+    assert named.verdicts[0] == "seed-1: the baseline"
+    assert named.verdicts[1].startswith("seed-2 vs seed-1: generation ")

@@ -10,6 +10,7 @@ operator never walks KubeRay's JSON. Pure: no I/O.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -163,6 +164,18 @@ def as_text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
+#: Terminal escape sequences: CSI (``ESC [``, parameters, intermediates, a final byte) and the others
+#: (``ESC``, intermediates, a final byte: ``ESC ( B`` selects a character set).
+_ESCAPES: Final = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[ -/]*[0-~]")
+
+
+def as_message(value: Any) -> str:
+    """A message field as :func:`as_text` reads it, without terminal escape sequences: a Ray job's
+    message ends with the driver's log tail, colour codes included, which mean nothing in a status,
+    a condition or an Event."""
+    return _ESCAPES.sub("", as_text(value))
+
+
 def as_int(value: Any) -> int | None:
     """An integer field of an API object as written, or ``None`` when absent or not an integer (JSON's
     ``true`` is not one, though Python's bool is an int)."""
@@ -210,7 +223,7 @@ class RayJobView:
             deployment=as_text(status.get("jobDeploymentStatus")),
             job_status=as_text(status.get("jobStatus")),
             reason=as_text(status.get("reason")),
-            message=as_text(status.get("message")),
+            message=as_message(status.get("message")),
             cluster_name=as_text(status.get("rayClusterName")),
             dashboard_url=as_text(status.get("dashboardURL")),
             start_time=as_text(status.get("startTime")),
