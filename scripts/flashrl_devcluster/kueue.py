@@ -1,5 +1,6 @@
 """Kueue's own manager beside the real control plane (the kwok e2e and ``make dev-cluster``), and the
-objects that queue the H20 nodes' GPUs: two ResourceFlavors, a ClusterQueue and a LocalQueue.
+objects that queue the H20 nodes' GPUs: two ResourceFlavors, a ClusterQueue and a LocalQueue, and the
+PriorityClass the queued example's pods name.
 
 Why two flavors in two resource groups: Kueue assigns a flavor to each resource a pod set requests
 (one flavor per resource group) and gives the pod set the node labels and tolerations of the flavors
@@ -79,6 +80,12 @@ DEFAULT_FLAVOR: Final = "default-flavor"
 GPU_FLAVOR: Final = "nvidia-h20"
 CLUSTER_QUEUE: Final = "h20"
 LOCAL_QUEUE: Final = "h20-training"
+#: The PriorityClass examples/flashrljob-kueue.yaml names in ``spec.scheduling.priorityClassName``: without
+#: it the API server refuses every pod of the job and Kueue creates no Workload for it (the operator fails
+#: such a job at once, ``PriorityClassNotFound``).
+PRIORITY_CLASS: Final = "rl-batch"
+#: Above the 0 of pods that name no class (no class here is the global default), far below the system's.
+PRIORITY_VALUE: Final = 1000
 GPU_RESOURCE: Final = "nvidia.com/gpu"
 GPU_PRODUCT_LABEL: Final = "nvidia.com/gpu.product"
 H20_PRODUCT: Final = "NVIDIA-H20"
@@ -99,15 +106,22 @@ def queue_objects(
     gpu_flavor: str = GPU_FLAVOR,
     cluster_queue: str = CLUSTER_QUEUE,
     local_queue: str = LOCAL_QUEUE,
+    priority_class: str = PRIORITY_CLASS,
 ) -> list[dict[str, Any]]:
     """The flavor of ``cpu`` and ``memory`` (no node labels: Kueue adds no node selector for them), the
     flavor of the H20 nodes' GPUs (``nvidia.com/gpu.product: NVIDIA-H20`` and ``node_labels``; Kueue
     gives the pod sets that request ``nvidia.com/gpu`` that node selector and ``tolerations``), a
-    ClusterQueue with one resource group each, and the LocalQueue of ``namespace``.
+    ClusterQueue with one resource group each, the LocalQueue of ``namespace``, and the PriorityClass
+    the queued jobs' pods name.
 
     The quota is ``nodes`` such nodes' GPUs, CPUs and memory: GPUs are what a job waits for; the CPUs
     and memory are what the GPU workers and the heads may take (on a cluster whose heads run on CPU
-    nodes, add those nodes' CPUs and memory)."""
+    nodes, add those nodes' CPUs and memory).
+
+    The PriorityClass orders the queue's workloads (Kueue takes a workload's priority from its pods'
+    class) and the pods waiting in the scheduler. Its ``preemptionPolicy`` is ``Never``: a training job's
+    pods wait for GPUs rather than evict whatever else runs on the nodes (pods that name no class have
+    priority 0, below it); what runs when is Kueue's to decide, by quota. Not the global default."""
     return [
         {
             "apiVersion": API_VERSION,
@@ -160,6 +174,18 @@ def queue_objects(
             "kind": "LocalQueue",
             "metadata": {"name": local_queue, "namespace": namespace},
             "spec": {"clusterQueue": cluster_queue},
+        },
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": priority_class},
+            "value": PRIORITY_VALUE,
+            "preemptionPolicy": "Never",
+            "globalDefault": False,
+            "description": (
+                "FlashRL training jobs (spec.scheduling.priorityClassName): Kueue orders queued jobs by "
+                "it; their pods never preempt others"
+            ),
         },
     ]
 

@@ -34,6 +34,8 @@ CLUSTER_ONLY: dict[tuple[str, str], set[str]] = {
     ("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"},
     # The GPU nodes, listed before a new job creates anything (NeverFits); cluster-scoped.
     ("", "nodes"): {"list"},
+    # The PriorityClass a new job's pods name, read before it creates anything (PriorityClassNotFound).
+    ("scheduling.k8s.io", "priorityclasses"): {"get"},
 }
 
 

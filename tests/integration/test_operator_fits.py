@@ -1,5 +1,5 @@
-"""A job the cluster can never hold fails before anything is created; one that fits but waits says for
-whom (issue 41, parts 3 and 4).
+"""A job the cluster can never hold (or whose claim or PriorityClass does not exist) fails before anything
+is created; one that fits but waits says for whom (issue 41, parts 3 and 4).
 
 On the real API server, with Node objects as an administrator's nodes look to it (the GPU product label,
 allocatable ``nvidia.com/gpu``), claims as users create them, and a pod bound to a node holding its GPUs
@@ -139,6 +139,84 @@ async def test_a_job_whose_claim_does_not_exist_fails_at_once_naming_it(
     assert await cluster.api.get(BATCH_JOBS_RESOURCE, NAMESPACE, "orphan-stage") is None
     assert status_writes(cluster, "orphan") == 1
     assert not [key for key in cluster.creations() if key[0] in CHILDREN]
+
+
+#: A PriorityClass of this module's own (the shared control plane may hold the examples' ``rl-batch``).
+PRIORITY_CLASS = "fits-rl-batch"
+PRIORITY = {"scheduling": {"priorityClassName": PRIORITY_CLASS}}
+
+
+@pytest.fixture
+async def priority_class(cluster: Cluster) -> AsyncIterator[ControlPlane]:
+    """The plane, with :data:`PRIORITY_CLASS` absent at the start and deleted at the end, whatever the
+    test created (PriorityClasses are cluster-scoped: they outlive the test's namespace)."""
+    plane = cluster.real
+    found = await asyncio.to_thread(plane.get_json, "priorityclass", PRIORITY_CLASS, check=False)
+    assert not found, f"PriorityClass {PRIORITY_CLASS} left on the shared control plane by an earlier test"
+    try:
+        yield plane
+    finally:
+        await asyncio.to_thread(
+            plane.kubectl, "delete", "priorityclass", PRIORITY_CLASS, "--ignore-not-found", check=False
+        )
+
+
+async def test_a_job_naming_a_missing_priority_class_fails_at_once_and_runs_once_it_exists(
+    cluster: Cluster, start_operator: StartOperator, gpu_node: str, priority_class: ControlPlane
+) -> None:
+    """The API server would refuse every pod of the job (Priority admission), and Kueue would create no
+    Workload for it: failed by the first reconcile, naming the class and its field, with nothing created.
+    The same spec once the class exists runs as before."""
+    await with_claims(cluster)
+    await start_operator(check_fit=True)
+    await cluster.api.create(JOBS_RESOURCE, job_manifest("unranked", PRIORITY))
+    status = await failed(cluster, "unranked")
+    assert status["reason"] == "PriorityClassNotFound"
+    assert status["message"].startswith(
+        f"PriorityClass {PRIORITY_CLASS} (spec.scheduling.priorityClassName) does not exist in the cluster"
+    )
+    assert "kubectl get priorityclasses" in status["message"]
+    accepted = next(c for c in status["conditions"] if c["type"] == "Accepted")
+    assert (accepted["status"], accepted["reason"]) == ("False", "PriorityClassNotFound")
+    assert status_writes(cluster, "unranked") == 1
+    assert not [key for key in cluster.creations() if key[0] in CHILDREN]
+
+    async def warned() -> dict[str, Any] | None:
+        events = await cluster.events_for("unranked")
+        return next((e for e in events if e["reason"] == "PriorityClassNotFound"), None)
+
+    event = await eventually(warned, "the PriorityClassNotFound Event")
+    assert event["type"] == "Warning" and PRIORITY_CLASS in event["message"]
+    # Read by name, cluster-scoped, once for the job's generation.
+    gets = [verb for verb, _ in cluster.operator_requests("priorityclasses")]
+    assert gets == ["get"]
+
+    # The API server's own verdict on such a pod, which the judgement spares the job.
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "unranked-probe", "namespace": NAMESPACE},
+        "spec": {"priorityClassName": PRIORITY_CLASS, "containers": [{"name": "c", "image": "trainer"}]},
+    }
+    refused = await asyncio.to_thread(
+        priority_class.kubectl, "create", "--dry-run=server", "-f", "-", stdin=json.dumps(pod), check=False
+    )
+    assert (
+        refused.returncode != 0 and f"no PriorityClass with name {PRIORITY_CLASS} was found" in refused.stderr
+    )
+
+    created = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": PRIORITY_CLASS},
+        "value": 1000,
+        "preemptionPolicy": "Never",
+    }
+    await asyncio.to_thread(priority_class.apply_json, created)
+    ray_job = await cluster.submit("ranked", PRIORITY)
+    worker = ray_job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]
+    assert worker["priorityClassName"] == PRIORITY_CLASS
+    assert (await cluster.status("ranked")).get("reason") != "PriorityClassNotFound"
 
 
 def holder(node: str) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from envtest.chart import apply_crd_dir
 from envtest.control_plane import ControlPlane, free_ports, missing_binaries, require_binaries, running
@@ -153,6 +154,20 @@ def test_preflight_names_each_missing_piece_then_passes(empty_cluster: ControlPl
         ok = preflight(config, "-n", "rl")
         assert ok.returncode == 0, ok.stderr
         assert 'the cluster has what FlashRLJob "qwen3-8b-dapo-fp8" needs in rl' in ok.stdout
+
+        # The queued example names a PriorityClass: the operator's own judgement (PriorityClassNotFound)
+        # until the one examples/cluster/kueue.yaml has exists (the queue itself is Kueue's to check).
+        unranked = preflight(config, example="flashrljob-kueue.yaml")
+        assert unranked.returncode == 1
+        assert unranked.stderr.startswith(
+            "PriorityClass rl-batch (spec.scheduling.priorityClassName) does not exist in the cluster: the "
+            "API server refuses every pod that names it"
+        ), unranked.stderr
+        shipped = (REPO / "examples" / "cluster" / "kueue.yaml").read_text(encoding="utf-8")
+        (priority,) = [d for d in yaml.safe_load_all(shipped) if d and d["kind"] == "PriorityClass"]
+        plane.apply_json(priority)
+        ranked = preflight(config, example="flashrljob-kueue.yaml")
+        assert ranked.returncode == 0, ranked.stderr
 
         # The experiment example: each variant as the FlashRLJob it becomes, one at a time.
         experiment = preflight(config, example="flashrlexperiment.yaml")

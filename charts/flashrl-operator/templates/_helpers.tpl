@@ -173,9 +173,11 @@ namespaced Role (watchNamespaces mode). No wildcards.
 {{- end }}
 
 {{- /* Cluster-wide mode only: kopf watches CRDs to notice resources appearing (read-only); the GPU
-nodes are listed before a new job creates anything, so a job whose GPU pods can never fit fails at once
-(NeverFits). In namespace-scoped mode there is no ClusterRole; kopf logs that it cannot list CRDs, and the
-operator that it cannot list nodes (a job that never fits then waits for its startup deadline). */}}
+nodes are listed, and the PriorityClass a new job's pods name is read, before the job creates anything,
+so a job whose GPU pods can never fit (NeverFits) or whose PriorityClass does not exist
+(PriorityClassNotFound) fails at once. In namespace-scoped mode there is no ClusterRole; kopf logs that it
+cannot list CRDs, and the operator that it cannot list nodes nor read PriorityClasses (such a job then
+waits for its startup deadline). */}}
 {{- define "flashrl-operator.clusterRules" -}}
 - apiGroups: ["apiextensions.k8s.io"]
   resources: ["customresourcedefinitions"]
@@ -183,6 +185,9 @@ operator that it cannot list nodes (a job that never fits then waits for its sta
 - apiGroups: [""]
   resources: ["nodes"]
   verbs: ["list"]
+- apiGroups: ["scheduling.k8s.io"]
+  resources: ["priorityclasses"]
+  verbs: ["get"]
 {{- end }}
 
 {{- /* Leader election is on when asked for, and always with more than one replica. */}}

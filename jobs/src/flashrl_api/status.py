@@ -82,11 +82,15 @@ class Reason(StrEnum):
     CHILD_CONFLICT = "ChildConflict"  #: an object with a child's name is not this job's; the job waits
 
     # The cluster as it is, judged before anything is created (flashrl_operator.job.fits; the same
-    # judgement as flashrl preflight's). Final: nodes and claims added later are not waited for.
+    # judgement as flashrl preflight's). Final: nodes, claims and PriorityClasses added later are not waited
+    # for.
     #: The job's GPU pods can never fit on the cluster's nodes (GPU product, node selector, taints,
     #: allocatable GPUs); the message says what it needs and what the cluster offers.
     NEVER_FITS = "NeverFits"
     CLAIM_NOT_FOUND = "ClaimNotFound"  #: a claim the job mounts does not exist; the message names it
+    #: The PriorityClass the job's pods name does not exist: the API server would refuse every one of
+    #: them, and Kueue queues no workload for it; the message names it and its field path.
+    PRIORITY_CLASS_NOT_FOUND = "PriorityClassNotFound"
     #: The job fits the cluster, but pods of others hold the GPUs its pods need now: they wait (no queue,
     #: spec.scheduling.queueName, holds them back); the message names whose pods hold the GPUs.
     WAITING_FOR_GPUS = "WaitingForGPUs"

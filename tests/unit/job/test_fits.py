@@ -1,11 +1,13 @@
 """Whether a job can ever start on the cluster as it is (``flashrl_operator.job.fits``, pure): the one
-judgement the operator (``NeverFits``, ``ClaimNotFound``) and ``flashrl preflight`` share, and whose
+judgement the operator (``NeverFits``, ``ClaimNotFound``, ``PriorityClassNotFound``) and ``flashrl
+preflight`` share, and whose
 pods hold the GPUs a job that fits waits for (``WaitingForGPUs``)."""
 
 from __future__ import annotations
 
 import datetime
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -13,8 +15,16 @@ import pytest
 from flashrl_api import FlashRLJob, parse_job
 from flashrl_api.pools import gpu_pools
 from flashrl_api.status import Reason
-from flashrl_operator.job.fits import LATER_NODES, capacity, claims_message, gpu_holders, missing_claims
-from flashrl_operator.job.preflight import ClusterFacts, cluster_needs, cluster_problems
+from flashrl_operator.job.fits import (
+    LATER_NODES,
+    capacity,
+    claims_message,
+    gpu_holders,
+    missing_claims,
+    missing_priority_classes,
+    priority_classes_message,
+)
+from flashrl_operator.job.preflight import ClusterFacts, cluster_needs, cluster_notes, cluster_problems
 from flashrl_operator.job.status.mapping import Decided, Observation, decide_phase, status_of
 from flashrl_operator.job.status.pods import PodProblem
 from flashrl_operator.job.step import Reads, attempt_context, fit_due, next_step, waits_for_gpus
@@ -192,6 +202,77 @@ def test_a_missing_claim_is_named_with_its_use_and_a_refused_read_is_not_a_missi
         "neither) can start without it"
     )
     assert claims_message(missing_claims(needs, {"hf-cache": {}}, "rl")) is None
+
+
+# --- PriorityClasses -----------------------------------------------------------------------------------
+
+RL_BATCH = {"scheduling": {"priorityClassName": "rl-batch"}}
+
+
+def test_the_priority_class_the_pods_name_is_judged_and_a_refused_read_judges_nothing() -> None:
+    assert cluster_needs(job()).priority_classes == {}  # none named: nothing to read
+    named = cluster_needs(job(**RL_BATCH)).priority_classes
+    assert named == {"rl-batch": ("spec.scheduling.priorityClassName",)}
+    missing = missing_priority_classes(named, {"rl-batch": None})
+    message = priority_classes_message(missing)
+    assert message is not None and message.startswith(
+        "PriorityClass rl-batch (spec.scheduling.priorityClassName) does not exist in the cluster: the API "
+        "server refuses every pod that names it"
+    )
+    assert "kubectl get priorityclasses" in message and "apply it again" in message
+    assert priority_classes_message(missing_priority_classes(named, {"rl-batch": {"value": 1000}})) is None
+    assert priority_classes_message(missing_priority_classes(named, {})) is None  # not read (RBAC)
+
+
+def test_a_missing_priority_class_fails_at_once_creating_nothing() -> None:
+    claims = {c: {} for c in ("hf-cache", "rl-data", "rl-checkpoints")}
+    reads = observed(job(**RL_BATCH), [node("h20-0")], claims)
+    step = next_step(replace(reads, priority_classes={"rl-batch": None}))
+    assert (step.status.phase, step.status.reason) == ("Failed", "PriorityClassNotFound")
+    assert step.apply == () and step.delete == ()
+    assert (step.status.message or "").startswith(
+        "PriorityClass rl-batch (spec.scheduling.priorityClassName) does not exist"
+    )
+    accepted = next(c for c in step.status.conditions if c.type == "Accepted")
+    assert (accepted.status, accepted.reason) == ("False", "PriorityClassNotFound")
+    (event,) = step.events
+    assert (event.type, event.reason) == ("Warning", "PriorityClassNotFound")
+    assert step.status.completion_time is not None and step.status.ray_job_name is None
+    # The class exists, or could not be read: the job is created as before.
+    for found in ({"rl-batch": {"metadata": {"name": "rl-batch"}}}, {}):
+        assert next_step(replace(reads, priority_classes=found)).status.phase == "Pending"
+
+
+def test_every_reason_a_job_cannot_start_is_said_the_first_one_named() -> None:
+    """A missing claim, a missing PriorityClass and too few nodes at once: the user fixes all of them
+    before applying again, so the message says all three; the reason is the first."""
+    reads = observed(job({"nodes": 2}, **RL_BATCH), [node("h20-0")], {"hf-cache": None})
+    step = next_step(replace(reads, priority_classes={"rl-batch": None}))
+    assert step.status.reason == "ClaimNotFound"
+    message = step.status.message or ""
+    assert (
+        message.index("claim hf-cache") < message.index("PriorityClass rl-batch") < message.index("needs 2")
+    )
+    reads = observed(job({"nodes": 2}, **RL_BATCH), [node("h20-0")], {})
+    step = next_step(replace(reads, priority_classes={"rl-batch": None}))
+    assert step.status.reason == "PriorityClassNotFound" and "needs 2 nodes" in (step.status.message or "")
+
+
+def test_preflight_says_the_operators_priority_class_sentence() -> None:
+    j = job(**RL_BATCH)
+    missing = replace(facts([node("h20-0")]), priority_classes={"rl-batch": None})
+    shown = [p for p in cluster_problems(j, missing, "1.7.0") if "PriorityClass" in p]
+    reads = observed(j, [node("h20-0")], {c: {} for c in ("hf-cache", "rl-data", "rl-checkpoints")})
+    step = next_step(replace(reads, priority_classes={"rl-batch": None}))
+    assert shown == [step.status.message]
+    present = replace(missing, priority_classes={"rl-batch": {}})
+    assert not [p for p in cluster_problems(j, present, "1.7.0") if "PriorityClass" in p]
+    # A user who may not read PriorityClasses: not judged, and a note says so.
+    blind = replace(missing, priority_classes={}, priority_classes_unread=("rl-batch",))
+    assert not [p for p in cluster_problems(j, blind, "1.7.0") if "PriorityClass" in p]
+    assert "not checked: whether PriorityClass rl-batch exists (your user may not get priorityclasses)" in (
+        cluster_notes(blind)
+    )
 
 
 # --- one judgement: preflight and the operator -------------------------------------------------------

@@ -231,12 +231,31 @@ def test_the_kueue_example_is_the_queue_the_e2e_and_the_dev_cluster_run() -> Non
 
     objects = [doc for doc in yaml.safe_load_all(KUEUE_EXAMPLE.read_text(encoding="utf-8")) if doc]
     assert objects == queue_objects(1, "rl")
-    local = objects[-1]
+    (local,) = [o for o in objects if o["kind"] == "LocalQueue"]
     job = load_job_file(EXAMPLES_DIR / "flashrljob-kueue.yaml")
     assert (local["metadata"]["name"], local["metadata"]["namespace"]) == (
         job.spec.scheduling.queue_name,
         job.namespace,
     )
+
+
+def test_the_kueue_example_creates_the_priority_class_the_queued_example_names() -> None:
+    """Without it the API server refuses every pod of the queued example and Kueue creates no Workload
+    for it (the operator fails the job, PriorityClassNotFound): examples/cluster/kueue.yaml, and so
+    ``make dev-cluster`` and the kwok e2e (``queue_objects``), create the class the example names, one
+    that is not the cluster's default and whose pods wait rather than evict others."""
+    from flashrl_devcluster.kueue import queue_objects
+
+    job = load_job_file(EXAMPLES_DIR / "flashrljob-kueue.yaml")
+    for objects in (
+        [doc for doc in yaml.safe_load_all(KUEUE_EXAMPLE.read_text(encoding="utf-8")) if doc],
+        queue_objects(3, "rl"),
+    ):
+        (priority,) = [o for o in objects if o["kind"] == "PriorityClass"]
+        assert priority["apiVersion"] == "scheduling.k8s.io/v1"
+        assert priority["metadata"]["name"] == job.spec.scheduling.priority_class_name == "rl-batch"
+        assert priority["value"] > 0 and priority["globalDefault"] is False
+        assert priority["preemptionPolicy"] == "Never" and priority["description"]
 
 
 def test_only_the_gpus_are_counted_in_the_h20_flavor() -> None:

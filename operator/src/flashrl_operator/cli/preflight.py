@@ -38,7 +38,7 @@ async def gather(kube: Any, jobs: Sequence[FlashRLJob]) -> Any:
         gpus_in_use,
         matching_nodes,
     )
-    from flashrl_operator.vocab.kinds import PERSISTENT_VOLUME_CLAIM
+    from flashrl_operator.vocab.kinds import PERSISTENT_VOLUME_CLAIM, PRIORITY_CLASS
     from flashrl_operator.vocab.kuberay import OPERATOR_LABEL, OPERATOR_LEASE
 
     async def listed(path: str) -> list[dict[str, Any]] | None:
@@ -56,6 +56,15 @@ async def gather(kube: Any, jobs: Sequence[FlashRLJob]) -> Any:
     secrets = {
         s: await kube.read_path(f"/api/v1/namespaces/{ns}/secrets/{s}") for n in needs for s in n.secrets
     }
+    classes: dict[str, dict[str, Any] | None] = {}
+    unread: list[str] = []
+    for name in dict.fromkeys(c for n in needs for c in n.priority_classes):
+        try:
+            classes[name] = await kube.get(PRIORITY_CLASS, None, name)
+        except ApiError as exc:  # cluster-scoped: a namespace's user may not read them
+            if exc.status not in (401, 403):
+                raise
+            unread.append(name)
     nodes = await listed("/api/v1/nodes")
     crds = {
         c: await kube.read_path(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{c}")
@@ -80,6 +89,8 @@ async def gather(kube: Any, jobs: Sequence[FlashRLJob]) -> Any:
         kuberay_deployments=deployments,
         kuberay_leases=leases,
         nodes_readable=nodes is not None,
+        priority_classes=classes,
+        priority_classes_unread=tuple(unread),
     )
     # Free GPUs: the pods bound to each node that carries a job's GPU labels, read node by node.
     names = sorted({n.name for job in jobs for n in matching_nodes(job, facts)})
@@ -200,8 +211,10 @@ COMMAND = Command(
     description=(
         "Check, with your kubeconfig ($KUBECONFIG or ~/.kube/config, its current context), "
         "what `flashrl validate` cannot see offline: the namespace, the claims (bound, access modes), the "
-        "Secrets, nodes with the GPU product and enough allocatable GPUs whose taints the pods tolerate (the "
-        "operator's own judgement: a job that never fits fails NeverFits), and enough of them free now "
+        "Secrets, the PriorityClass the pods name (the operator's own judgement: a job naming one that "
+        "does not exist fails PriorityClassNotFound), nodes with the GPU product and enough allocatable "
+        "GPUs whose taints the pods tolerate (the operator's own judgement: a job that never fits fails "
+        "NeverFits), and enough of them free now "
         "(allocatable minus what pods that have not terminated request), KubeRay's CRDs at the pinned "
         "version, and KubeRay's operator running (a Deployment labelled "
         "app.kubernetes.io/name=kuberay-operator with a ready replica, or its leader-election Lease "

@@ -67,8 +67,9 @@ def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--no-fit-check",
         action="store_true",
-        help="do not fail a new job whose GPU pods can never fit on the cluster's nodes (NeverFits) or whose "
-        "claim does not exist (ClaimNotFound); for clusters that add GPU nodes on demand (an autoscaler)",
+        help="do not fail a new job whose GPU pods can never fit on the cluster's nodes (NeverFits), whose "
+        "claim does not exist (ClaimNotFound) or whose PriorityClass does not exist (PriorityClassNotFound); "
+        "for clusters that add GPU nodes on demand (an autoscaler)",
     )
     p.add_argument("--verbose", action="store_true", help="debug logging")
     policy = p.add_argument_group(

@@ -245,12 +245,12 @@ class KubeClient:
 
     # --- the public surface ----------------------------------------------------------------------
 
-    async def get(self, resource: Resource, namespace: str, name: str) -> dict[str, Any] | None:
-        """The object, or ``None`` when it does not exist."""
+    async def get(self, resource: Resource, namespace: str | None, name: str) -> dict[str, Any] | None:
+        """The object, or ``None`` when it does not exist (``namespace`` ``None``: a cluster-scoped
+        kind's)."""
+        what = resource.describe(namespace, name) if namespace is not None else f"{resource.kind} {name}"
         try:
-            return await self._request(
-                "GET", resource.path(namespace, name), f"get {resource.describe(namespace, name)}"
-            )
+            return await self._request("GET", resource.path(namespace, name), f"get {what}")
         except ApiError as exc:
             if exc.status == 404:
                 return None

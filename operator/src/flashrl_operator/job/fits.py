@@ -3,9 +3,11 @@ operator (pure).
 
 A FlashRLJob whose GPU pods no node can ever take would otherwise be created, get part of its gang
 scheduled (holding GPUs nobody can use) and wait out its whole startup deadline; one whose claim does
-not exist would wait as long. Both are decided here from the nodes and claims as read, before anything
-is created, and the answer is final: the operator fails the job (``NeverFits``, ``ClaimNotFound``) and
-``flashrl preflight`` prints the same sentence.
+not exist would wait as long, and so would one whose pods name a PriorityClass that does not exist (the
+API server's Priority admission refuses each of its pods; queued, Kueue creates no workload for it and
+it waits for ever). All three are decided here from the nodes, claims and PriorityClasses as read,
+before anything is created, and the answer is final: the operator fails the job (``NeverFits``,
+``ClaimNotFound``, ``PriorityClassNotFound``) and ``flashrl preflight`` prints the same sentence.
 
 A node can hold a pool's pod when it carries the pool's labels (``nvidia.com/gpu.product`` and the
 pool's node selector, as the rendered pod's ``nodeSelector``), its pod tolerates each of the node's
@@ -30,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from flashrl_api.pools import ROLLOUT_POOL, GpuPool
-from flashrl_api.spec import GPU_PRODUCT_LABEL
+from flashrl_api.spec import GPU_PRODUCT_LABEL, FlashRLJobSpec
 from flashrl_operator.render.labels import JOB_LABEL
 from flashrl_operator.render.pod import GPU_TOLERATION
 
@@ -431,10 +433,63 @@ def claims_message(missing: Sequence[MissingClaim]) -> str | None:
     )
 
 
+#: Where the PriorityClass of the job's pods is set (head, GPU workers, submitter, staging Job: one for all).
+PRIORITY_CLASS_FIELD: Final = "spec.scheduling.priorityClassName"
+
+
+def named_priority_classes(spec: FlashRLJobSpec) -> dict[str, tuple[str, ...]]:
+    """The PriorityClasses the job's pods name, each with the field paths naming it (pure). One field
+    today (:data:`PRIORITY_CLASS_FIELD`): every pod of the job, the staging Job's too, is rendered with it."""
+    name = spec.scheduling.priority_class_name
+    return {name: (PRIORITY_CLASS_FIELD,)} if name else {}
+
+
+@dataclass(frozen=True)
+class MissingPriorityClass:
+    """A PriorityClass the job's pods name that does not exist in the cluster."""
+
+    name: str
+    fields: tuple[str, ...]
+    """The field paths naming it (``spec.scheduling.priorityClassName``)."""
+
+    def line(self) -> str:
+        """``PriorityClass rl-batch (spec.scheduling.priorityClassName) does not exist``."""
+        return f"PriorityClass {self.name} ({', '.join(self.fields)}) does not exist in the cluster"
+
+
+def missing_priority_classes(
+    named: Mapping[str, Sequence[str]], found: Mapping[str, Mapping[str, Any] | None]
+) -> list[MissingPriorityClass]:
+    """The PriorityClasses the job's pods name (class -> field paths) that were read and found missing
+    (pure); one whose read was refused (no key in ``found``) is judged not at all."""
+    return [
+        MissingPriorityClass(c, tuple(fields))
+        for c, fields in named.items()
+        if c in found and found[c] is None
+    ]
+
+
+def priority_classes_message(missing: Sequence[MissingPriorityClass]) -> str | None:
+    """The ``PriorityClassNotFound`` message, or ``None`` when every class the pods name exists."""
+    if not missing:
+        return None
+    lines = "; ".join(m.line() for m in missing)
+    fields = ", ".join(dict.fromkeys(f for m in missing for f in m.fields))
+    return (
+        f"{lines}: the API server refuses every pod that names it (the Ray head, its GPU workers, the "
+        "staging Job's), and Kueue queues no workload for it. Create it (a cluster-scoped object, usually "
+        "the cluster admin's; examples/cluster/kueue.yaml has one) or name an existing one (kubectl get "
+        f"priorityclasses) in {fields}, or leave the field out; delete this FlashRLJob and apply it "
+        "again then"
+    )
+
+
 __all__ = [
     "LATER_NODES",
+    "PRIORITY_CLASS_FIELD",
     "Capacity",
     "MissingClaim",
+    "MissingPriorityClass",
     "NodeOffer",
     "PoolOffer",
     "blocking_taints",
@@ -444,6 +499,9 @@ __all__ = [
     "holder_nodes",
     "matches",
     "missing_claims",
+    "missing_priority_classes",
+    "named_priority_classes",
     "pod_gpus",
+    "priority_classes_message",
     "tolerates",
 ]

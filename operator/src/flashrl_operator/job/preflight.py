@@ -22,7 +22,10 @@ from flashrl_operator.job.fits import (
     field_path,
     matches,
     missing_claims,
+    missing_priority_classes,
+    named_priority_classes,
     pod_gpus,
+    priority_classes_message,
 )
 
 
@@ -39,6 +42,8 @@ class ClusterNeeds:
     secrets: list[str]
     #: Secrets used when present (the Hub token).
     optional_secrets: list[str]
+    #: PriorityClass name -> the field paths naming it (cluster-scoped; every pod of the job names it).
+    priority_classes: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def cluster_needs(job: FlashRLJob) -> ClusterNeeds:
@@ -58,7 +63,9 @@ def cluster_needs(job: FlashRLJob) -> ClusterNeeds:
     secrets = list(dict.fromkeys([*spec.secret_refs, *spec.images.pull_secrets]))
     token = spec.hugging_face.token_secret
     optional = [token] if plan and token and token not in secrets else []
-    return ClusterNeeds(job.namespace or "default", claims, staged, secrets, optional)
+    return ClusterNeeds(
+        job.namespace or "default", claims, staged, secrets, optional, named_priority_classes(spec)
+    )
 
 
 def with_namespace(job: FlashRLJob, namespace: str | None) -> FlashRLJob:
@@ -82,6 +89,8 @@ def offline_limits(job: FlashRLJob, skipped: Sequence[str] = ()) -> str:
         parts.append(f"Secrets {', '.join(needs.secrets)} (must exist, or the pods cannot start)")
     if needs.optional_secrets:
         parts.append(f"optional Secret {', '.join(needs.optional_secrets)} (Hub token)")
+    if needs.priority_classes:
+        parts.append(f"PriorityClass {', '.join(needs.priority_classes)} (must exist)")
     pools = gpu_pools(job.spec)
     for pool in pools:
         whose = f" for the {pool.name} pool" if len(pools) > 1 else ""
@@ -144,6 +153,11 @@ class ClusterFacts:
     now: float = 0.0
     #: Whether the user may list nodes (``False``: ``nodes`` is empty because it could not be read).
     nodes_readable: bool = True
+    #: The PriorityClasses the job's pods name (``None``: it does not exist); a class the user may not
+    #: read (they are cluster-scoped) has no key.
+    priority_classes: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+    #: The PriorityClasses the user may not read.
+    priority_classes_unread: tuple[str, ...] = ()
 
 
 def _quantity(value: Any) -> int:
@@ -359,6 +373,11 @@ def cluster_notes(facts: ClusterFacts) -> list[str]:
         notes.append("not checked: GPU nodes and their GPUs (your user may not list nodes)")
     elif facts.gpus_in_use is None:
         notes.append("not checked: free GPUs (your user may not list pods on the GPU nodes)")
+    if facts.priority_classes_unread:
+        notes.append(
+            f"not checked: whether PriorityClass {', '.join(facts.priority_classes_unread)} exists "
+            "(your user may not get priorityclasses)"
+        )
     if facts.kuberay_deployments is None and facts.kuberay_leases is None:
         notes.append(
             "not checked: whether KubeRay's operator runs (your user may list neither Deployments nor "
@@ -407,6 +426,10 @@ def cluster_problems(job: FlashRLJob, facts: ClusterFacts, kuberay_version: str)
                 f"claim {claim} ({where}) has access modes {shown}: {pods} pods on different nodes mount "
                 f"it{writer}, so it must be {need}"
             )
+    missing_classes = missing_priority_classes(needs.priority_classes, facts.priority_classes)
+    if missing_classes:
+        # The operator's own judgement (PriorityClassNotFound), word for word.
+        problems.append(str(priority_classes_message(missing_classes)))
     for secret in needs.secrets:
         if facts.secrets.get(secret) is None:
             why = "images.pullSecrets" if secret in spec.images.pull_secrets else "secretRefs"

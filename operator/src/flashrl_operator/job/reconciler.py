@@ -59,7 +59,14 @@ from flashrl_operator.render.children import VERL_CHECKED_ANNOTATION, ownership_
 from flashrl_operator.render.network import NetworkSettings
 from flashrl_operator.render.staging import JOB_NAME_LABEL
 from flashrl_operator.vocab import kuberay, kueue
-from flashrl_operator.vocab.kinds import CONFIG_MAP, FLASHRL_JOB, NODE, PERSISTENT_VOLUME_CLAIM, POD
+from flashrl_operator.vocab.kinds import (
+    CONFIG_MAP,
+    FLASHRL_JOB,
+    NODE,
+    PERSISTENT_VOLUME_CLAIM,
+    POD,
+    PRIORITY_CLASS,
+)
 from flashrl_operator.vocab.kuberay import CLUSTER_LABEL, RayClusterView, RayJobView
 from flashrl_operator.vocab.kueue import WorkloadView
 from flashrl_operator.vocab.metrics import OperatorMetrics, parse_time
@@ -351,7 +358,7 @@ class Reconciler:
         # After the verl gate: a job that waits for its verdict reads the claims and nodes once, when it
         # is reconciled with the verdict (a new job has read no child yet: nothing is created before).
         seen = await self._read_fit(seen)
-        if any(cannot_start(seen)):
+        if cannot_start(seen):
             return seen  # it fails before anything is created
         if converges:
             seen = await self._read_staging(seen)
@@ -376,18 +383,29 @@ class Reconciler:
         )
 
     async def _read_fit(self, seen: Reads) -> Reads:
-        """The claims the job mounts and the GPU nodes, when :func:`~flashrl_operator.job.step.fit_due`:
-        a GET per claim and one LIST of the nodes carrying ``nvidia.com/gpu.product``. A refused read
-        (RBAC: the chart's namespace-scoped mode may not list nodes) judges nothing on that side."""
+        """The claims the job mounts, the PriorityClasses its pods name and the GPU nodes, when
+        :func:`~flashrl_operator.job.step.fit_due`: a GET per claim and per PriorityClass, and one LIST of
+        the nodes carrying ``nvidia.com/gpu.product``. A refused read (RBAC: the chart's namespace-scoped
+        mode may neither list nodes nor read PriorityClasses, both cluster-scoped) judges nothing on that
+        side."""
         assert seen.job is not None
         if not self._check_fit or not fit_due(seen.previous, seen.generation, seen.refused):
             return seen
+        needs = cluster_needs(seen.job)
         mounted: dict[str, Mapping[str, Any] | None] = {}
-        for claim in cluster_needs(seen.job).claims:
+        for claim in needs.claims:
             try:
                 mounted[claim] = await self._kube.get(PERSISTENT_VOLUME_CLAIM, seen.namespace, claim)
             except RejectedError as exc:
                 self._refused_once("read claims", exc, "a missing claim shows only as pods that wait")
+        classes: dict[str, Mapping[str, Any] | None] = {}
+        for name in needs.priority_classes:
+            try:
+                classes[name] = await self._kube.get(PRIORITY_CLASS, None, name)
+            except RejectedError as exc:
+                self._refused_once(
+                    "read PriorityClasses", exc, "a job naming a missing PriorityClass is not failed at once"
+                )
         nodes: tuple[Mapping[str, Any], ...] | None = None
         try:
             nodes = tuple(await self._kube.list_objects(NODE, None, GPU_PRODUCT_LABEL))
@@ -395,7 +413,7 @@ class Reconciler:
             self._refused_once(
                 "list nodes", exc, "a job whose GPU pods can never fit waits for its startup deadline"
             )
-        return replace(seen, nodes=nodes, mounted=mounted)
+        return replace(seen, nodes=nodes, mounted=mounted, priority_classes=classes)
 
     async def _read_children(self, seen: Reads, children: Sequence[Child]) -> Reads:
         """Each of ``children`` by name (``None``: missing); the others are not read."""

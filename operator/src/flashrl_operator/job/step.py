@@ -21,7 +21,13 @@ from flashrl_api.staging import staging_plan
 from flashrl_api.status import MAX_ATTEMPTS, RECOVERABLE_FAILURES, ConditionType, Reason, RolloutFallback
 from flashrl_api.times import rfc3339
 from flashrl_operator.job.attempts import Attempt, Attempts, Reported, on_failure
-from flashrl_operator.job.fits import capacity, claims_message, missing_claims
+from flashrl_operator.job.fits import (
+    capacity,
+    claims_message,
+    missing_claims,
+    missing_priority_classes,
+    priority_classes_message,
+)
 from flashrl_operator.job.goodput import fold_attempts, goodput, unreleased, within_life
 from flashrl_operator.job.preflight import cluster_needs
 from flashrl_operator.job.retry_policy import BACKOFF_BASE_SECONDS
@@ -149,6 +155,9 @@ class Reads:
     mounted: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
     """The claims the job mounts, read when :func:`fit_due` (``None``: missing; a claim whose read was
     refused has no key)."""
+    priority_classes: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
+    """The PriorityClasses the job's pods name, read when :func:`fit_due` (``None``: missing; a class
+    whose read was refused has no key)."""
     gpu_holders: str | None = None
     """Whose pods hold the GPUs the job's unschedulable pods wait for (:func:`waits_for_gpus`)."""
 
@@ -363,7 +372,8 @@ BEFORE_RAY_JOB: Final = frozenset({None, "Pending", "Staging"})
 def fit_due(previous: Mapping[str, Any], generation: int | None, refused: str | None) -> bool:
     """Whether the reconcile judges if the job can ever start (:mod:`~flashrl_operator.job.fits`): before
     its first RayJob, for each generation of its spec (a new job, an edit), so a job that never fits
-    fails before anything is created. One LIST of the GPU nodes and a GET per claim; none afterwards."""
+    fails before anything is created. One LIST of the GPU nodes, a GET per claim and one per
+    PriorityClass the pods name; none afterwards."""
     return (
         converging(previous, generation, refused)
         and previous.get("phase") in BEFORE_RAY_JOB
@@ -372,12 +382,31 @@ def fit_due(previous: Mapping[str, Any], generation: int | None, refused: str | 
     )
 
 
-def cannot_start(o: Reads) -> tuple[str | None, str | None]:
-    """The ``ClaimNotFound`` and ``NeverFits`` messages from what :func:`fit_due` read (``None``: none)."""
+@dataclass(frozen=True)
+class CannotStart:
+    """Why a job can never start, from what :func:`fit_due` read (each ``None``: not that)."""
+
+    missing_claims: str | None = None
+    """The ``ClaimNotFound`` message."""
+    missing_priority_classes: str | None = None
+    """The ``PriorityClassNotFound`` message."""
+    never_fits: str | None = None
+    """The ``NeverFits`` message."""
+
+    def __bool__(self) -> bool:
+        return any((self.missing_claims, self.missing_priority_classes, self.never_fits))
+
+
+def cannot_start(o: Reads) -> CannotStart:
+    """The ``ClaimNotFound``, ``PriorityClassNotFound`` and ``NeverFits`` messages from what
+    :func:`fit_due` read."""
     assert o.job is not None
-    missing = claims_message(missing_claims(cluster_needs(o.job).claims, o.mounted, o.namespace))
-    never = capacity(gpu_pools(o.job.spec), o.nodes).message() if o.nodes is not None else None
-    return missing, never
+    needs = cluster_needs(o.job)
+    return CannotStart(
+        claims_message(missing_claims(needs.claims, o.mounted, o.namespace)),
+        priority_classes_message(missing_priority_classes(needs.priority_classes, o.priority_classes)),
+        capacity(gpu_pools(o.job.spec), o.nodes).message() if o.nodes is not None else None,
+    )
 
 
 #: What the scheduler says of a pod that no node has the free GPUs for.
@@ -884,12 +913,14 @@ def _refused(o: Reads) -> Step:
     return Step(status, status_patch(o.server_status, status), tuple(status_events(o.previous, status)))
 
 
-def _never_starts(o: Reads, missing: str | None, never: str | None) -> Step:
-    """A job the cluster can never hold, or whose claim does not exist: Failed, nothing created."""
+def _never_starts(o: Reads, why: CannotStart) -> Step:
+    """A job the cluster can never hold, or whose claim or PriorityClass does not exist: Failed, nothing
+    created."""
     obs = Observation(
         generation=o.generation,
-        missing_claims=missing,
-        never_fits=never,
+        missing_claims=why.missing_claims,
+        missing_priority_classes=why.missing_priority_classes,
+        never_fits=why.never_fits,
         previous=o.previous,
     )
     status = status_of(obs, Decided(decide_phase(obs)), rfc3339(o.now))
@@ -900,9 +931,9 @@ def next_step(o: Reads) -> Step:
     """Everything one reconcile does, decided from what it read."""
     if o.job is None or o.desired is None or o.spec_problems or o.policy_problems:
         return _refused(o)
-    missing, never = cannot_start(o)
-    if missing or never:
-        return _never_starts(o, missing, never)
+    why = cannot_start(o)
+    if why:
+        return _never_starts(o, why)
     job, desired, previous = o.job, o.desired, o.previous
     attempts = Attempts.of(previous)
     final = is_final(previous)

@@ -108,8 +108,9 @@ class OperatorConfig:
     """Compose spec.overrides against the verl config when hydra and verl are importable."""
 
     check_fit: bool = True
-    """Fail a new job whose GPU pods can never fit on the cluster's nodes (``NeverFits``) or whose claim
-    does not exist (``ClaimNotFound``) before anything is created (``--no-fit-check`` turns it off)."""
+    """Fail a new job whose GPU pods can never fit on the cluster's nodes (``NeverFits``), whose claim
+    does not exist (``ClaimNotFound``) or whose PriorityClass does not exist (``PriorityClassNotFound``)
+    before anything is created (``--no-fit-check`` turns it off)."""
 
     check_slots: int | None = None
     """verl checks under way at once (``--verl-check-slots``; child processes, about 70 MiB each); no

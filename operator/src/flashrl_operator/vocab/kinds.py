@@ -37,6 +37,9 @@ POD: Final = Resource("v1", "Pod", "pods")
 #: whether its GPU pods can ever fit (job/fits.py); and, with the pods bound to them, whose pods hold the
 #: GPUs a starting job waits for.
 NODE: Final = Resource("v1", "Node", "nodes")
+#: The PriorityClasses (cluster-scoped) the job's pods name: each read once before a new job creates
+#: anything, as the claims are (job/fits.py, ``PriorityClassNotFound``).
+PRIORITY_CLASS: Final = Resource("scheduling.k8s.io/v1", "PriorityClass", "priorityclasses")
 #: The staging Job (render/staging.py), run before the RayJob when sources must be downloaded.
 JOB: Final = Resource("batch/v1", "Job", "jobs")
 #: The claims sources are staged into: read, and annotated with what is staged on them (staging.py).
@@ -54,7 +57,7 @@ CHILD_KINDS: Final[tuple[Resource, ...]] = (
 )
 
 #: Kinds the operator only reads.
-READ_KINDS: Final[tuple[Resource, ...]] = (kuberay.RAY_CLUSTER, POD, NODE)
+READ_KINDS: Final[tuple[Resource, ...]] = (kuberay.RAY_CLUSTER, POD, NODE, PRIORITY_CLASS)
 
 #: Kinds the operator reads and patches but neither creates nor owns.
 ANNOTATED_KINDS: Final[tuple[Resource, ...]] = (PERSISTENT_VOLUME_CLAIM,)

@@ -138,6 +138,10 @@ class Observation:
     missing_claims: str | None = None
     """Claims the job mounts that do not exist (``ClaimNotFound``; judged before anything is created)."""
 
+    missing_priority_classes: str | None = None
+    """PriorityClasses the job's pods name that do not exist (``PriorityClassNotFound``; judged before
+    anything is created)."""
+
     never_fits: str | None = None
     """What the job needs and the cluster can never offer (``NeverFits``; judged before anything is
     created)."""
@@ -277,11 +281,9 @@ def decide_phase(obs: Observation) -> PhaseDecision:
         return PhaseDecision("Failed", Reason.CHILD_REJECTED, obs.rejected)
     if obs.conflicts and not is_final(obs.previous):
         return PhaseDecision("Pending", Reason.CHILD_CONFLICT, _conflict_message(obs.conflicts))
-    if obs.missing_claims:
-        message = obs.missing_claims + (f". {obs.never_fits}" if obs.never_fits else "")
-        return PhaseDecision("Failed", Reason.CLAIM_NOT_FOUND, message)
-    if obs.never_fits:
-        return PhaseDecision("Failed", Reason.NEVER_FITS, obs.never_fits)
+    never = never_starts(obs)
+    if never is not None:
+        return PhaseDecision("Failed", *never)
     prev = obs.previous
     if is_final(prev):
         # Final is final: its phase, reason and message stay as the reconcile that ended the job decided
@@ -303,6 +305,24 @@ def decide_phase(obs: Observation) -> PhaseDecision:
     return _kuberay_phase(obs, obs.ray_job)
 
 
+def never_starts(obs: Observation) -> tuple[Reason, str] | None:
+    """The reason and message of a job judged never to start before anything was created: the first of
+    ``ClaimNotFound``, ``PriorityClassNotFound`` and ``NeverFits`` that holds, the message saying every
+    one that does (the user fixes them all before applying again); ``None`` when none holds."""
+    found = [
+        (reason, message)
+        for reason, message in (
+            (Reason.CLAIM_NOT_FOUND, obs.missing_claims),
+            (Reason.PRIORITY_CLASS_NOT_FOUND, obs.missing_priority_classes),
+            (Reason.NEVER_FITS, obs.never_fits),
+        )
+        if message
+    ]
+    if not found:
+        return None
+    return found[0][0], ". ".join(message for _, message in found)
+
+
 def _conflict_message(conflicts: tuple[str, ...]) -> str:
     return (
         "Waiting: " + "; ".join(conflicts) + ". The operator never changes, adopts or deletes an object it "
@@ -320,10 +340,9 @@ def accepted_check(obs: Observation) -> Verdict:
         return Verdict("False", Reason.CHILD_REJECTED, obs.rejected)
     if obs.conflicts:
         return Verdict("False", Reason.CHILD_CONFLICT, _conflict_message(obs.conflicts))
-    if obs.missing_claims:
-        return Verdict("False", Reason.CLAIM_NOT_FOUND, obs.missing_claims)
-    if obs.never_fits:
-        return Verdict("False", Reason.NEVER_FITS, obs.never_fits)
+    never = never_starts(obs)
+    if never is not None:
+        return Verdict("False", never[0], never[1])
     if obs.immutable_changes:
         return Verdict(
             "False",
