@@ -1,4 +1,5 @@
-"""What every subcommand shares: reading a job, the one-line summary, and reporting problems.
+"""What every subcommand shares: reading a job or an experiment's runs, the one-line summary, and
+reporting problems.
 
 Bad input of any kind ends with one ``field.path: message`` line per problem on stderr and exit
 status 2 (:data:`EXIT_INVALID`); it never shows a traceback.
@@ -8,13 +9,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, TextIO
+from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from flashrl_api import FlashRLJob, Problem, SpecError, load_documents, load_job_file, parse_job
 from flashrl_api.manifest import MAX_MANIFEST_BYTES, capped, decode_manifest
+
+if TYPE_CHECKING:
+    from flashrl_api.experiment import FlashRLExperiment, Variant
 
 #: Exit status for input the user must fix (argparse uses the same for bad arguments).
 EXIT_INVALID: Final = 2
@@ -123,3 +127,47 @@ def read_text(source: str) -> str:
     except OSError as exc:
         raise SpecError([Problem("", f"cannot read {source}: {exc.strerror or exc}")]) from None
     return decode_manifest(data, source)
+
+
+@dataclass(frozen=True)
+class ExperimentRuns:
+    """A valid FlashRLExperiment's runs as the operator creates them (each variant's replicas together),
+    each with the FlashRLJob it becomes, and where a problem of that job belongs in the manifest."""
+
+    experiment: FlashRLExperiment
+    template: Mapping[str, Any]
+    runs: tuple[tuple[Variant, FlashRLJob], ...]
+    index: Mapping[str, int]
+    """Each variant's position in ``spec.variants``."""
+
+    @classmethod
+    def read(cls, raw: Mapping[str, Any]) -> ExperimentRuns | list[Problem]:
+        """The runs of ``raw``, or its problems as an experiment (each at its field path)."""
+        from flashrl_api.experiment import (
+            experiment_problems,
+            experiment_runs,
+            variant_jobs,
+            variants_of,
+        )
+
+        experiment, problems = experiment_problems(raw)
+        if problems or experiment is None:
+            return problems
+        spec = raw.get("spec")
+        template = (spec.get("template") if isinstance(spec, Mapping) else None) or {}
+        index = {variant.name: i for i, variant in enumerate(variants_of(experiment.spec))}
+        variants = [variant for variant, _ in experiment_runs(experiment.spec)]
+        jobs = variant_jobs(experiment, template)
+        return cls(experiment, template, tuple(zip(variants, jobs, strict=True)), index)
+
+    @property
+    def jobs(self) -> list[FlashRLJob]:
+        """The runs' FlashRLJobs, in the order the operator creates them."""
+        return [job for _, job in self.runs]
+
+    def field_path(self, variant: Variant, spec_path: str) -> str:
+        """Where ``spec_path`` of the variant's merged spec belongs: the variant's field when it set
+        it, the template's otherwise."""
+        from flashrl_api.experiment import variant_field_path
+
+        return variant_field_path(self.index[variant.name], spec_path, variant.spec, self.template)

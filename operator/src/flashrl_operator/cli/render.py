@@ -10,7 +10,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from flashrl_api import Problem, load_documents
-from flashrl_operator.cli.common import Command, read_job, read_text, report_problems, source_name
+from flashrl_operator.cli.common import (
+    Command,
+    ExperimentRuns,
+    read_job,
+    read_text,
+    report_problems,
+    source_name,
+)
 from flashrl_operator.job.overrides import protected_problems
 
 
@@ -43,36 +50,23 @@ def run(args: argparse.Namespace) -> int:
 def _render_experiment(raw: Mapping[str, Any]) -> int:
     """Each variant's FlashRLJob, then the objects it becomes, in the variants' order. The operator
     creates them one ``spec.parallelism`` at a time; what each becomes does not depend on when."""
-    from flashrl_api.experiment import (
-        experiment_problems,
-        experiment_runs,
-        variant_field_path,
-        variant_jobs,
-        variants_of,
-    )
     from flashrl_operator.experiment.plan import job_object
     from flashrl_operator.generate._yaml import dump_all
     from flashrl_operator.render import render
 
-    experiment, problems = experiment_problems(raw)
-    if problems or experiment is None:
-        return report_problems(problems, sys.stderr)
-    spec = raw.get("spec")
-    template = (spec.get("template") if isinstance(spec, Mapping) else None) or {}
-    variants = [variant for variant, _ in experiment_runs(experiment.spec)]
-    index = {variant.name: i for i, variant in enumerate(variants_of(experiment.spec))}
-    jobs = variant_jobs(experiment, template)
+    read = ExperimentRuns.read(raw)
+    if not isinstance(read, ExperimentRuns):
+        return report_problems(read, sys.stderr)
     found: list[Problem] = []
-    for variant, job in zip(variants, jobs, strict=True):
+    for variant, job in read.runs:
         for problem in protected_problems(job):
-            path = variant_field_path(index[variant.name], problem.path, variant.spec, template)
-            located = Problem(path, problem.message)
+            located = Problem(read.field_path(variant, problem.path), problem.message)
             if located not in found:
                 found.append(located)
     if found:
         return report_problems(found, sys.stderr)
     documents: list[Any] = []
-    for job in jobs:
+    for job in read.jobs:
         documents.append(job_object(job))
         documents.extend(render(job).manifests())
     sys.stdout.write(dump_all(documents))

@@ -14,6 +14,7 @@ from flashrl_api import Problem, SpecError, load_documents, spec_warnings
 from flashrl_jobs.verl_args import check_key
 from flashrl_operator.cli.common import (
     Command,
+    ExperimentRuns,
     read_job,
     read_text,
     report_problems,
@@ -62,30 +63,16 @@ def _validate_experiment(source: str, raw: Mapping[str, Any]) -> int:
     """Every variant merged over the template and checked as the FlashRLJob it becomes: its verl
     overrides and verl's start-up checks too, each problem at the variant's field when the variant
     set it, at the template's otherwise (once)."""
-    from flashrl_api.experiment import (
-        experiment_problems,
-        experiment_runs,
-        variant_field_path,
-        variant_jobs,
-        variants_of,
-    )
-
-    experiment, problems = experiment_problems(raw)
-    if problems or experiment is None:
-        return report_problems(problems, sys.stderr)
-    spec = raw.get("spec")
-    template = (spec.get("template") if isinstance(spec, Mapping) else None) or {}
-    variants = variants_of(experiment.spec)
-    index = {variant.name: i for i, variant in enumerate(variants)}
-    runs = [variant for variant, _ in experiment_runs(experiment.spec)]
-    jobs = variant_jobs(experiment, template)
+    read = ExperimentRuns.read(raw)
+    if not isinstance(read, ExperimentRuns):
+        return report_problems(read, sys.stderr)
+    experiment, jobs = read.experiment, read.jobs
     found: list[Problem] = []
     notes: list[str] = []
     # Replicas differ only in the seed, which composes alike: one composition per check key, as the
     # operator keeps one verdict per key (each composition runs verl's checks in a child, seconds each).
     reports: dict[str, ConfigReport] = {}
-    for variant, job in zip(runs, jobs, strict=True):
-        i = index[variant.name]
+    for variant, job in read.runs:
         key = check_key(job)
         if key not in reports:
             reports[key] = override_problems(job, read_model_files=True)
@@ -93,7 +80,7 @@ def _validate_experiment(source: str, raw: Mapping[str, Any]) -> int:
         if report.note and report.note not in notes:
             notes.append(report.note)
         for problem in report.problems:
-            path = variant_field_path(i, problem.path, variant.spec, template)
+            path = read.field_path(variant, problem.path)
             suffix = "" if path.startswith("spec.variants") else f" (in variant {variant.name!r})"
             located = Problem(path, problem.message + suffix)
             if not any(p.path == located.path for p in found):
@@ -103,15 +90,14 @@ def _validate_experiment(source: str, raw: Mapping[str, Any]) -> int:
     if found:
         return report_problems(found, sys.stderr)
     replicas = experiment.spec.replicas
-    count = f"{len(jobs)} variants" if replicas == 1 else f"{len(variants)} variants × {replicas} replicas"
+    count = f"{len(jobs)} variants" if replicas == 1 else f"{len(read.index)} variants × {replicas} replicas"
     print(f'{source_name(source)}: valid FlashRLExperiment "{experiment.name}", {count}:')
     for job in jobs:
         print(f"  {job.name} {summary(job)}")
     warnings: list[str] = []
-    for variant, job in zip(runs, jobs, strict=True):
-        i = index[variant.name]
+    for variant, job in read.runs:
         for path, message in spec_warnings(job.spec):
-            line = f"warning: {variant_field_path(i, 'spec.' + path, variant.spec, template)}: {message}"
+            line = f"warning: {read.field_path(variant, 'spec.' + path)}: {message}"
             if line not in warnings:
                 warnings.append(line)
     for line in [*warnings, *dict.fromkeys(offline_limits(job) for job in jobs)]:
